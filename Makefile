@@ -1,0 +1,39 @@
+# soperator.slurm — every developer and CI entry point. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha256sum requirements-dev.txt | cut -c1-12)
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+help: ## this list
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+deps: ## Debian packages the tools and tests need (only missing ones)
+	hack/install-deps.sh
+
+$(STAMP): requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(STAMP) ## Python virtualenv with ansible, molecule, pytest, the kubernetes client
+
+binaries: ## build (once, cached in ~/.cache/soperator) the pinned Kubernetes, etcd and kwok
+	hack/build-binaries.sh control-plane
+
+cluster-up: deps binaries ## start the local Kubernetes (loopback only, kwok nodes)
+	python3 hack/localcluster.py up
+
+cluster-down: ## stop the local Kubernetes and remove its state
+	python3 hack/localcluster.py down
+
+test: deps venv binaries ## everything CI runs: lint, unit, integration against a real cluster, ...
+	hack/test.sh
+
+unit: venv ## fast unit tests only (no cluster)
+	$(PY) -m pytest -q tests/unit
+
+.PHONY: help deps venv binaries cluster-up cluster-down test unit

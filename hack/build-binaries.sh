@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Build the pinned Kubernetes control plane, kubectl, etcd and kwok from the Go module proxy.
+# Cached under ${SOPERATOR_CACHE:-~/.cache/soperator}/<component>-<version>/bin; a cached build is reused.
+# Usage: hack/build-binaries.sh [control-plane|node|all]   (node = kubelet + kube-proxy, for a real node)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+cache=${SOPERATOR_CACHE:-$HOME/.cache/soperator}
+what=${1:-control-plane}
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+
+k8s_dir=$cache/kubernetes-$KUBERNETES_VERSION
+etcd_dir=$cache/etcd-$ETCD_VERSION
+kwok_dir=$cache/kwok-$KWOK_VERSION
+
+# A wrapper module: k8s.io/kubernetes replaces its staging modules with ./staging paths that do not
+# exist in the published module, so point each at its published v0.x.y twin.
+k8s_wrapper() {
+  local dir=$1 minor=${KUBERNETES_VERSION#v1.}
+  mkdir -p "$dir"
+  local stage=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+    cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api cri-client
+    csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
+    kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils
+    pod-security-admission sample-apiserver sample-cli-plugin sample-controller)
+  {
+    echo "module soperator.local/k8sbuild"
+    echo "go 1.24.0"
+    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    for m in "${stage[@]}"; do echo "replace k8s.io/$m => k8s.io/$m v0.$minor"; done
+  } >"$dir/go.mod"
+}
+
+build_k8s() {
+  local out=$1; shift
+  local missing=()
+  for c in "$@"; do [ -x "$out/$c" ] || missing+=("$c"); done
+  [ ${#missing[@]} -gt 0 ] || { echo "cached: $* in $out"; return 0; }
+  local work; work=$(mktemp -d)
+  k8s_wrapper "$work"
+  local v=$KUBERNETES_VERSION minor=${KUBERNETES_VERSION#v1.}
+  minor=${minor%%.*}
+  local ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    ld+=" -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  local pkgs=()
+  for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  mkdir -p "$out"
+  (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true
+   cd "$work" && go get "k8s.io/kubernetes@$KUBERNETES_VERSION" >/dev/null
+   cd "$work" && go build -trimpath -ldflags "$ld" -o "$out/" "${pkgs[@]}")
+  rm -rf "$work"
+  echo "built: ${missing[*]} -> $out"
+}
+
+build_etcd() {
+  [ -x "$etcd_dir/bin/etcd" ] && { echo "cached: etcd in $etcd_dir/bin"; return 0; }
+  # etcd's server module has replace directives too: build it as a dependency of a wrapper module.
+  local work; work=$(mktemp -d)
+  printf 'module soperator.local/etcdbuild\ngo 1.23\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$work/go.mod"
+  mkdir -p "$etcd_dir/bin"
+  (cd "$work" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 &&
+   go build -trimpath -ldflags "-s -w" -o "$etcd_dir/bin/etcd" go.etcd.io/etcd/server/v3)
+  rm -rf "$work"
+  echo "built: etcd -> $etcd_dir/bin"
+}
+
+build_kwok() {
+  [ -x "$kwok_dir/bin/kwok" ] && { echo "cached: kwok in $kwok_dir/bin"; return 0; }
+  mkdir -p "$kwok_dir/bin"
+  GOBIN="$kwok_dir/bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  echo "built: kwok -> $kwok_dir/bin"
+}
+
+case $what in
+  control-plane)
+    build_k8s "$k8s_dir/bin" kube-apiserver kube-controller-manager kube-scheduler kubectl
+    build_etcd
+    build_kwok ;;
+  node) build_k8s "$k8s_dir/bin" kubelet kube-proxy ;;
+  all) "$0" control-plane; "$0" node ;;
+  *) echo "usage: $0 [control-plane|node|all]" >&2; exit 2 ;;
+esac
