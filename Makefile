@@ -36,4 +36,7 @@ test: deps venv binaries ## everything CI runs: lint, unit, integration against 
 unit: venv ## fast unit tests only (no cluster)
 	$(PY) -m pytest -q tests/unit
 
-.PHONY: help deps venv binaries cluster-up cluster-down test unit
+bench: deps venv binaries ## benchmarks: figures printed, nothing asserted about time
+	$(PY) bench/localcluster.py
+
+.PHONY: help deps venv binaries cluster-up cluster-down test unit bench

@@ -4,7 +4,7 @@
 # Usage: hack/build-binaries.sh [control-plane|node|all]   (node = kubelet + kube-proxy, for a real node)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=versions.env
+# shellcheck source=/dev/null
 . "$here/versions.env"
 cache=${SOPERATOR_CACHE:-$HOME/.cache/soperator}
 what=${1:-control-plane}
@@ -49,9 +49,8 @@ build_k8s() {
   local pkgs=()
   for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
   mkdir -p "$out"
-  (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true
-   cd "$work" && go get "k8s.io/kubernetes@$KUBERNETES_VERSION" >/dev/null
-   cd "$work" && go build -trimpath -ldflags "$ld" -o "$out/" "${pkgs[@]}")
+  (cd "$work" && go get "k8s.io/kubernetes@$KUBERNETES_VERSION" >/dev/null &&
+   go build -trimpath -ldflags "$ld" -o "$out/" "${pkgs[@]}")
   rm -rf "$work"
   echo "built: ${missing[*]} -> $out"
 }

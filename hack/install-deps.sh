@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the tests and tools need; installs only what is missing (CI runs on a fresh machine).
 set -euo pipefail
-pkgs=(openssl openssh-client openssh-server debootstrap rsync git make gcc libc6-dev iproute2 procps)
+pkgs=(openssl openssh-client openssh-server debootstrap rsync git make gcc libc6-dev iproute2 procps shellcheck)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
