@@ -1,0 +1,274 @@
+/*
+ * Entering the jail, in the task's process after fork and before exec, as
+ * root. Only this task's new mount namespace is changed: slurmd, slurmstepd
+ * and the node keep theirs.
+ */
+#define _GNU_SOURCE
+#include "jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "log.h"
+
+/* Paths of the node always bound into the jail, before the configured ones. */
+static const char *const node_paths[] = {"/dev", "/sys", "/tmp", "/run"};
+
+struct fdpath {
+	char s[32];
+};
+
+/* A path naming exactly the object behind fd, for mount(2). */
+static struct fdpath fd_path(int fd)
+{
+	struct fdpath p;
+
+	snprintf(p.s, sizeof(p.s), "/proc/self/fd/%d", fd);
+	return p;
+}
+
+static const char *errname(int err)
+{
+	const char *n = strerrorname_np(err);
+
+	return n ? n : "?";
+}
+
+/* Log "<what> <path>: <strerror> (<ENAME>)" and return -1. */
+static int fail(const char *what, const char *path, int err)
+{
+	sc_error("%s %s: %s (%s)", what, path, strerror(err), errname(err));
+	return -1;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/*
+ * Mount src (a path, or /proc/self/fd/N) onto dst inside the jail, creating
+ * the mountpoint as the kind of src when missing.
+ */
+static int bind_into(const char *jail, int jailfd, const char *src,
+		     const char *dst, bool readonly, bool optional)
+{
+	char shown[PATH_MAX * 2];
+	struct stat st;
+	enum sc_kind kind;
+	int tfd = -1, rc = -1;
+
+	snprintf(shown, sizeof(shown), "%s%s", jail, dst);
+	if (stat(src, &st) < 0) {
+		if (errno == ENOENT && optional) {
+			sc_debug("optional bind source %s is missing", src);
+			return 0;
+		}
+		return fail("bind source", src, errno);
+	}
+	kind = S_ISDIR(st.st_mode) ? SC_KIND_DIR : SC_KIND_FILE;
+	tfd = sc_open_beneath(jailfd, dst, true, kind);
+	if (tfd < 0)
+		return fail("mountpoint", shown, -tfd);
+	if (mount(src, fd_path(tfd).s, NULL, MS_BIND | MS_REC, NULL) < 0) {
+		fail("bind mount onto", shown, errno);
+		goto out;
+	}
+	if (readonly) {
+		close_fd(&tfd);
+		/* reopen: the path now leads to the new mount's root */
+		tfd = sc_open_beneath(jailfd, dst, false, kind);
+		if (tfd < 0) {
+			fail("reopen mountpoint", shown, -tfd);
+			goto out;
+		}
+		if (mount(NULL, fd_path(tfd).s, NULL,
+			  MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
+			fail("read-only remount of", shown, errno);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	close_fd(&tfd);
+	return rc;
+}
+
+static int mount_proc(const char *jail, int jailfd)
+{
+	char shown[PATH_MAX + 8];
+	int fd, rc = 0;
+
+	snprintf(shown, sizeof(shown), "%s/proc", jail);
+	fd = sc_open_beneath(jailfd, "proc", true, SC_KIND_DIR);
+	if (fd < 0)
+		return fail("mountpoint", shown, -fd);
+	if (mount("proc", fd_path(fd).s, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) < 0)
+		rc = fail("mount proc on", shown, errno);
+	close(fd);
+	return rc;
+}
+
+/* Open dir with the job's credentials: the bind must not show the user a
+ * directory the user could not reach on the node. -1 if not reachable. */
+static int open_as_user(const char *dir, const struct sc_job *job)
+{
+	gid_t saved[NGROUPS_MAX];
+	int nsaved, fd, err;
+
+	nsaved = getgroups(NGROUPS_MAX, saved);
+	if (nsaved < 0)
+		return -1;
+	if (job->ngids >= 0 && setgroups((size_t)job->ngids, job->gids) < 0)
+		return -1;
+	setfsgid(job->gid);
+	setfsuid(job->uid);
+	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	err = errno;
+	setfsuid(0);
+	setfsgid(0);
+	if (setgroups((size_t)nsaved, saved) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	errno = err;
+	return fd;
+}
+
+/* The job's working directory, when the jail lacks it and the node has it. */
+static int bind_workdir(const struct sc_options *o, int jailfd,
+			const struct sc_job *job)
+{
+	int in_jail, fd, rc;
+
+	if (!o->workdir || !job->workdir || job->workdir[0] != '/')
+		return 0;
+	if (sc_path_is_under(job->workdir, o->jail))
+		return 0;
+	in_jail = sc_open_beneath(jailfd, job->workdir, false, SC_KIND_DIR);
+	if (in_jail >= 0) {
+		close(in_jail);
+		return 0;
+	}
+	fd = open_as_user(job->workdir, job);
+	if (fd < 0) {
+		/* Slurm then starts the task in /tmp and says so */
+		sc_debug("workdir %s not reachable on the node: %m",
+			 job->workdir);
+		return 0;
+	}
+	rc = bind_into(o->jail, jailfd, fd_path(fd).s, job->workdir, false,
+		       false);
+	close(fd);
+	return rc;
+}
+
+/* The spool dir (batch scripts run from there after the pivot). */
+static int bind_spool(const struct sc_options *o, int jailfd,
+		      const struct sc_job *job)
+{
+	char path[PATH_MAX];
+	char *slash;
+
+	if (o->spool_dir) {
+		if (sc_expand_node(o->spool_dir, job->node, path,
+				   sizeof(path)) < 0)
+			return fail("expand %n in spool_dir", o->spool_dir,
+				    EINVAL);
+	} else if (job->script && job->script[0] == '/') {
+		/* only this job's directory, e.g. <spool>/job00042 */
+		if (strlen(job->script) >= sizeof(path))
+			return fail("batch script", job->script, ENAMETOOLONG);
+		strcpy(path, job->script);
+		slash = strrchr(path, '/');
+		if (slash == path)
+			return 0;
+		*slash = '\0';
+	} else {
+		return 0;
+	}
+	if (sc_path_is_under(path, o->jail))
+		return 0;
+	return bind_into(o->jail, jailfd, path, path, false, false);
+}
+
+static int enter_root(const struct sc_options *o, int jailfd)
+{
+	if (fchdir(jailfd) < 0)
+		return fail("chdir to", o->jail, errno);
+	if (o->mode == SC_MODE_CHROOT) {
+		if (chroot(".") < 0)
+			return fail("chroot to", o->jail, errno);
+	} else {
+		/* new root and old root on "."; then drop the old one */
+		if (syscall(SYS_pivot_root, ".", ".") < 0)
+			return fail("pivot_root to", o->jail, errno);
+		if (umount2(".", MNT_DETACH) < 0)
+			return fail("detach old root under", o->jail, errno);
+	}
+	if (chdir("/") < 0)
+		return fail("chdir to / in", o->jail, errno);
+	return 0;
+}
+
+int sc_jail_enter(const struct sc_options *o, const struct sc_job *job)
+{
+	int jailfd = -1, rc = -1;
+	struct stat st;
+
+	if (stat(o->jail, &st) < 0)
+		return fail("jail", o->jail, errno);
+	if (!S_ISDIR(st.st_mode))
+		return fail("jail", o->jail, ENOTDIR);
+	if (unshare(CLONE_NEWNS) < 0)
+		return fail("unshare mount namespace for", o->jail, errno);
+	/* our mounts must not propagate back to the node */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return fail("make / a recursive slave for", o->jail, errno);
+	/* pivot_root needs the new root to be a mount point */
+	if (mount(o->jail, o->jail, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return fail("bind jail onto itself", o->jail, errno);
+	jailfd = open(o->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (jailfd < 0)
+		return fail("open jail", o->jail, errno);
+
+	if (mount_proc(o->jail, jailfd) < 0)
+		goto out;
+	for (size_t i = 0; i < sizeof(node_paths) / sizeof(*node_paths); i++)
+		if (bind_into(o->jail, jailfd, node_paths[i], node_paths[i],
+			      false, false) < 0)
+			goto out;
+	if (bind_spool(o, jailfd, job) < 0)
+		goto out;
+	if (bind_workdir(o, jailfd, job) < 0)
+		goto out;
+	for (size_t i = 0; i < o->nbinds; i++) {
+		const struct sc_bind *b = &o->binds[i];
+
+		if (bind_into(o->jail, jailfd, b->src, b->dst, b->readonly,
+			      b->optional) < 0)
+			goto out;
+	}
+	if (enter_root(o, jailfd) < 0)
+		goto out;
+	rc = 0;
+out:
+	close_fd(&jailfd);
+	return rc;
+}

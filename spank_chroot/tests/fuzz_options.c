@@ -1,0 +1,57 @@
+/*
+ * libFuzzer entry point for the plugstack argument parser: the input is split
+ * on spaces into arguments. Build with clang -fsanitize=fuzzer,address, or
+ * with -DFUZZ_REPLAY_MAIN (make asan) to replay the files given as arguments.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *buf = malloc(size + 1), *argv[64], *save = NULL, *tok;
+	struct sc_options o;
+	char err[128];
+	int argc = 0;
+
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	buf[size] = '\0';
+	for (tok = strtok_r(buf, " ", &save); tok && argc < 64;
+	     tok = strtok_r(NULL, " ", &save))
+		argv[argc++] = tok;
+	sc_options_parse(argc, argv, &o, err, sizeof(err));
+	sc_options_free(&o);
+	free(buf);
+	return 0;
+}
+
+#ifdef FUZZ_REPLAY_MAIN
+int main(int argc, char **argv)
+{
+	int n = 0;
+
+	for (int i = 1; i < argc; i++) {
+		static uint8_t data[1 << 16];
+		FILE *f = fopen(argv[i], "rb");
+		size_t len;
+
+		if (!f) {
+			perror(argv[i]);
+			return 1;
+		}
+		len = fread(data, 1, sizeof(data), f);
+		fclose(f);
+		LLVMFuzzerTestOneInput(data, len);
+		n++;
+	}
+	printf("fuzz replay: %d inputs ok\n", n);
+	return 0;
+}
+#endif

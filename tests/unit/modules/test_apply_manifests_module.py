@@ -1,0 +1,84 @@
+"""apply_manifests' main(): options reach the adapter, errors come back as fail_json, secrets are masked."""
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError
+from ansible_collections.soperator.slurm.plugins.modules import apply_manifests as module
+
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "slurm"},
+          "stringData": {"password": "correct-horse-battery"}}
+
+
+def run(capsys, args):
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        module.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def adapter(monkeypatch):
+    calls = {}
+    monkeypatch.setattr(module, "dynamic_client", lambda params: ("client", params["kubeconfig"]))
+
+    def fake_apply(client, manifests, field_manager, **kwargs):
+        calls.update(client=client, manifests=manifests, field_manager=field_manager, **kwargs)
+        if "raise" in calls:
+            raise calls["raise"]
+        return {"changed": True, "objects": [], "counts": {"created": 1, "updated": 0, "unchanged": 0,
+                                                           "pruned": 0}}
+
+    monkeypatch.setattr(module, "apply_manifests", fake_apply)
+    return calls
+
+
+def test_options_reach_the_adapter(capsys, adapter):
+    prune = {"selector": "a=b", "kinds": ["v1/ConfigMap"]}
+    rc, out = run(capsys, {"manifests": [SECRET], "kubeconfig": "/k", "prune": prune})
+    assert rc == 0 and out["changed"] is True and out["counts"]["created"] == 1
+    assert adapter["client"] == ("client", "/k")
+    assert adapter["field_manager"] == "soperator.slurm"
+    assert adapter["prune_selector"] == "a=b" and adapter["prune_kinds"] == ["v1/ConfigMap"]
+    assert adapter["protect"] == ["Secret", "PersistentVolumeClaim"]
+    assert adapter["check_mode"] is False and adapter["force_conflicts"] is False
+
+
+def test_empty_protect_list_is_respected(capsys, adapter):
+    run(capsys, {"manifests": [], "prune": {"selector": "a=b", "protect_kinds": []}})
+    assert adapter["protect"] == []
+
+
+def test_no_prune_by_default(capsys, adapter):
+    run(capsys, {"manifests": []})
+    assert adapter["prune_selector"] is None
+
+
+def test_check_mode_and_diff_are_passed(capsys, adapter):
+    run(capsys, {"manifests": [], "_ansible_check_mode": True, "_ansible_diff": True})
+    assert adapter["check_mode"] is True and adapter["diff"] is True
+
+
+def test_adapter_error_fails_with_details_and_masked_secrets(capsys, adapter):
+    adapter["raise"] = KubernetesError("apply Secret slurm/db: invalid value correct-horse-battery",
+                                       object="Secret slurm/db", status=422)
+    rc, out = run(capsys, {"manifests": [SECRET]})
+    assert rc == 1 and out["failed"] is True
+    assert out["object"] == "Secret slurm/db" and out["status"] == 422
+    assert "correct-horse-battery" not in json.dumps(out)
+
+
+def test_generated_secrets_are_masked(capsys, adapter, monkeypatch):
+    def leaky(client, manifests, field_manager, on_secret=None, **kwargs):
+        on_secret("R0VORVJBVEVE")
+        return {"changed": True, "objects": [{"note": "R0VORVJBVEVE"}], "counts": {}}
+
+    monkeypatch.setattr(module, "apply_manifests", leaky)
+    rc, out = run(capsys, {"manifests": []})
+    assert rc == 0 and "R0VORVJBVEVE" not in json.dumps(out)
+
+
+def test_manifests_are_required(capsys, adapter):
+    rc, out = run(capsys, {})
+    assert rc == 1 and "manifests" in out["msg"]
