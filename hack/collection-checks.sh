@@ -8,6 +8,31 @@ export PATH="$root/.venv/bin:$PATH"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# ansible-test bootstraps pip in its sanity venvs with a get-pip script from a host this machine cannot
+# reach; a cached script is used instead when present. Ours installs pip with ensurepip and lets it fetch the
+# pinned packages from PyPI (get-pip's --no-setuptools/--no-wheel mean "skip those": dropping them does that).
+pipver=$(python - <<'PY'
+from ansible_test._internal.python_requirements import get_venv_packages
+from ansible_test._internal.host_configs import NativePythonConfig
+import sys
+print(get_venv_packages(NativePythonConfig(version="%d.%d" % sys.version_info[:2], path=sys.executable))["pip"])
+PY
+)
+getpip=$HOME/.ansible/test/cache/get_pip_${pipver//./_}.py
+if [ ! -s "$getpip" ]; then
+  mkdir -p "$(dirname "$getpip")"
+  cat >"$getpip" <<'PY'
+# soperator.slurm stand-in for ansible-test's get-pip bootstrap (its download host is unreachable here).
+import subprocess
+import sys
+
+if __name__ == "__main__":
+    subprocess.check_call([sys.executable, "-m", "ensurepip", "--default-pip"], stdout=subprocess.DEVNULL)
+    args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+    sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", "-q"] + args))
+PY
+fi
+
 # Sanity needs the collection at .../ansible_collections/<ns>/<name>; copy what git tracks (what users get).
 dest=$work/src/ansible_collections/soperator/slurm
 mkdir -p "$dest"

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
-# Apache License 2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
 """Apply a list of manifests to a cluster: the only code of the collection that changes Kubernetes objects.

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
-# Apache License 2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure helpers about Kubernetes objects as plain dicts: identity, hashing, comparison, redaction, planning.
 
 Stdlib only, no I/O: the adapter (``_k8s_apply.py``) fetches live objects and calls these to decide what to
