@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
-# Apache License 2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Allowlists of raw configuration keys a SlurmCluster may set, and the keys the operator owns.
 
 A raw override whose key is not listed here is refused (a typo would otherwise be silently ignored or, worse,
@@ -149,7 +149,7 @@ SSHD_OWNED = {
     "Match": "conditional blocks are not supported",
     "Include": "every file is rendered by the operator",
     "PidFile": "owned by the operator",
-    "UsePAM": "owned by the images",
+    "UsePAM": "key authentication only: PAM is off",
 }
 # PermitRootLogin may only be tightened: a password root login is never allowed.
 SSHD_PERMIT_ROOT_LOGIN = ("prohibit-password", "forced-commands-only", "no")

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
-# Apache License 2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Names shared by the schema, the renderers and the planners: API group, labels, annotations, paths.
 
 One place for every string that another layer (adapters, roles, images, the SPANK plugin) also relies on.

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
-# Apache License 2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kubernetes resource quantities ("500m", "2", "4Gi", "1e3") as exact fractions, for sizing Slurm nodes."""
 
 from __future__ import absolute_import, division, print_function

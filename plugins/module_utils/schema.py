@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
-# Apache License 2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The SlurmCluster and NodeSet API, defined once as OpenAPI v3 structural schemas (plain dicts).
 
 ``hack/gen-crds.py`` turns these into the CRDs; ``spec.py`` validates and defaults objects by walking the very
@@ -206,10 +206,10 @@ def slurm_cluster_schema():
             **{"x-kubernetes-list-type": "set"}),
     }, default={}, **{"x-kubernetes-validations": [
         _rule("!has(self.nodePort) || self.type == 'NodePort' || self.type == 'LoadBalancer'",
-              "nodePort requires type NodePort or LoadBalancer"),
+              "nodePort requires type NodePort or LoadBalancer", ".nodePort"),
         _rule("!has(self.loadBalancerSourceRanges) || size(self.loadBalancerSourceRanges) == 0"
               " || self.type == 'LoadBalancer'",
-              "loadBalancerSourceRanges requires type LoadBalancer"),
+              "loadBalancerSourceRanges requires type LoadBalancer", ".loadBalancerSourceRanges"),
     ]})
 
     sub_mount = _o("A volume mounted inside the jail on login and worker nodes.", {
@@ -291,7 +291,7 @@ def slurm_cluster_schema():
         "cgroupConf": _m("cgroup.conf keys merged over the defaults (an allowlist of known keys).", raw_slurm, 32),
     }, default={}, **{"x-kubernetes-validations": [
         _rule("!has(self.healthCheckInterval) || self.healthCheckInterval == 0 || has(self.healthCheckProgram)",
-              "healthCheckInterval requires healthCheckProgram"),
+              "healthCheckInterval requires healthCheckProgram", ".healthCheckInterval"),
     ]})
 
     spec = _o("Desired state of a Slurm cluster: controller, login nodes, jail, partitions, Slurm settings. "

