@@ -3,22 +3,45 @@
 # always stopped at the end (unless the developer already had one running, which is then left alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH"
+root=$PWD
+export PATH="$root/.venv/bin:$PATH"
+export ANSIBLE_COLLECTIONS_PATH="$root/.cache/collections"
+export ANSIBLE_PYTHON_INTERPRETER="$root/.venv/bin/python"
 py=.venv/bin/python
+mkdir -p .cache/collections/ansible_collections/soperator
+ln -sfn "$root" .cache/collections/ansible_collections/soperator/slurm
 
 started_cluster=0
 cleanup() {
   if [ "$started_cluster" = 1 ]; then python3 hack/localcluster.py down || true; fi
 }
 trap cleanup EXIT
-
 stage() { printf '\n=== %s ===\n' "$*"; }
+
+stage "ansible-lint (production profile)"
+ansible-lint
+
+stage "unit tests (branch coverage of the pure core >= 90%)"
+$py -m pytest -q -ra -p no:cacheprovider tests/unit --cov --cov-config=.coveragerc --cov-report=term \
+  --cov-fail-under=90
 
 if [ -z "${SOPERATOR_KUBECONFIG:-}" ] && ! python3 hack/localcluster.py status >/dev/null 2>&1; then
   stage "local cluster up"
   python3 hack/localcluster.py up
   started_cluster=1
 fi
+kubeconfig=${SOPERATOR_KUBECONFIG:-$(python3 hack/localcluster.py kubeconfig)}
+export K8S_AUTH_KUBECONFIG=$kubeconfig
+export KUBECTL="$HOME/.cache/soperator/kubernetes-$(sed -n 's/^KUBERNETES_VERSION=//p' hack/versions.env)/bin/kubectl"
 
-stage "pytest: unit and integration"
-SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra tests/unit tests/integration
+stage "integration tests against the real kube-apiserver"
+SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/integration
+
+stage "molecule default scenario"
+molecule test -s default
+
+stage "molecule kind scenario"
+hack/molecule-kind.sh
+
+stage "collection: ansible-test sanity, galaxy build, install, ansible-doc"
+hack/collection-checks.sh
