@@ -33,21 +33,23 @@ if __name__ == "__main__":
 PY
 fi
 
-# Sanity needs the collection at .../ansible_collections/<ns>/<name>; copy what git tracks (what users get).
-dest=$work/src/ansible_collections/soperator/slurm
-mkdir -p "$dest"
-git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$dest"
-test ! -e "$dest/tests/sanity" || { ls "$dest/tests/sanity"; ! grep -rqv '^\s*$' "$dest/tests/sanity" || {
-  echo "sanity ignore files must stay empty"; exit 1; }; }
-(cd "$dest" && ansible-test sanity --python "$(python -c 'import sys;print("%d.%d"%sys.version_info[:2])')" \
-   --requirements --color no 2>&1 | grep -v "^WARNING: Skipping sanity test '.*' on unsupported Python" )
-
-# Build and install the artifact users get, then read every module's docs from the installed copy.
-(cd "$work" && ansible-galaxy collection build --output-path "$work/dist" "$dest" >/dev/null)
+# Build the artifact users get from what git tracks, install it, and run every check on the installed tree
+# (laid out as ansible_collections/soperator/slurm, as ansible-test requires).
+src=$work/src
+mkdir -p "$src"
+git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$src"
+ansible-galaxy collection build --output-path "$work/dist" "$src" >/dev/null
 artifact=$(ls "$work"/dist/soperator-slurm-*.tar.gz)
-echo "built $(basename "$artifact") ($(du -k "$artifact" | cut -f1) KiB)"
-ansible-galaxy collection install --no-deps -p "$work/installed" "$artifact" >/dev/null
-for m in "$work"/installed/ansible_collections/soperator/slurm/plugins/modules/*.py; do
+echo "built $(basename "$artifact") ($(du -k "$artifact" | cut -f1) KiB, $(tar -tzf "$artifact" | grep -vc '/$') files)"
+ansible-galaxy collection install --force --no-deps -p "$work/installed" "$artifact" >/dev/null
+dest=$work/installed/ansible_collections/soperator/slurm
+if [ -d "$dest/tests/sanity" ] && grep -rqv '^[[:space:]]*$' "$dest/tests/sanity"; then
+  echo "sanity ignore files must stay empty"; exit 1
+fi
+(cd "$dest" && ansible-test sanity --python "$(python -c 'import sys;print("%d.%d"%sys.version_info[:2])')" \
+   --requirements --color no 2>&1 | grep -v "^WARNING: Skipping sanity test '.*' on unsupported Python")
+
+for m in "$dest"/plugins/modules/*.py; do
   name=soperator.slurm.$(basename "$m" .py)
   ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-doc "$name" >/dev/null
   echo "ansible-doc $name: ok"

@@ -32,7 +32,8 @@ if [ -z "${SOPERATOR_KUBECONFIG:-}" ] && ! python3 hack/localcluster.py status >
 fi
 kubeconfig=${SOPERATOR_KUBECONFIG:-$(python3 hack/localcluster.py kubeconfig)}
 export K8S_AUTH_KUBECONFIG=$kubeconfig
-export KUBECTL="$HOME/.cache/soperator/kubernetes-$(sed -n 's/^KUBERNETES_VERSION=//p' hack/versions.env)/bin/kubectl"
+k8s_version=$(sed -n 's/^KUBERNETES_VERSION=//p' hack/versions.env)
+export KUBECTL="$HOME/.cache/soperator/kubernetes-$k8s_version/bin/kubectl"
 
 stage "integration tests against the real kube-apiserver"
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/integration
