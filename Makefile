@@ -24,6 +24,9 @@ venv: $(STAMP) ## Python virtualenv with ansible, molecule, pytest, the kubernet
 binaries: ## build (once, cached in ~/.cache/soperator) the pinned Kubernetes, etcd and kwok
 	hack/build-binaries.sh control-plane
 
+demo: deps venv binaries ## local Kubernetes + the CPU example cluster converged by site.yml
+	hack/demo.sh
+
 cluster-up: deps binaries ## start the local Kubernetes (loopback only, kwok nodes)
 	python3 hack/localcluster.py up
 
@@ -38,5 +41,6 @@ unit: venv ## fast unit tests only (no cluster)
 
 bench: deps venv binaries ## benchmarks: figures printed, nothing asserted about time
 	$(PY) bench/localcluster.py
+	$(PY) bench/collection.py
 
-.PHONY: help deps venv binaries cluster-up cluster-down test unit bench
+.PHONY: help deps venv binaries demo cluster-up cluster-down test unit bench
