@@ -45,13 +45,18 @@ key=$(printf '%s\n' "$SUITE" "$RECIPE_VERSION" "${PACKAGES[@]}" | sha256sum | cu
 cache_dir=$CACHE_ROOT/slurm-rootfs-$SUITE-$key
 tarball=$cache_dir/rootfs.tar.zst
 
-ensure_debootstrap() {
-  command -v debootstrap >/dev/null && return 0
-  log "installing debootstrap"
+# Host tools from the host's Debian: debootstrap (build), zstd (tarball).
+ensure_tools() {
+  local missing=() tool
+  for tool in debootstrap zstd; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+  done
+  ((${#missing[@]})) || return 0
+  log "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -q debootstrap >/dev/null 2>&1 || {
+  apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 || {
     apt-get update -q >/dev/null
-    apt-get install -y -q debootstrap >/dev/null
+    apt-get install -y -q "${missing[@]}" >/dev/null
   }
 }
 
@@ -74,8 +79,7 @@ build() {
   local started=$SECONDS
   rm -rf "$build_dir"
   mkdir -p "$build_dir/rootfs"
-  trap 'kill_rooted_in "$build_dir/rootfs"; umount -R "$build_dir/rootfs/proc" 2>/dev/null || true' EXIT
-  ensure_debootstrap
+  trap 'kill_rooted_in "$build_dir/rootfs"; umount -R "$build_dir/rootfs/proc" "$build_dir/rootfs/sys" 2>/dev/null || true' EXIT
   log "debootstrap $SUITE (minbase + ${PACKAGES[*]}) from $MIRROR"
   local include
   include=$(IFS=,; echo "${PACKAGES[*]}")
@@ -101,6 +105,7 @@ build() {
 }
 
 mkdir -p "$CACHE_ROOT"
+ensure_tools
 # One builder at a time: a second caller waits for the first one's tarball.
 exec 9>"$CACHE_ROOT/.slurm-rootfs.lock"
 flock 9

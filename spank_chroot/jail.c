@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "jail.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -117,8 +118,8 @@ static int mount_proc(const char *jail, int jailfd)
 	fd = sc_open_beneath(jailfd, "proc", true, SC_KIND_DIR);
 	if (fd < 0)
 		return fail("mountpoint", shown, -fd);
-	if (mount("proc", fd_path(fd).s, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  NULL) < 0)
+	if (mount("proc", fd_path(fd).s, "proc",
+		  MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		rc = fail("mount proc on", shown, errno);
 	close(fd);
 	return rc;
@@ -151,7 +152,31 @@ static int open_as_user(const char *dir, const struct sc_job *job)
 	return fd;
 }
 
-/* The job's working directory, when the jail lacks it and the node has it. */
+/* True when the directory behind the O_PATH fd has no entries. */
+static bool dir_is_empty(int pathfd)
+{
+	struct dirent *d;
+	bool empty = true;
+	DIR *dir;
+	int fd;
+
+	fd = open(fd_path(pathfd).s, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	dir = fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return false;
+	}
+	while (empty && (d = readdir(dir)))
+		if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
+			empty = false;
+	closedir(dir);
+	return empty;
+}
+
+/* The job's working directory, when the jail lacks it (or has only an empty
+ * directory there) and the node has it. */
 static int bind_workdir(const struct sc_options *o, int jailfd,
 			const struct sc_job *job)
 {
@@ -163,8 +188,13 @@ static int bind_workdir(const struct sc_options *o, int jailfd,
 		return 0;
 	in_jail = sc_open_beneath(jailfd, job->workdir, false, SC_KIND_DIR);
 	if (in_jail >= 0) {
+		/* the jail's own directory wins, unless it is an empty
+		 * mountpoint left by an earlier job */
+		bool empty = dir_is_empty(in_jail);
+
 		close(in_jail);
-		return 0;
+		if (!empty)
+			return 0;
 	}
 	fd = open_as_user(job->workdir, job);
 	if (fd < 0) {

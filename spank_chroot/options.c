@@ -67,11 +67,11 @@ bool sc_path_is_under(const char *path, const char *dir)
 
 	if (strcmp(dir, "/") == 0)
 		return true;
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+	return strncmp(path, dir, n) == 0 &&
+	       (path[n] == '\0' || path[n] == '/');
 }
 
-int sc_expand_node(const char *tmpl, const char *node, char *out,
-		   size_t outlen)
+int sc_expand_node(const char *tmpl, const char *node, char *out, size_t outlen)
 {
 	size_t o = 0;
 
@@ -165,8 +165,9 @@ static int add_bind(struct sc_options *o, const char *item, char *err,
 		dst = src;
 	}
 	if (flags && (!*flags || parse_bind_flags(flags, &b) < 0)) {
-		set_err(err, errlen, "bind %s: bad flags \"%s\" (ro, rw, optional)",
-			item, flags);
+		set_err(err, errlen,
+			"bind %s: bad flags \"%s\" (ro, rw, optional)", item,
+			flags);
 		goto out;
 	}
 	b.src = dup_path(src);
@@ -259,8 +260,8 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 		else if (strcmp(val, "chroot") == 0)
 			o->mode = SC_MODE_CHROOT;
 		else {
-			set_err(err, errlen, "mode=%s: expected pivot or chroot",
-				val);
+			set_err(err, errlen,
+				"mode=%s: expected pivot or chroot", val);
 			return -1;
 		}
 		return 0;
@@ -302,7 +303,8 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 	}
 #undef KEY_IS
 	set_err(err, errlen,
-		"unknown argument \"%.*s\" (known: jail, mode, bind, spool_dir, "
+		"unknown argument \"%.*s\" (known: jail, mode, bind, "
+		"spool_dir, "
 		"workdir)",
 		(int)klen, arg);
 	return -1;

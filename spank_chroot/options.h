@@ -12,7 +12,7 @@
 
 enum sc_mode {
 	SC_MODE_PIVOT = 0, /* pivot_root + detach the old root (default) */
-	SC_MODE_CHROOT,    /* chroot(2): where pivot_root is not allowed */
+	SC_MODE_CHROOT,	   /* chroot(2): where pivot_root is not allowed */
 };
 
 struct sc_bind {
@@ -23,13 +23,13 @@ struct sc_bind {
 };
 
 struct sc_options {
-	char *jail;      /* absolute, normalised; required */
+	char *jail; /* absolute, normalised; required */
 	enum sc_mode mode;
 	struct sc_bind *binds;
 	size_t nbinds;
 	char *spool_dir; /* SlurmdSpoolDir to bind, %n = node name; NULL: the
 			    batch script's own directory only */
-	bool workdir;    /* bind the job's working directory when missing */
+	bool workdir;	 /* bind the job's working directory when missing */
 };
 
 /*

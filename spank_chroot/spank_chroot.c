@@ -13,7 +13,10 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -62,10 +65,29 @@ static const char *job_getenv(spank_t sp, const char *name, char *buf, int len)
 	return spank_getenv(sp, name, buf, len) == ESPANK_SUCCESS ? buf : NULL;
 }
 
+/* "batch", "extern", ... or the number, for log lines. */
+static const char *step_name(uint32_t step_id, char buf[16])
+{
+	switch (step_id) {
+	case SLURM_BATCH_SCRIPT:
+		return "batch";
+	case SLURM_EXTERN_CONT:
+		return "extern";
+	case SLURM_INTERACTIVE_STEP:
+		return "interactive";
+	case SLURM_PENDING_STEP:
+		return "pending";
+	default:
+		snprintf(buf, 16, "%u", step_id);
+		return buf;
+	}
+}
+
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
-	char node[256], workdir[PATH_MAX];
+	char node[256], workdir[PATH_MAX], name[16];
 	struct sc_job job = {.ngids = -1};
+	struct timespec start, end;
 	uint32_t step_id;
 	int argc = 0;
 	char **argv = NULL;
@@ -82,7 +104,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		return -1;
 	}
 	if (!sc_step_is_jailed(step_id)) {
-		sc_debug("step %u is not jailed", step_id);
+		sc_debug("%s step is not jailed", step_name(step_id, name));
 		return 0;
 	}
 	if (spank_get_item(sp, S_JOB_UID, &job.uid) != ESPANK_SUCCESS ||
@@ -96,15 +118,22 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 	else
 		job.ngids = -1;
 	job.node = job_getenv(sp, "SLURMD_NODENAME", node, sizeof(node));
-	job.workdir = job_getenv(sp, "PWD", workdir, sizeof(workdir));
+	/* slurmstepd has already chdir'ed to the step's working directory
+	 * (--chdir or the submit dir); $PWD is only the submitter's. */
+	job.workdir = getcwd(workdir, sizeof(workdir));
 	if (step_id == SLURM_BATCH_SCRIPT &&
 	    spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS &&
 	    argc > 0)
 		job.script = argv[0];
 
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	if (sc_jail_enter(&options, &job) < 0)
 		return -1;
-	sc_debug("step %u entered %s", step_id, options.jail);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	sc_debug("%s step entered %s in %ld us", step_name(step_id, name),
+		 options.jail,
+		 (long)((end.tv_sec - start.tv_sec) * 1000000L +
+			(end.tv_nsec - start.tv_nsec) / 1000));
 	return 0;
 }
 

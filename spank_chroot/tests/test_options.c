@@ -11,7 +11,7 @@
 
 struct parse_case {
 	const char *args[MAXARGS]; /* NULL-terminated */
-	const char *err;           /* NULL: must parse; else part of the error */
+	const char *err; /* NULL: must parse; else part of the error */
 };
 
 static const struct parse_case parse_cases[] = {
@@ -156,8 +156,7 @@ static void test_expand_node(void)
 	CHECK(sc_expand_node("/s/%n", NULL, out, sizeof(out)) == -1);
 	CHECK(sc_expand_node("/s/%n", "", out, sizeof(out)) == -1);
 	CHECK(sc_expand_node("/plain", NULL, out, sizeof(out)) == 0);
-	CHECK(sc_expand_node("/%n%n%n%n", "abcdefgh", out, sizeof(out)) ==
-	      -1);
+	CHECK(sc_expand_node("/%n%n%n%n", "abcdefgh", out, sizeof(out)) == -1);
 }
 
 static void test_step_ids(void)
@@ -201,9 +200,8 @@ static void test_garbage(void)
 			len = (seed >> 16) % sizeof(bufs[a]);
 			for (size_t k = 0; k < len; k++) {
 				seed = seed * 1103515245u + 12345u;
-				bufs[a][k] =
-					alphabet[(seed >> 16) %
-						 (sizeof(alphabet) - 1)];
+				bufs[a][k] = alphabet[(seed >> 16) %
+						      (sizeof(alphabet) - 1)];
 			}
 			bufs[a][len] = '\0';
 			if (round % 3 == 0 && a == 0)

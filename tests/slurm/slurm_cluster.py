@@ -3,7 +3,7 @@
 The adapter between the tests and Slurm: it unpacks the trixie rootfs built by
 hack/slurm-rootfs.sh, writes a static slurm.conf with two logical nodes (``slurmd -N``, one
 Port= each), builds and installs spank_chroot inside the rootfs, and runs munge, slurmctld and
-the slurmds there in fresh mount, network, UTS and PID namespaces. Nothing leaks to the host:
+the slurmds there in fresh mount, UTS and PID namespaces (host network, free ports). Nothing leaks to the host:
 killing the namespace's init ends every daemon, job and mount at once.
 
 Used by conftest.py (one cluster per test session) and bench_spank.py.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import textwrap
@@ -26,16 +27,19 @@ ROOTFS_SCRIPT = REPO / "hack" / "slurm-rootfs.sh"
 PLUGIN_SRC = REPO / "spank_chroot"
 
 HOSTNAME = "slurm-test"
-NODES = {"n1": 6821, "n2": 6822}
+NODES = ("n1", "n2")
 USER, UID, GID = "alice", 1001, 1001
 JAIL = "/srv/jail"  # inside the rootfs
 MARKER = "/JAIL_MARKER"  # exists only in the jail
 PLUGIN_PATH = "/usr/local/lib/slurm/spank_chroot.so"
 PLUGSTACK_DROPIN = "/etc/slurm/plugstack.conf.d/spank_chroot.conf"
 
-SLURM_CONF = f"""\
+def slurm_conf(ctld_port: int, node_ports: dict[str, int]) -> str:
+    """Static slurm.conf: two logical nodes on this host, told apart by Port=."""
+    conf = f"""\
 ClusterName=spanktest
 SlurmctldHost={HOSTNAME}(127.0.0.1)
+SlurmctldPort={ctld_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -48,6 +52,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 PrologFlags=Contain
+LaunchParameters=use_interactive_step
 MailProg=/bin/true
 ReturnToService=2
 SlurmctldPidFile=/run/slurmctld.pid
@@ -62,12 +67,28 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=300
 """
-for _name, _port in NODES.items():
-    SLURM_CONF += (
-        f"NodeName={_name} NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 Port={_port} "
-        "CPUs=2 RealMemory=500 State=UNKNOWN\n"
-    )
-SLURM_CONF += f"PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4\n"
+    for name, port in node_ports.items():
+        conf += (f"NodeName={name} NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 Port={port} "
+                 "CPUs=2 RealMemory=500 State=UNKNOWN\n")
+    conf += (f"PartitionName=debug Nodes={','.join(node_ports)} Default=YES MaxTime=INFINITE "
+             "State=UP OverSubscribe=FORCE:4\n")
+    return conf
+
+
+def free_ports(n: int) -> list[int]:
+    """n TCP ports free right now: the cluster shares the host's network with other work."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 
 # PID 1 of the namespace: reaps orphans (slurmstepd double-forks), exits on SIGTERM.
 REAPER_C = r"""
@@ -150,7 +171,8 @@ class Cluster:
         r = self.root
         (r / "etc/hosts").write_text(f"127.0.0.1 localhost {HOSTNAME}\n")
         (r / "etc/hostname").write_text(HOSTNAME + "\n")
-        (r / "etc/slurm/slurm.conf").write_text(SLURM_CONF)
+        ports = free_ports(1 + len(NODES))
+        (r / "etc/slurm/slurm.conf").write_text(slurm_conf(ports[0], dict(zip(NODES, ports[1:]))))
         # Our own munge key, not the one baked into the cached tarball.
         (r / "etc/munge/munge.key").write_bytes(os.urandom(1024))
         os.chmod(r / "etc/munge/munge.key", 0o600)
@@ -210,18 +232,22 @@ class Cluster:
         script = textwrap.dedent(f"""\
             set -e
             R='{r}'
+            # a mount point, as a container's root is: pivot_root needs one
+            mount --rbind "$R" "$R"
             mount -t proc proc "$R/proc"
             mount --rbind /dev "$R/dev"
             mount --rbind /sys "$R/sys"
             mount -t tmpfs -o mode=755 tmpfs "$R/run"
-            "$R/usr/bin/busybox" ip link set lo up
             exec chroot "$R" /usr/local/sbin/reaper /usr/local/sbin/cluster-init
             """)
+        log = open(self.workdir / "init.log", "w")
         self._unshare = subprocess.Popen(
-            ["unshare", "--mount", "--net", "--uts", "--pid", "--fork", "--kill-child",
+            ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child",
              "--propagation", "private", "sh", "-c", script],
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
+        log.close()
         self.init_pid = wait_for(self._child_of_unshare, 10, "the namespace's init")
         wait_for(lambda: self.run(["scontrol", "ping"], timeout=10).returncode == 0, timeout,
                  "slurmctld to answer")
@@ -251,10 +277,15 @@ class Cluster:
         wait_for(idle, timeout, "both nodes idle", interval=0.5)
 
     def stop(self) -> None:
-        if self._unshare and self._unshare.poll() is None:
-            # --kill-child: unshare's death SIGKILLs the namespace's init, and with it
-            # every daemon, job and mount of the namespaces.
-            self._unshare.send_signal(signal.SIGTERM)
+        # The init (reaper) exits on SIGTERM; the kernel then kills everything else in its
+        # PID namespace, and the mount namespace with its mounts goes away. unshare itself
+        # ignores SIGTERM; SIGKILL on it makes --kill-child SIGKILL the init.
+        if self.init_pid:
+            try:
+                os.kill(self.init_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if self._unshare:
             try:
                 self._unshare.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -287,7 +318,7 @@ class Cluster:
             prefix = []
         environ.update(env or {})
         inner = " ".join(_sh_quote(a) for a in argv)
-        full = ["nsenter", "-t", str(self.init_pid), "-m", "-n", "-u", "-p", "-r",
+        full = ["nsenter", "-t", str(self.init_pid), "-m", "-u", "-p", "-r", "-w",
                 "env", "-i", *[f"{k}={v}" for k, v in environ.items()],
                 "sh", "-c", f"cd {_sh_quote(cwd)} && exec {' '.join(_sh_quote(p) for p in prefix)} "
                 f"timeout -k 5 {int(timeout)} {inner}"]

@@ -1,0 +1,147 @@
+"""Entry point: ``python -m soperator_operator --watches watches.yaml`` (like operator-sdk's ``make run``)."""
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+
+from . import __version__
+from .metrics import OperatorMetrics
+from .watches import load_watches, parse_duration
+
+log = logging.getLogger("soperator_operator")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="soperator_operator", description=__doc__)
+    p.add_argument("--watches", default=os.environ.get("WATCHES_FILE", "/opt/ansible/watches.yaml"),
+                   help="operator-sdk watches file")
+    p.add_argument("--namespace", action="append", default=None,
+                   help="watch only this namespace (repeatable); default: WATCH_NAMESPACE (comma-separated), "
+                        "else all namespaces")
+    p.add_argument("--max-workers", type=int, default=int(os.environ.get("MAX_WORKERS", "4")),
+                   help="role runs in parallel (different objects); one object never runs twice at once")
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
+                   help="kubeconfig (default: in-cluster config, else KUBECONFIG)")
+    p.add_argument("--context", default=None)
+    p.add_argument("--leader-elect", dest="leader_elect", action="store_true", default=True)
+    p.add_argument("--no-leader-elect", dest="leader_elect", action="store_false")
+    p.add_argument("--lease-name", default="soperator-operator")
+    p.add_argument("--lease-namespace", default=None, help="default: the pod's namespace")
+    p.add_argument("--lease-duration", default="15s")
+    p.add_argument("--renew-deadline", default="10s")
+    p.add_argument("--retry-period", default="2s")
+    p.add_argument("--identity", default=None, help="lease holder identity (default: POD_NAME, else host_pid)")
+    p.add_argument("--health-bind", default="0.0.0.0:8080",
+                   help="host:port for /healthz, /readyz and /metrics (port 0: any free port)")
+    p.add_argument("--work-dir", default=None, help="where run directories live (default: $TMPDIR)")
+    p.add_argument("--shutdown-timeout", default="60s", help="on SIGTERM, how long a run in flight may finish")
+    p.add_argument("--run-timeout", default="1h", help="a run longer than this is cancelled")
+    p.add_argument("--backoff-cap", default="5m", help="longest wait between retries of a transient failure")
+    p.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    p.add_argument("--version", action="version", version=__version__)
+    args = p.parse_args(argv)
+    if args.namespace is None:
+        env = os.environ.get("WATCH_NAMESPACE", "")
+        args.namespace = [n.strip() for n in env.split(",") if n.strip()]
+    return args
+
+
+def default_identity():
+    return os.environ.get("POD_NAME") or "%s_%d" % (socket.gethostname(), os.getpid())
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
+    # Imported here so --help works without the kubernetes client.
+    from .controller import Controller
+    from .kube import Kube, api_client, own_namespace
+    from .leader import LeaderElector
+    from .runner import RoleRunner
+    from .server import serve
+
+    watches = load_watches(args.watches)
+    identity = args.identity or default_identity()
+    metrics = OperatorMetrics()
+    kube = Kube(api_client(args.kubeconfig, args.context), identity=identity)
+    env = {}
+    if args.kubeconfig:
+        env.update(KUBECONFIG=os.path.abspath(args.kubeconfig), K8S_AUTH_KUBECONFIG=os.path.abspath(args.kubeconfig))
+    if args.context:
+        env["K8S_AUTH_CONTEXT"] = args.context
+    runner = RoleRunner(work_dir=args.work_dir, env=env, timeout=parse_duration(args.run_timeout))
+    controller = Controller(kube, runner, watches, namespaces=args.namespace, max_workers=args.max_workers,
+                            metrics=metrics, backoff_cap=parse_duration(args.backoff_cap))
+    done = threading.Event()
+    state = {"exit": 0, "started": False}
+    start_lock = threading.Lock()
+
+    def start_controller():
+        with start_lock:
+            if state["started"] or done.is_set():
+                return
+            state["started"] = True
+        metrics.leader.set(1)
+        log.info("leading: watching %s in %s", ", ".join(w.kind for w in watches),
+                 ", ".join(args.namespace) or "all namespaces")
+        controller.start()
+
+    def lost_leadership():
+        metrics.leader.set(0)
+        state["exit"] = 1
+        done.set()
+
+    elector = None
+    if args.leader_elect:
+        elector = LeaderElector(kube, args.lease_namespace or own_namespace(), args.lease_name, identity,
+                                lease_duration=parse_duration(args.lease_duration),
+                                renew_deadline=parse_duration(args.renew_deadline),
+                                retry_period=parse_duration(args.retry_period),
+                                on_started=lambda: threading.Thread(target=start_controller, daemon=True).start(),
+                                on_stopped=lost_leadership)
+
+    def ready():
+        if elector is not None:
+            return elector.api_ok.is_set() and (not elector.is_leader or controller.synced.is_set())
+        return controller.synced.is_set()
+
+    def metrics_text():
+        controller.update_gauges()
+        return metrics.registry.exposition()
+
+    host, _, port = args.health_bind.rpartition(":")
+    server = serve(host or "0.0.0.0", int(port), lambda: not done.is_set() or state["exit"] == 0, ready,
+                   metrics_text)
+    log.info("soperator-operator %s as %s; health and metrics on %s:%d", __version__, identity,
+             server.server_address[0], server.server_address[1])
+
+    def on_signal(signum, _frame):
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    if elector is not None:
+        elector.start()
+    else:
+        start_controller()
+    while not done.wait(1.0):
+        pass
+    controller.stop(timeout=parse_duration(args.shutdown_timeout))
+    if elector is not None:
+        elector.stop(release=state["exit"] == 0)
+    metrics.leader.set(0)
+    runner.close()
+    server.shutdown()
+    log.info("stopped")
+    return state["exit"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

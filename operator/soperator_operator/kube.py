@@ -1,0 +1,208 @@
+"""Adapter: every Kubernetes API call the runtime makes (the roles make their own). Thin on purpose."""
+
+import json
+import logging
+import os
+import uuid
+from datetime import datetime, timezone
+
+from kubernetes import client, config, watch as kwatch
+from kubernetes.client.rest import ApiException
+
+log = logging.getLogger(__name__)
+
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def api_client(kubeconfig=None, context=None):
+    cfg = client.Configuration()
+    if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    else:
+        config.load_incluster_config(client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+def own_namespace(default="default"):
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(SA_NAMESPACE_FILE, encoding="utf-8") as handle:
+            return handle.read().strip() or default
+    except OSError:
+        return default
+
+
+def status_code(exc):
+    """HTTP status of an API error, 0 when there was no answer at all (connection refused, timeout)."""
+    return exc.status if isinstance(exc, ApiException) and exc.status else 0
+
+
+def describe(exc):
+    """One line for an API error: status, reason and the server's message (not the headers)."""
+    if isinstance(exc, ApiException):
+        message = exc.reason or ""
+        try:
+            message = json.loads(exc.body).get("message") or message
+        except (TypeError, ValueError, AttributeError):
+            pass
+        return "(%s) %s" % (exc.status, message)
+    return str(exc)
+
+
+def now_iso():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Kube:
+    def __init__(self, api, identity="soperator-operator"):
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.coordination = client.CoordinationV1Api(api)
+        self.identity = identity
+
+    # --- custom resources -------------------------------------------------------------------------------------
+    def get(self, w, namespace, name):
+        try:
+            return self.custom.get_namespaced_custom_object(w.group, w.version, namespace, w.plural, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, w, namespace=None, timeout=60):
+        if namespace:
+            body = self.custom.list_namespaced_custom_object(w.group, w.version, namespace, w.plural,
+                                                             _request_timeout=timeout)
+        else:
+            body = self.custom.list_cluster_custom_object(w.group, w.version, w.plural, _request_timeout=timeout)
+        return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion")
+
+    def watch(self, w, namespace, resource_version, timeout_seconds=240):
+        """Yield (type, object) until the server ends the watch; raises ApiException(410) when the RV expired."""
+        stream = kwatch.Watch()
+        if namespace:
+            func, args = self.custom.list_namespaced_custom_object, (w.group, w.version, namespace, w.plural)
+        else:
+            func, args = self.custom.list_cluster_custom_object, (w.group, w.version, w.plural)
+        try:
+            for event in stream.stream(func, *args, resource_version=resource_version,
+                                       timeout_seconds=timeout_seconds, allow_watch_bookmarks=True,
+                                       _request_timeout=timeout_seconds + 30):
+                obj = event.get("raw_object") or event.get("object")
+                if event.get("type") == "ERROR":
+                    code = (obj or {}).get("code", 500)
+                    raise ApiException(status=code, reason=(obj or {}).get("message", "watch error"))
+                yield event.get("type"), obj
+        finally:
+            stream.stop()
+
+    def add_finalizer(self, w, obj, finalizer):
+        meta = obj["metadata"]
+        current = meta.get("finalizers")
+        if current and finalizer in current:
+            return obj
+        if current:
+            ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+                   {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}]
+        else:
+            ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+                   {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}]
+        return self.custom.patch_namespaced_custom_object(w.group, w.version, meta["namespace"], w.plural,
+                                                          meta["name"], ops,
+                                                          _content_type="application/json-patch+json")
+
+    def remove_finalizer(self, w, obj, finalizer):
+        meta = obj["metadata"]
+        current = meta.get("finalizers") or []
+        if finalizer not in current:
+            return obj
+        index = current.index(finalizer)
+        ops = [{"op": "test", "path": "/metadata/finalizers/%d" % index, "value": finalizer},
+               {"op": "remove", "path": "/metadata/finalizers/%d" % index}]
+        try:
+            return self.custom.patch_namespaced_custom_object(w.group, w.version, meta["namespace"], w.plural,
+                                                              meta["name"], ops,
+                                                              _content_type="application/json-patch+json")
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def update_status(self, w, namespace, name, compute, attempts=5):
+        """Read the object, ``compute(old_status, obj) -> new status`` and write it to the status subresource.
+
+        Skips the write when nothing but timestamps would change. Retries a lost optimistic-concurrency race
+        (409) with a fresh read; returns the written object, or None if the object is gone.
+        """
+        from .conditions import same_status  # pure
+        for attempt in range(attempts):
+            obj = self.get(w, namespace, name)
+            if obj is None:
+                return None
+            old = obj.get("status") or {}
+            new = compute(old, obj)
+            if new is None or same_status(old, new):
+                return obj
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": new}
+            try:
+                return self.custom.patch_namespaced_custom_object_status(w.group, w.version, namespace, w.plural,
+                                                                         name, body)
+            except ApiException as exc:
+                if exc.status == 409 and attempt + 1 < attempts:
+                    continue
+                if exc.status == 404:
+                    return None
+                raise
+        return None
+
+    # --- children and events ----------------------------------------------------------------------------------
+    def get_statefulset(self, namespace, name):
+        try:
+            return self.api.sanitize_for_serialization(self.apps.read_namespaced_stateful_set(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def event(self, obj, event_type, reason, message):
+        """A core/v1 Event on ``obj``; failures to record are logged, never raised."""
+        meta = obj.get("metadata") or {}
+        stamp = now_iso()
+        body = {
+            "metadata": {"name": "%s.%s" % (meta.get("name"), uuid.uuid4().hex[:12]),
+                         "namespace": meta.get("namespace")},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                               "name": meta.get("name"), "namespace": meta.get("namespace"),
+                               "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+            "type": event_type, "reason": reason, "message": (message or "")[:1024],
+            "source": {"component": "soperator-operator", "host": self.identity},
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta.get("namespace"), body)
+        except Exception as exc:  # noqa: BLE001  an Event is a courtesy, never a reason to fail a run
+            log.warning("could not record event %s on %s/%s: %s", reason, meta.get("namespace"),
+                        meta.get("name"), exc)
+
+    # --- leases -----------------------------------------------------------------------------------------------
+    def get_lease(self, namespace, name):
+        try:
+            return self.api.sanitize_for_serialization(self.coordination.read_namespaced_lease(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create_lease(self, namespace, name, spec):
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        return self.coordination.create_namespaced_lease(namespace, body)
+
+    def replace_lease(self, namespace, name, resource_version, spec):
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
+                "spec": spec}
+        return self.coordination.replace_namespaced_lease(name, namespace, body)

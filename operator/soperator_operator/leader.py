@@ -1,0 +1,103 @@
+"""Leader election loop around the pure ``lease.decide`` (adapter + thread)."""
+
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+
+from kubernetes.client.rest import ApiException
+
+from . import lease as L
+
+log = logging.getLogger(__name__)
+
+
+class LeaderElector:
+    def __init__(self, kube, namespace, name, identity, lease_duration=15.0, renew_deadline=10.0,
+                 retry_period=2.0, on_started=None, on_stopped=None, clock=time.monotonic,
+                 wall=lambda: datetime.now(timezone.utc)):
+        if not retry_period < renew_deadline < lease_duration:
+            raise ValueError("need retry-period < renew-deadline < lease-duration")
+        self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
+        self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
+        self.on_started, self.on_stopped = on_started or (lambda: None), on_stopped or (lambda: None)
+        self.clock, self.wall = clock, wall
+        self.is_leader = False
+        self.api_ok = threading.Event()   # at least one successful round trip (readiness)
+        self._stop = threading.Event()
+        self._thread = None
+        self._observed = None   # (record version, local time first seen)
+        self._last_renewed = None
+        self._record = None
+        self._rv = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="leader-election")
+        self._thread.start()
+
+    def stop(self, release=True):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(self.retry_period + 10)
+        if release and self.is_leader:
+            self.release()
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self._round()
+            except Exception as exc:  # noqa: BLE001  API unavailable: keep trying until the renew deadline
+                log.warning("leader election round failed: %s", exc)
+            if self.is_leader and not L.still_leader(self._last_renewed, self.clock(), self.renew_deadline):
+                log.error("could not renew lease %s/%s within %.0fs: stopping", self.namespace, self.name,
+                          self.renew_deadline)
+                self.is_leader = False
+                self.on_stopped()
+                return
+            self._stop.wait(self.retry_period)
+
+    def _round(self):
+        body = self.kube.get_lease(self.namespace, self.name)
+        self.api_ok.set()
+        now = self.clock()
+        record = L.LeaseRecord.from_spec(body["spec"]) if body else None
+        self._record, self._rv = record, (body or {}).get("metadata", {}).get("resourceVersion")
+        if record is not None and (self._observed is None or self._observed[0] != record.version()):
+            self._observed = (record.version(), now)
+        decision = L.decide(record, self.identity, now, self._observed[1] if self._observed else None)
+        if decision.action == L.WAIT:
+            if self.is_leader:  # someone else took it (we were too slow)
+                log.error("lease %s taken by %s", self.name, record.holder)
+                self.is_leader = False
+                self.on_stopped()
+                self._stop.set()
+            return
+        spec = L.next_spec(record, self.identity, decision.action, self.wall(), self.lease_duration)
+        try:
+            if decision.action == L.CREATE:
+                self.kube.create_lease(self.namespace, self.name, spec)
+            else:
+                self.kube.replace_lease(self.namespace, self.name, self._rv, spec)
+        except ApiException as exc:
+            if exc.status in (409, 422):  # another replica wrote first
+                return
+            raise
+        self._last_renewed = self.clock()
+        if not self.is_leader:
+            log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
+            self.is_leader = True
+            self.on_started()
+
+    def release(self):
+        try:
+            body = self.kube.get_lease(self.namespace, self.name)
+            if not body or (body.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            record = L.LeaseRecord.from_spec(body["spec"])
+            self.kube.replace_lease(self.namespace, self.name, body["metadata"]["resourceVersion"],
+                                    L.released_spec(record, self.wall()))
+            log.info("released lease %s/%s", self.namespace, self.name)
+        except Exception as exc:  # noqa: BLE001  best effort: the lease expires anyway
+            log.warning("could not release lease: %s", exc)
+        finally:
+            self.is_leader = False

@@ -1,0 +1,136 @@
+"""A small Prometheus text-format registry (counters, gauges, histograms with labels). Pure, thread-safe."""
+
+import threading
+
+DEFAULT_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+
+
+def _escape(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(names, values, extra=None):
+    pairs = list(zip(names, values)) + list(extra or [])
+    if not pairs:
+        return ""
+    return "{" + ",".join('%s="%s"' % (k, _escape(v)) for k, v in pairs) + "}"
+
+
+def _num(value):
+    if value == float("inf"):
+        return "+Inf"
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+class _Metric:
+    kind = ""
+
+    def __init__(self, name, help_text, labelnames=()):
+        self.name, self.help, self.labelnames = name, help_text, tuple(labelnames)
+        self._lock = threading.Lock()
+        self._values = {}
+
+    def _key(self, labels):
+        return tuple(str(labels.get(n, "")) for n in self.labelnames)
+
+    def header(self):
+        return ["# HELP %s %s" % (self.name, self.help), "# TYPE %s %s" % (self.name, self.kind)]
+
+
+class Counter(_Metric):
+    kind = "counter"
+
+    def inc(self, amount=1.0, **labels):
+        with self._lock:
+            key = self._key(labels)
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def value(self, **labels):
+        with self._lock:
+            return self._values.get(self._key(labels), 0.0)
+
+    def render(self):
+        with self._lock:
+            items = sorted(self._values.items())
+        return self.header() + ["%s_total%s %s" % (self.name, _labels(self.labelnames, k), _num(v))
+                                for k, v in items]
+
+
+class Gauge(Counter):
+    kind = "gauge"
+
+    def set(self, value, **labels):
+        with self._lock:
+            self._values[self._key(labels)] = float(value)
+
+    def render(self):
+        with self._lock:
+            items = sorted(self._values.items())
+        return self.header() + ["%s%s %s" % (self.name, _labels(self.labelnames, k), _num(v)) for k, v in items]
+
+
+class Histogram(_Metric):
+    kind = "histogram"
+
+    def __init__(self, name, help_text, labelnames=(), buckets=DEFAULT_BUCKETS):
+        super().__init__(name, help_text, labelnames)
+        self.buckets = tuple(sorted(buckets))
+
+    def observe(self, value, **labels):
+        with self._lock:
+            key = self._key(labels)
+            counts, total, count = self._values.get(key, ([0] * len(self.buckets), 0.0, 0))
+            counts = [c + (1 if value <= b else 0) for c, b in zip(counts, self.buckets)]
+            self._values[key] = (counts, total + value, count + 1)
+
+    def count(self, **labels):
+        with self._lock:
+            entry = self._values.get(self._key(labels))
+            return entry[2] if entry else 0
+
+    def render(self):
+        lines = self.header()
+        with self._lock:
+            items = sorted(self._values.items())
+        for key, (counts, total, count) in items:
+            for bound, c in zip(self.buckets, counts):
+                lines.append("%s_bucket%s %s" % (self.name, _labels(self.labelnames, key, [("le", _num(bound))]),
+                                                 _num(c)))
+            lines.append("%s_bucket%s %s" % (self.name, _labels(self.labelnames, key, [("le", "+Inf")]), count))
+            lines.append("%s_sum%s %s" % (self.name, _labels(self.labelnames, key), _num(total)))
+            lines.append("%s_count%s %s" % (self.name, _labels(self.labelnames, key), count))
+        return lines
+
+
+class Registry:
+    def __init__(self):
+        self._metrics = []
+
+    def register(self, metric):
+        self._metrics.append(metric)
+        return metric
+
+    def exposition(self):
+        lines = []
+        for metric in self._metrics:
+            lines.extend(metric.render())
+        return "\n".join(lines) + "\n"
+
+
+class OperatorMetrics:
+    """The operator's metrics, one instance per process."""
+
+    def __init__(self):
+        self.registry = Registry()
+        reg = self.registry.register
+        self.runs = reg(Counter("soperator_operator_runs", "Role runs by kind and result.", ("kind", "result")))
+        self.failures = reg(Counter("soperator_operator_run_failures",
+                                    "Failed role runs by kind and class (permanent/transient).", ("kind", "class")))
+        self.duration = reg(Histogram("soperator_operator_run_duration_seconds", "Role run duration.", ("kind",)))
+        self.queue_depth = reg(Gauge("soperator_operator_queue_depth", "Objects due and waiting for a worker."))
+        self.running = reg(Gauge("soperator_operator_runs_in_flight", "Role runs in flight."))
+        self.leader = reg(Gauge("soperator_operator_leader", "1 while this replica holds the Lease."))
+        self.events = reg(Counter("soperator_operator_watch_events", "Watch events seen by kind and type.",
+                                  ("kind", "type")))

@@ -1,0 +1,126 @@
+"""Load an operator-sdk ``watches.yaml`` into typed entries (pure, apart from reading the file)."""
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+DEFAULT_RECONCILE_PERIOD = 600.0  # seconds; operator-sdk's own default is 10h, ours repairs drift sooner
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value) -> float:
+    """Seconds in a Go duration (``1h30m``, ``45s``, ``250ms``); a bare number means seconds, as upstream."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError("negative duration: %r" % (value,))
+        return float(value)
+    text = str(value).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError("not a duration: %r" % (value,))
+    return total
+
+
+@dataclass(frozen=True)
+class Finalizer:
+    name: str
+    role: Optional[str] = None
+    playbook: Optional[str] = None
+    vars: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """Our extension: events of this kind reconcile another watched object, named by a field of this one."""
+    kind: str
+    name_field: str
+
+    def owner_name(self, obj) -> Optional[str]:
+        value = obj
+        for part in self.name_field.split("."):
+            if not isinstance(value, dict):
+                return None
+            value = value.get(part)
+        return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class Watch:
+    group: str
+    version: str
+    kind: str
+    role: Optional[str] = None
+    playbook: Optional[str] = None
+    vars: Dict[str, Any] = field(default_factory=dict)
+    reconcile_period: float = DEFAULT_RECONCILE_PERIOD
+    manage_status: bool = True
+    finalizer: Optional[Finalizer] = None
+    reconcile_owner: Optional[OwnerRef] = None
+
+    @property
+    def api_version(self) -> str:
+        return "%s/%s" % (self.group, self.version)
+
+    @property
+    def plural(self) -> str:
+        """Resource name; our kinds follow the plain lower-case + s rule (checked against the CRDs in tests)."""
+        return self.kind.lower() + "s"
+
+
+def _bool(value, default):
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("true", "yes", "1")
+
+
+def parse_watches(entries) -> List[Watch]:
+    if not isinstance(entries, list):
+        raise ValueError("watches file must hold a list of entries")
+    watches = []
+    for index, entry in enumerate(entries):
+        where = "watches[%d]" % index
+        for key in ("group", "version", "kind"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise ValueError("%s.%s is required" % (where, key))
+        if bool(entry.get("role")) == bool(entry.get("playbook")):
+            raise ValueError("%s: give exactly one of role or playbook" % where)
+        fin = entry.get("finalizer")
+        finalizer = None
+        if fin:
+            if not fin.get("name"):
+                raise ValueError("%s.finalizer.name is required" % where)
+            finalizer = Finalizer(name=fin["name"], role=fin.get("role"), playbook=fin.get("playbook"),
+                                  vars=dict(fin.get("vars") or {}))
+        owner = entry.get("x-soperator-reconcile-owner")
+        period = entry.get("reconcilePeriod")
+        watches.append(Watch(
+            group=entry["group"], version=entry["version"], kind=entry["kind"],
+            role=entry.get("role"), playbook=entry.get("playbook"), vars=dict(entry.get("vars") or {}),
+            reconcile_period=DEFAULT_RECONCILE_PERIOD if period in (None, "") else parse_duration(period),
+            manage_status=_bool(entry.get("manageStatus"), True),
+            finalizer=finalizer,
+            reconcile_owner=OwnerRef(kind=owner["kind"], name_field=owner["nameField"]) if owner else None,
+        ))
+    kinds = {(w.group, w.kind) for w in watches}
+    for w in watches:
+        if w.reconcile_owner and (w.group, w.reconcile_owner.kind) not in kinds:
+            raise ValueError("%s: reconcile owner kind %s is not watched" % (w.kind, w.reconcile_owner.kind))
+    return watches
+
+
+def load_watches(path) -> List[Watch]:
+    with open(path, encoding="utf-8") as handle:
+        return parse_watches(yaml.safe_load(handle) or [])

@@ -1,0 +1,294 @@
+"""The operator against the real local kube-apiserver: runs as a subprocess, reconciles with the real roles."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from operator_harness import ROOT, Cluster, OperatorProcess, holds_for, wait_for, write_watches
+
+pytestmark = pytest.mark.cluster
+
+CHILD_STATEFULSETS = ["demo-controller", "demo-cpu", "demo-login"]
+
+
+@pytest.fixture(scope="module")
+def crds(kubectl):
+    crd_dir = os.path.join(ROOT, "roles", "crds", "files")
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "soperator-tests", "-f", crd_dir)
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crd_dir)
+
+
+@pytest.fixture
+def operators(tmp_path, kubeconfig, collections_path, namespace, crds, k8s):
+    started = []
+    watches = write_watches(str(tmp_path / "watches.yaml"), reconcile_period="5s")
+
+    def start(identity, **kwargs):
+        op = OperatorProcess(tmp_path, kubeconfig, collections_path, namespace, identity,
+                             kwargs.pop("watches", watches), **kwargs)
+        started.append(op)
+        return op
+
+    yield start
+    for op in started:
+        op.cleanup()
+        if os.environ.get("SOPERATOR_SHOW_OPERATOR_LOGS") == "1":
+            print("==== %s ====\n%s" % (op.identity, op.logs()))
+    release_finalizers(k8s, namespace)
+
+
+def release_finalizers(k8s, namespace):
+    """No operator is left to run the teardown: drop our finalizers so the namespace can go."""
+    Cluster(k8s, namespace).release_finalizers()
+
+
+@pytest.fixture
+def cluster(k8s, namespace):
+    return Cluster(k8s, namespace)
+
+
+def ready(c, kind="SlurmCluster", name="demo", generation=None):
+    cond = c.condition(kind, name, "Ready")
+    if not cond or cond["status"] != "True":
+        return False
+    obj = c.get(kind, name)
+    return generation is None or (obj["status"].get("observedGeneration") == generation
+                                  and cond.get("observedGeneration") == generation)
+
+
+def test_lifecycle_create_scale_repair_delete(operators, cluster):
+    op = operators("op-a")
+    for doc in cluster.example():
+        cluster.create(doc)
+
+    # create -> every child exists, status Successful/Ready, finalizer on, Events recorded
+    wait_for(lambda: ready(cluster, generation=1), 120, what="SlurmCluster Ready")
+    assert cluster.condition("SlurmCluster", "demo", "Successful")["status"] == "True"
+    assert cluster.condition("SlurmCluster", "demo", "Degraded")["status"] == "False"
+    assert cluster.condition("SlurmCluster", "demo", "Failure") is None
+    obj = cluster.get("SlurmCluster", "demo")
+    assert "slurm.soperator.dev/finalizer" in obj["metadata"]["finalizers"]
+    assert obj["status"]["phase"] == "Ready"
+    assert cluster.names("statefulsets") == CHILD_STATEFULSETS
+    assert "demo-slurm-config" in cluster.names("configmaps")
+    assert cluster.names("secrets") == ["demo-munge-key", "demo-ssh-host-keys"]
+    assert "demo-jail" in cluster.names("pvcs")
+    wait_for(lambda: ready(cluster, "NodeSet", "cpu", generation=1), 30, what="NodeSet Ready")
+    ns_status = cluster.get("NodeSet", "cpu")["status"]
+    assert ns_status["replicas"] == 2
+    assert "slurm.soperator.dev/nodeset=cpu" in ns_status["selector"].split(",")
+    reasons = {r for _, r, _ in cluster.events()}
+    assert {"Reconciling", "Reconciled"} <= reasons
+
+    # scale through the scale subresource (what an HPA does) -> StatefulSet follows, NodeSet status too
+    cluster.scale("cpu", 3)
+    wait_for(lambda: cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns).spec.replicas == 3, 60,
+             what="StatefulSet scaled to 3")
+    wait_for(lambda: ready(cluster, "NodeSet", "cpu", generation=2)
+             and cluster.get("NodeSet", "cpu")["status"]["replicas"] == 3, 60, what="NodeSet status 3 replicas")
+    assert cluster.get("NodeSet", "cpu")["status"]["selector"] == ns_status["selector"]
+
+    # drift: a child deleted by hand comes back on the next resync
+    cluster.core.delete_namespaced_config_map("demo-slurm-config", cluster.ns)
+    cluster.core.delete_namespaced_service("demo-controller", cluster.ns)
+    wait_for(lambda: "demo-slurm-config" in cluster.names("configmaps")
+             and "demo-controller" in cluster.names("services"), 60, what="deleted children recreated")
+    wait_for(lambda: "DriftRepaired" in {r for _, r, _ in cluster.events()}, 30, what="DriftRepaired event")
+
+    # metrics and probes
+    assert op.get("/healthz")[0] == 200 and op.get("/readyz")[0] == 200
+    assert op.metric("soperator_operator_runs_total", kind="SlurmCluster", result="success") >= 3
+    assert op.metric("soperator_operator_leader") == 1
+    assert op.metric("soperator_operator_run_duration_seconds_count", kind="SlurmCluster") >= 3
+
+    # delete -> teardown role ran, data kept, object released
+    cluster.delete("SlurmCluster", "demo")
+    wait_for(lambda: cluster.get("SlurmCluster", "demo") is None, 120, what="SlurmCluster released")
+    assert cluster.names("statefulsets") == []
+    assert cluster.names("configmaps") == []
+    assert cluster.names("services") == []
+    assert cluster.names("secrets") == ["demo-munge-key", "demo-ssh-host-keys"]
+    assert "demo-jail" in cluster.names("pvcs")
+    assert "finalized and released" in op.logs()
+
+    # graceful stop: exit 0, lease released
+    assert op.terminate() == 0
+    assert cluster.lease_holder() in (None, "")
+
+
+def test_invalid_spec_is_a_permanent_failure_naming_the_field(operators, cluster):
+    # Valid for the CRD schema (maxNodeCount >= 1), invalid for the renderer: 2 replicas > maxNodeCount 1.
+    docs = cluster.example(cluster_spec={"slurm": {"maxNodeCount": 1}})
+    for doc in docs:
+        cluster.create(doc)
+    op = operators("op-invalid")
+    failure = wait_for(lambda: cluster.condition("SlurmCluster", "demo", "Failure"), 120, what="Failure condition")
+    assert failure["status"] == "True"
+    assert failure["message"].startswith("spec.slurm.maxNodeCount:"), failure["message"]
+    ready_cond = cluster.condition("SlurmCluster", "demo", "Ready")
+    assert ready_cond["status"] == "False" and ready_cond["reason"] == "InvalidSpec"
+    assert "spec.slurm.maxNodeCount" in cluster.condition("SlurmCluster", "demo", "Degraded")["message"]
+    assert cluster.get("SlurmCluster", "demo")["status"]["observedGeneration"] == 1
+    # the NodeSet whose replicas break the limit says so too
+    wait_for(lambda: (cluster.condition("NodeSet", "cpu", "Ready") or {}).get("reason") == "InvalidSpec", 30,
+             what="NodeSet InvalidSpec")
+    # nothing in the cluster changed
+    for what in ("statefulsets", "services", "configmaps", "secrets", "pvcs", "jobs"):
+        assert cluster.names(what) == [], what
+    # no retry storm: over 6 s only the normal 5 s resync may rerun it (a backoff storm would run ~4 times)
+    runs_before = op.metric("soperator_operator_runs_total", kind="SlurmCluster")
+    holds_for(lambda: True, 6)
+    assert op.metric("soperator_operator_runs_total", kind="SlurmCluster") - runs_before <= 2
+    warnings = [m for t, r, m in cluster.events() if r == "InvalidSpec"]
+    assert len(warnings) == 1 and "spec.slurm.maxNodeCount" in warnings[0]  # not repeated on every resync
+    # fixing the spec (new generation) reconciles at once
+    cluster.patch("SlurmCluster", "demo", {"spec": {"slurm": {"maxNodeCount": 8}}})
+    wait_for(lambda: ready(cluster, generation=2), 120, what="Ready after the fix")
+    assert cluster.condition("SlurmCluster", "demo", "Failure") is None
+    assert cluster.names("statefulsets") == CHILD_STATEFULSETS
+
+
+def test_kill9_mid_run_then_restart_converges_without_duplicates(operators, cluster):
+    first = operators("op-first")
+    wait_for(lambda: cluster.lease_holder() == "op-first", 30, what="op-first leading")
+    for doc in cluster.example():
+        cluster.create(doc)
+    wait_for(lambda: "reconciling SlurmCluster" in first.logs(), 60, what="a run in flight")
+    first.kill9()
+    assert cluster.condition("SlurmCluster", "demo", "Successful") is None  # really killed mid-run
+    second = operators("op-second")
+    wait_for(lambda: ready(cluster, generation=1), 120, what="Ready after restart")
+    assert cluster.lease_holder() == "op-second"
+    assert cluster.names("statefulsets") == CHILD_STATEFULSETS
+    assert cluster.names("secrets") == ["demo-munge-key", "demo-ssh-host-keys"]
+    assert len(cluster.names("jobs")) == 1
+    assert len([p for p in cluster.names("pvcs") if p == "demo-jail"]) == 1
+    assert second.logs().count("acquired lease") == 1
+
+
+def test_two_operators_one_leader_and_takeover(operators, cluster):
+    a = operators("op-one")
+    b = operators("op-two")
+    holder = wait_for(cluster.lease_holder, 30, what="a lease holder")
+    leader, standby = (a, b) if holder == "op-one" else (b, a)
+    for doc in cluster.example():
+        cluster.create(doc)
+    wait_for(lambda: ready(cluster, generation=1), 120, what="Ready")
+    assert "reconciling SlurmCluster" in leader.logs()
+    assert "reconciling" not in standby.logs() and "leading:" not in standby.logs()
+    assert standby.metric("soperator_operator_leader") == 0
+    assert standby.get("/readyz")[0] == 200  # a standby is healthy and ready, it just does not reconcile
+
+    # the leader stops (SIGTERM: releases the lease) -> the standby takes over at its next retry
+    stopped = time.monotonic()
+    assert leader.terminate() == 0
+    wait_for(lambda: cluster.lease_holder() == standby.identity, 4, 0.1, what="takeover after release")
+    wait_for(lambda: "leading:" in standby.logs(), 10, what="standby leading")
+    takeover_release = time.monotonic() - stopped
+
+    # the new leader reconciles: a scale is applied
+    cluster.scale("cpu", 1)
+    wait_for(lambda: cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns).spec.replicas == 1, 60,
+             what="scale applied by the new leader")
+
+    # a third replica joins; the leader is SIGKILLed -> the lease expires and the third takes over
+    third = operators("op-three")
+    wait_for(lambda: "health and metrics" in third.logs(), 30, what="third started")
+    killed = time.monotonic()
+    standby.kill9()
+    wait_for(lambda: cluster.lease_holder() == "op-three", 4 + 2 + 2, 0.1, what="takeover after SIGKILL")
+    takeover_kill = time.monotonic() - killed
+    assert takeover_kill <= 4 + 0.5 * 2 + 1.5, takeover_kill  # lease duration + retry period (+ API slack)
+    print("takeover after release %.1fs, after SIGKILL %.1fs" % (takeover_release, takeover_kill))
+
+
+def test_sigterm_lets_the_run_in_flight_finish(operators, cluster):
+    op = operators("op-graceful")
+    wait_for(lambda: cluster.lease_holder() == "op-graceful", 30, what="leading")
+    for doc in cluster.example():
+        cluster.create(doc)
+    wait_for(lambda: "reconciling SlurmCluster" in op.logs(), 60, what="a run in flight")
+    op.proc.send_signal(signal.SIGTERM)
+    assert op.proc.wait(90) == 0
+    logs = op.logs()
+    assert "reconciled in" in logs, logs[-3000:]   # the run finished before the process exited
+    assert cluster.names("statefulsets") == CHILD_STATEFULSETS
+    assert cluster.lease_holder() in (None, "")
+    assert not [d for d in os.listdir(op.workdir) if os.listdir(os.path.join(op.workdir, d))]  # runs cleaned
+
+
+def _run_playbook(kubeconfig, collections_path, *extra):
+    import json
+    import subprocess
+    import sys
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, K8S_AUTH_KUBECONFIG=kubeconfig,
+               KUBECONFIG=kubeconfig, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_NOCOLOR="1")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+           os.path.join(ROOT, "playbooks", "operator.yml"), "-e", "ansible_python_interpreter=" + sys.executable]
+    for item in extra:
+        cmd += ["-e", json.dumps(item)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return json.loads(proc.stdout[proc.stdout.index("{"):])["stats"]["localhost"]
+
+
+def _service_account_kubeconfig(kubectl, admin_kubeconfig, namespace, path):
+    import yaml
+    token = kubectl("create", "token", "soperator-operator", "-n", namespace, "--duration", "1h").stdout.strip()
+    with open(admin_kubeconfig, encoding="utf-8") as handle:
+        admin = yaml.safe_load(handle)
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])
+    config = {"apiVersion": "v1", "kind": "Config", "clusters": [dict(cluster, name="c")],
+              "users": [{"name": "sa", "user": {"token": token}}],
+              "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa", "namespace": namespace}}],
+              "current-context": "sa"}
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(config, handle)
+    return path
+
+
+def test_operator_role_rbac_is_enough_for_the_whole_lifecycle(tmp_path, kubeconfig, collections_path, kubectl,
+                                                               namespace, cluster, crds):
+    """Install with roles/operator (namespaced mode), then run the operator AS its ServiceAccount."""
+    params = {"operator_namespace": namespace, "operator_watch_namespaces": [namespace],
+              "operator_create_namespace": False, "operator_image": "soperator/operator:test"}
+    stats = _run_playbook(kubeconfig, collections_path, params)
+    assert stats["failures"] == 0
+    again = _run_playbook(kubeconfig, collections_path, params)
+    assert again["changed"] == 0, again  # idempotent
+    deploy = cluster.apps.read_namespaced_deployment("soperator-operator", namespace)
+    assert deploy.spec.replicas == 2
+    container = deploy.spec.template.spec.containers[0]
+    assert container.security_context.read_only_root_filesystem is True
+    assert container.security_context.capabilities.drop == ["ALL"]
+    assert deploy.spec.template.spec.security_context.run_as_non_root is True
+    role = kubectl("get", "role", "soperator-operator", "-n", namespace, "-o", "json").stdout
+    import json
+    for rule in json.loads(role)["rules"]:
+        if "secrets" in rule["resources"]:
+            assert "delete" not in rule["verbs"] and "update" not in rule["verbs"]
+
+    sa_config = _service_account_kubeconfig(kubectl, kubeconfig, namespace, str(tmp_path / "sa.kubeconfig"))
+    watches = write_watches(str(tmp_path / "watches.yaml"), reconcile_period="5s")
+    op = OperatorProcess(tmp_path, sa_config, collections_path, namespace, "op-sa", watches)
+    try:
+        for doc in cluster.example():
+            cluster.create(doc)
+        wait_for(lambda: ready(cluster, generation=1), 120, what="Ready as the ServiceAccount")
+        wait_for(lambda: ready(cluster, "NodeSet", "cpu", generation=1), 30, what="NodeSet Ready")
+        cluster.core.delete_namespaced_config_map("demo-slurm-config", namespace)
+        wait_for(lambda: "demo-slurm-config" in cluster.names("configmaps"), 60, what="repair as the SA")
+        cluster.delete("SlurmCluster", "demo")
+        wait_for(lambda: cluster.get("SlurmCluster", "demo") is None, 120, what="released as the SA")
+        assert cluster.names("statefulsets") == []
+        assert "Forbidden" not in op.logs() and "forbidden" not in op.logs(), op.logs()[-3000:]
+        assert op.terminate() == 0
+    finally:
+        op.cleanup()
+        cluster.release_finalizers()
+    _run_playbook(kubeconfig, collections_path, dict(params, operator_state="absent"))
+    assert kubectl("get", "deployment,role,rolebinding,serviceaccount", "-n", namespace, "-l",
+                   "app.kubernetes.io/name=soperator-operator", "-o", "name").stdout.strip() == ""

@@ -1,0 +1,48 @@
+"""One real Slurm cluster (munge, slurmctld, two slurmd) per test session.
+
+Needs root (namespaces, chroot, mounts); skipped otherwise. Set SPANK_TEST_KEEP=1 to keep the
+work directory (rootfs, logs) after the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from slurm_cluster import Cluster
+
+HOST_TOOLS = ("unshare", "nsenter", "chroot", "zstd", "tar", "mount")
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    if os.geteuid() != 0:
+        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+    missing = [t for t in HOST_TOOLS if not shutil.which(t)]
+    if missing:
+        pytest.fail(f"host tools missing: {', '.join(missing)}")
+    c = Cluster()
+    try:
+        c.prepare()
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        if os.environ.get("SPANK_TEST_KEEP"):
+            print(f"\nkept {c.workdir}")
+        else:
+            c.remove()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On failure, attach the tail of the Slurm logs to the report."""
+    outcome = yield
+    rep = outcome.get_result()
+    c = item.funcargs.get("cluster") if hasattr(item, "funcargs") else None
+    if rep.when == "call" and rep.failed and isinstance(c, Cluster):
+        for name in ("slurmctld.log", "slurmd-n1.log", "slurmd-n2.log"):
+            tail = "\n".join(c.log(name).splitlines()[-40:])
+            rep.sections.append((name, tail))
