@@ -11,13 +11,19 @@
 Uses its own namespace and removes it at the end (after the operator released every finalizer).
 """
 
-import argparse
 import os
 import sys
-import tempfile
-import time
-import uuid
-from pathlib import Path
+
+# This file is named operator.py (as asked): drop its directory from sys.path before anything imports the
+# standard library's ``operator`` module.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "tests", "operator"), os.path.join(ROOT, "hack"), os.path.join(ROOT, "operator")]

@@ -111,6 +111,8 @@ class RoleRunner:
             "ANSIBLE_REMOTE_TEMP": os.path.join(pdd, "tmp"),
             "ANSIBLE_HOME": os.path.join(pdd, "tmp", "ansible-home"),
             "ANSIBLE_RETRY_FILES_ENABLED": "false",
+            "ANSIBLE_PIPELINING": "true",  # no module files written and removed per task
+            "ANSIBLE_DEPRECATION_WARNINGS": "false",
             "ANSIBLE_NOCOLOR": "true",
             "ANSIBLE_PYTHON_INTERPRETER": self.python,
             # ansible-runner looks ansible-playbook up on PATH: the one next to our interpreter comes first.
