@@ -275,6 +275,15 @@ def set_nodes(state, count, gpu_count):
     for i in range(0, len(items), 250):
         body = json.dumps({"apiVersion": "v1", "kind": "List", "items": items[i:i + 250]})
         kubectl(state, "apply", "--server-side", "--field-manager=localcluster", "-f", "-", input_data=body)
+    # Status in an apply only counts when the object is created: nodes that already existed get their
+    # capacity through the status subresource (a CPU node may have become a GPU node, or the reverse).
+    for item in items:
+        name = item["metadata"]["name"]
+        if name in have:
+            capacity = dict(item["status"]["capacity"])
+            capacity.setdefault("nvidia.com/gpu", None)  # merge patch: null removes GPUs from a CPU node
+            kubectl(state, "patch", "node", name, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"capacity": capacity, "allocatable": capacity}}))
     state["nodes"] = {"count": count, "gpu": gpu_count}
     save_state(state)
 

@@ -1,0 +1,113 @@
+"""Every example is applied through playbooks/site.yml and its expected outcome is checked.
+
+- examples/cpu-cluster.yaml: every workload ready, pods Running on the kwok nodes.
+- examples/gpu-cluster.yaml as written: all objects exist with the GPU configuration; its workers ask for
+  1800Gi nodes with 8 H100s, so here they stay Pending (Unschedulable), which is the right outcome.
+- examples/gpu-cluster.yaml adapted to the local cluster (storage class `standard`, smaller memory): GPU
+  workers run on GPU nodes only, CPU workers anywhere.
+"""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from kubernetes import client
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.cluster
+
+
+def load(name, namespace):
+    with open(os.path.join(ROOT, "examples", name)) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        d["metadata"]["namespace"] = namespace
+    return docs
+
+
+def site(kubeconfig, collections_path, tmp_path, resources, wait):
+    varfile = tmp_path / "clusters.json"
+    varfile.write_text(json.dumps({"soperator_clusters": [{"resources": resources, "wait": wait}]}))
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kubeconfig, ANSIBLE_COLLECTIONS_PATH=collections_path,
+               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+               PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+    res = subprocess.run(["ansible-playbook", os.path.join(ROOT, "playbooks", "site.yml"), "-e", "@%s" % varfile],
+                         env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    return res.stdout
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail("timed out waiting for " + what)
+
+
+def test_cpu_example_converges_and_runs(kubeconfig, collections_path, k8s, namespace, tmp_path):
+    site(kubeconfig, collections_path, tmp_path, load("cpu-cluster.yaml", namespace), wait=True)
+    apps, core = client.AppsV1Api(k8s), client.CoreV1Api(k8s)
+    sts = {s.metadata.name: s for s in apps.list_namespaced_stateful_set(namespace).items}
+    assert sorted(sts) == ["demo-controller", "demo-cpu", "demo-login"]
+    assert all(s.status.ready_replicas == s.spec.replicas for s in sts.values())
+    pods = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=worker").items
+    assert sorted(p.metadata.name for p in pods) == ["demo-cpu-0", "demo-cpu-1"]
+    assert all(p.status.phase == "Running" for p in pods)
+
+
+def test_gpu_example_as_written_renders_gpu_cluster(kubeconfig, collections_path, k8s, namespace, tmp_path):
+    core = client.CoreV1Api(k8s)
+    site(kubeconfig, collections_path, tmp_path, load("gpu-cluster.yaml", namespace), wait=False)
+    apps = client.AppsV1Api(k8s)
+    h100 = apps.read_namespaced_stateful_set("ml-h100", namespace)
+    worker = h100.spec.template.spec.containers[0]
+    assert worker.resources.limits["nvidia.com/gpu"] == "8"
+    conf_params = next(e.value for e in worker.env if e.name == "SLURMD_CONF_PARAMS")
+    assert "Gres=gpu:h100:8" in conf_params and "Feature=h100,nvlink,ib" in conf_params
+    cm = core.read_namespaced_config_map("ml-slurm-config", namespace).data
+    assert "GresTypes=gpu" in cm["slurm.conf"]
+    assert "PartitionName=gpu Nodes=h100" in cm["slurm.conf"]
+    assert "PartitionName=cpu Nodes=cpu Default=YES" in cm["slurm.conf"]
+    assert "AutoDetect=nvidia" in cm["gres.conf"]
+    login = core.read_namespaced_service("ml-login", namespace)
+    assert login.spec.type == "LoadBalancer" and login.spec.load_balancer_source_ranges == ["203.0.113.0/24"]
+    # Nodes with 1800Gi of memory and a `nfs-rwx` storage class do not exist here: the workers wait, unscheduled.
+    pod = wait_until(lambda: next((p for p in core.list_namespaced_pod(
+        namespace, label_selector="slurm.soperator.dev/nodeset=h100").items if p.status.conditions), None),
+        30, "an h100 pod with conditions")
+    cond = next(c for c in pod.status.conditions if c.type == "PodScheduled")
+    assert cond.status == "False" and cond.reason == "Unschedulable"
+
+
+@pytest.mark.skipif(os.environ.get("SOPERATOR_KUBECONFIG") is not None,
+                    reason="resizes the local cluster's kwok node pool")
+def test_gpu_example_on_local_cluster_puts_gpu_workers_on_gpu_nodes(kubeconfig, collections_path, k8s, namespace,
+                                                                     tmp_path):
+    subprocess.run([sys.executable, os.path.join(ROOT, "hack", "localcluster.py"), "nodes", "6", "--gpu-nodes", "4"],
+                   check=True, capture_output=True)
+    core = client.CoreV1Api(k8s)
+    core.create_namespaced_persistent_volume_claim(namespace, client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name="datasets"), spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteMany"], storage_class_name="standard",
+            resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+    docs = load("gpu-cluster.yaml", namespace)
+    cluster = docs[0]
+    cluster["spec"]["jail"]["storageClassName"] = "standard"
+    cluster["spec"]["controller"]["spool"]["storageClassName"] = "standard"
+    for ns in docs[1:]:  # small workers: the point is where GPU workers land, not how big they are
+        ns["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
+    site(kubeconfig, collections_path, tmp_path, copy.deepcopy(docs), wait=True)
+    gpu_nodes = {n.metadata.name for n in core.list_node().items
+                 if "nvidia.com/gpu" in (n.status.allocatable or {})}
+    h100 = core.list_namespaced_pod(namespace, label_selector="slurm.soperator.dev/nodeset=h100").items
+    assert len(h100) == 4 and all(p.status.phase == "Running" for p in h100)
+    assert {p.spec.node_name for p in h100} <= gpu_nodes
+    assert len({p.spec.node_name for p in h100}) == 4, "8 GPUs per pod: one pod per 8-GPU node"
