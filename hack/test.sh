@@ -21,6 +21,9 @@ stage() { printf '\n=== %s ===\n' "$*"; }
 stage "ansible-lint (production profile)"
 ansible-lint
 
+stage "spank_chroot: C unit tests, also under ASan/UBSan"
+make -C spank_chroot test asan
+
 stage "unit tests (branch coverage of the pure core >= 90%)"
 $py -m pytest -q -ra -p no:cacheprovider tests/unit --cov --cov-config=.coveragerc --cov-report=term \
   --cov-fail-under=90
@@ -37,6 +40,13 @@ export KUBECTL="$HOME/.cache/soperator/kubernetes-$k8s_version/bin/kubectl"
 
 stage "integration tests against the real kube-apiserver"
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/integration
+
+stage "operator: runtime unit tests and runs against the real kube-apiserver"
+SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/operator
+
+stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd"
+hack/slurm-rootfs.sh
+$py -m pytest -q -ra -p no:cacheprovider tests/slurm
 
 stage "molecule default scenario"
 molecule test -s default

@@ -292,3 +292,29 @@ def test_operator_role_rbac_is_enough_for_the_whole_lifecycle(tmp_path, kubeconf
     _run_playbook(kubeconfig, collections_path, dict(params, operator_state="absent"))
     assert kubectl("get", "deployment,role,rolebinding,serviceaccount", "-n", namespace, "-l",
                    "app.kubernetes.io/name=soperator-operator", "-o", "name").stdout.strip() == ""
+
+
+def test_site_yml_hands_clusters_to_the_operator(operators, cluster, kubeconfig, collections_path, namespace, tmp_path):
+    """soperator_converge=operator: site.yml applies the validated resources only; the operator converges them."""
+    import json
+    import subprocess
+
+    import yaml
+
+    operators("op-site")
+    with open(os.path.join(ROOT, "examples", "cpu-cluster.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        d["metadata"]["namespace"] = namespace
+    varfile = tmp_path / "site.json"
+    varfile.write_text(json.dumps({"soperator_converge": "operator", "soperator_operator_install": False,
+                                   "soperator_clusters": [{"resources": docs}]}))
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kubeconfig, ANSIBLE_COLLECTIONS_PATH=collections_path,
+               PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+    res = subprocess.run(["ansible-playbook", os.path.join(ROOT, "playbooks", "site.yml"), "-e", "@%s" % varfile],
+                         env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-3000:]
+    # The play itself created no workload: the operator did, and reports the cluster Ready.
+    assert "Render every object of the cluster" not in res.stdout
+    wait_for(lambda: ready(cluster), 180, what="SlurmCluster Ready by the operator")
+    assert sorted(cluster.names("statefulsets")) == CHILD_STATEFULSETS
