@@ -42,5 +42,7 @@ unit: venv ## fast unit tests only (no cluster)
 bench: deps venv binaries ## benchmarks: figures printed, nothing asserted about time
 	$(PY) bench/localcluster.py
 	$(PY) bench/collection.py
+	$(PY) bench/operator.py
+	python3 tests/slurm/bench_spank.py --runs 50
 
 .PHONY: help deps venv binaries demo cluster-up cluster-down test unit bench
