@@ -48,6 +48,9 @@ stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd"
 hack/slurm-rootfs.sh
 $py -m pytest -q -ra -p no:cacheprovider tests/slurm
 
+stage "login into the jail: Debian's OpenSSH with the rendered sshd_config"
+$py -m pytest -q -ra -p no:cacheprovider tests/login
+
 stage "molecule default scenario"
 molecule test -s default
 

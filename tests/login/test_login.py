@@ -1,0 +1,175 @@
+"""Login into the jail with Debian's real OpenSSH and the sshd_config the collection renders (docs/login.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from login_site import JAIL_HOSTNAME, MARKER, UID
+from login_node import (
+    chroot_problems,
+    config_diff,
+    fingerprints,
+    host_sshd_config,
+    rendered_sshd_config,
+)
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+
+
+def test_rendered_config_is_used_with_only_the_documented_substitutions(login):
+    rendered = rendered_sshd_config()
+    used = login.config.read_text()
+    assert used == host_sshd_config(rendered, login.port, login.host_keys)
+    removed, added = config_diff(rendered, used)
+    keys = ["HostKey %s/%s" % (names.SSH_HOST_KEYS_MOUNT, f) for f in names.SSH_HOST_KEY_FILES]
+    assert removed == keys + ["Port 22"]
+    assert added == ["HostKey %s/%s" % (login.host_keys, f) for f in names.SSH_HOST_KEY_FILES] + [
+        "Port %d" % login.port, "ListenAddress 127.0.0.1"]
+    # Everything that makes the login secure is used exactly as rendered.
+    for line in ("ChrootDirectory /mnt/jail", "AuthorizedKeysFile /mnt/jail%h/.ssh/authorized_keys",
+                 "PasswordAuthentication no", "PermitRootLogin prohibit-password", "UsePAM no"):
+        assert line in rendered.splitlines() and line in used.splitlines()
+
+
+def test_jail_meets_the_chroot_requirements(site):
+    assert chroot_problems(site.jail) == []
+    # Why the harness binds the jail on /mnt/jail instead of naming its host path: /tmp is world-writable.
+    assert "/tmp is writable by group or others (mode 1777)" in chroot_problems(site.jail, parents=True)
+
+
+def test_root_logs_in_with_a_key_and_lands_in_the_jail(site, login):
+    st = os.stat(site.jail)
+    result = login.ssh("root", site.root_key, "id -u; cat %s; stat -c %%d:%%i /" % MARKER)
+    assert result.returncode == 0, result.stderr
+    uid, marker, root = result.stdout.split()
+    assert uid == "0"
+    assert marker == site.marker  # a file that exists only in the jail is at /
+    assert root == "%d:%d" % (st.st_dev, st.st_ino)  # "/" of the session IS the jail directory
+    host_root = os.stat("/")
+    assert root != "%d:%d" % (host_root.st_dev, host_root.st_ino)
+
+
+def test_user_created_inside_the_jail_logs_in_with_their_key(site, login, alice):
+    result = login.ssh(alice, site.user_key, "id -un; id -u; pwd; cat %s" % MARKER)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [alice, str(UID), "/home/" + alice, site.marker]
+    # sshd resolved the user from the jail's files: the host has no such user.
+    assert subprocess.run(["getent", "passwd", alice], capture_output=True).returncode == 2
+
+
+def test_password_authentication_is_refused(site, login, alice):
+    result = login.ssh(alice, None, "true", "PreferredAuthentications=password,keyboard-interactive",
+                       "PubkeyAuthentication=no", "NumberOfPasswordPrompts=1")
+    assert result.returncode == 255
+    # The server offers public keys only.
+    assert "Permission denied (publickey)." in result.stderr
+
+
+def test_a_key_not_in_authorized_keys_is_refused(site, login, alice):
+    result = login.ssh(alice, site.root_key, "true")
+    assert result.returncode == 255
+    assert "Permission denied (publickey)." in result.stderr
+
+
+def test_host_keys_stay_the_same_across_an_sshd_restart(site):
+    node = site.node("restart").start()
+    try:
+        before = node.keyscan()
+        node.restart()
+        after = node.keyscan()
+    finally:
+        node.stop()
+    secret = "".join((site.host_keys / (f + ".pub")).read_text() for f in names.SSH_HOST_KEY_FILES)
+    assert before == after == fingerprints(secret)
+    assert set(before) == {"ED25519", "RSA"}
+
+
+def test_a_session_cannot_leave_the_jail(site, login, alice):
+    jail_listing = sorted(os.listdir(site.jail))
+    result = login.ssh(alice, site.user_key, "ls -A /; echo --; cat /etc/hostname; echo --; cd /../..; ls -A .; "
+                       "echo --; test -e %s && echo host-visible; ls /proc/1/root/ >/dev/null 2>&1 || echo denied"
+                       % site.workdir)
+    assert result.returncode == 0, result.stderr
+    listing, hostname, after_cd, pid1_root = result.stdout.split("--\n")
+    assert sorted(listing.split()) == jail_listing
+    assert hostname.strip() == JAIL_HOSTNAME
+    assert sorted(after_cd.split()) == jail_listing  # ".." of the jail's root is the jail's root
+    # The host's files are not there, and the root of PID 1 (the container's) is not the user's to read.
+    assert pid1_root.strip() == "denied"
+
+
+@pytest.mark.parametrize("owner, mode, refusal", [
+    # A jail owned by a user (a volume chowned by fsGroup or squashed by NFS): that user authenticates (StrictModes
+    # accepts their own directory) and sshd then refuses the chroot.
+    (UID, 0o755, 'bad ownership or modes for chroot directory "/mnt/jail"'),
+    # A group-writable jail: StrictModes already refuses the keys below it, before any chroot.
+    (0, 0o775, "Authentication refused: bad ownership or modes for directory /mnt/jail"),
+])
+def test_a_jail_with_bad_ownership_or_modes_is_refused(site, alice, owner, mode, refusal):
+    bad = site.tiny_jail("bad-jail-%d-%o" % (owner, mode), owner, mode)
+    with pytest.raises(RuntimeError, match="cannot be a ChrootDirectory"):
+        site.node("checked-%d-%o" % (owner, mode), jail=bad).start()  # the harness says so first
+    node = site.node("bad-%d-%o" % (owner, mode), jail=bad, check_jail=False).start()
+    try:
+        result = node.ssh(alice, site.user_key, "echo inside")
+        assert result.returncode == 255
+        assert "inside" not in result.stdout
+        node.wait_for_log(refusal)  # sshd says why, in its own output (the container's log)
+    finally:
+        node.stop()
+
+
+def test_sshd_needs_its_privilege_separation_user_in_the_jail(site, alice):
+    jail = site.tiny_jail("jail-without-sshd-user", users=("root", alice))
+    with pytest.raises(RuntimeError, match="Privilege separation user sshd does not exist"):
+        site.node("no-privsep-user", jail=jail).start()
+
+
+def test_an_interactive_session_gets_a_tty_in_the_jail(site, login, alice):
+    result = login.ssh(alice, site.user_key, "tty; stat -c %U /proc/self/fd/0; cat " + MARKER, "RequestTTY=force")
+    assert result.returncode == 0, result.stderr
+    tty, owner, marker = result.stdout.split()
+    assert tty.startswith("/dev/pts/") and owner == alice and marker == site.marker
+
+
+def test_user_namespaces_are_refused_inside_the_chroot(site, login, alice):
+    """The trade-off of ChrootDirectory (docs/security.md): the kernel refuses a chrooted process a new user
+    namespace, so rootless container tools (podman, enroot, apptainer) do not work in login sessions."""
+    host = subprocess.run(["setpriv", "--reuid", str(UID), "--regid", str(UID), "--clear-groups",
+                           "unshare", "--user", "--map-root-user", "true"], capture_output=True, text=True)
+    assert host.returncode == 0, host.stderr  # the same user, same kernel, outside the chroot: allowed
+    result = login.ssh(alice, site.user_key, "unshare --user --map-root-user true")
+    assert result.returncode == 1
+    assert "unshare failed: Operation not permitted" in result.stderr
+
+
+def test_users_bind_mounted_as_single_files_go_stale(site, login):
+    """Why the login image must SYMLINK /etc/passwd and /etc/group into the jail (docs/login.md): useradd writes a
+    new file and renames it over the old one, so a bind mount of the file keeps showing the old user list."""
+    stale = site.node("users-bind-mounted", users="bind").start()
+    try:
+        add = "useradd --create-home bob && umask 077 && mkdir ~bob/.ssh && cat > ~bob/.ssh/authorized_keys " \
+              "&& chown -R bob: ~bob/.ssh"
+        created = stale.ssh("root", site.root_key, add, input=site.user_pub)
+        assert created.returncode == 0, created.stderr
+        assert stale.ssh("bob", site.user_key, "true").returncode == 255
+        stale.wait_for_log("Invalid user bob from 127.0.0.1")
+    finally:
+        stale.stop()
+    # With symlinks, the same new user logs in at once.
+    result = login.ssh("bob", site.user_key, "id -un")
+    assert (result.returncode, result.stdout) == (0, "bob\n"), result.stderr
+
+
+def test_linking_shadow_too_would_lock_out_users_created_by_useradd(site, alice):
+    """Why only passwd and group are the jail's (docs/login.md): useradd gives a new user the password "!" in
+    /etc/shadow, and with UsePAM no, sshd refuses a locked account even with a valid key. The login image's own
+    shadow does not list the jail's users, so sshd does not consider them locked."""
+    node = site.node("shadow-linked", users="symlink-with-shadow").start()
+    try:
+        assert node.ssh(alice, site.user_key, "true").returncode == 255
+        node.wait_for_log("User %s not allowed because account is locked" % alice)
+    finally:
+        node.stop()

@@ -1,0 +1,144 @@
+"""docs/security.md and the rendered manifests cannot drift: its tables are compared with both examples' pods."""
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names, render
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOC = os.path.join(ROOT, "docs", "security.md")
+EXAMPLES = ("cpu-cluster.yaml", "gpu-cluster.yaml")
+CONTAINER_COLUMNS = ["pod", "container", "capabilities added", "seccomp", "AppArmor", "privileged",
+                     "allowPrivilegeEscalation", "runAsUser", "readOnlyRootFilesystem"]
+CAPABILITY_COLUMNS = ["container", "capability", "why", "measured"]
+# The lists in render.py, by the container names they are used for.
+RENDER_LISTS = {
+    "munge": render.MUNGE_CAPABILITIES,
+    "slurmctld": render.CONTROLLER_CAPABILITIES,
+    "slurmd": render.WORKER_CAPABILITIES,
+    "sshd": render.LOGIN_CAPABILITIES,
+    "populate": render.POPULATE_CAPABILITIES,
+}
+
+
+def doc_table(name, text=None):
+    """The Markdown table after ``<!-- security-table: name -->``: (header cells, rows of cells)."""
+    if text is None:
+        with open(DOC) as f:
+            text = f.read()
+    marker = "<!-- security-table: %s -->" % name
+    assert text.count(marker) == 1, "docs/security.md needs exactly one %r" % marker
+    lines = text.split(marker, 1)[1].strip().splitlines()
+    table = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    assert len(table) > 2 and set("".join(table[1])) <= set("-: "), "%r is not followed by a table" % marker
+    return table[0], table[2:]
+
+
+def _example_objects(example):
+    with open(os.path.join(ROOT, "examples", example)) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    cluster = next(d for d in docs if d["kind"] == names.CLUSTER_KIND)
+    return render.render_cluster(cluster, [d for d in docs if d["kind"] == names.NODESET_KIND])
+
+
+def rendered_pods(objects):
+    """(component label, pod spec) of every pod template: StatefulSets and Jobs."""
+    return [(o["spec"]["template"]["metadata"]["labels"][names.LABEL_COMPONENT], o["spec"]["template"]["spec"])
+            for o in objects if o["kind"] in ("StatefulSet", "Job")]
+
+
+def _unset(value):
+    return "unset" if value is None else value
+
+
+def container_row(component, pod, container):
+    """A container's securityContext written the way the doc's table writes it."""
+    sc = container.get("securityContext") or {}
+    pod_sc = pod.get("securityContext") or {}
+    escalation = sc.get("allowPrivilegeEscalation")
+    read_only = sc.get("readOnlyRootFilesystem")
+    return [
+        component,
+        container["name"],
+        ", ".join(sc.get("capabilities", {}).get("add") or []) or "none",
+        (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type", "unset"),
+        (sc.get("appArmorProfile") or pod_sc.get("appArmorProfile") or {}).get("type", "unset"),
+        "yes" if sc.get("privileged") else "no",
+        _unset(escalation if escalation is None else str(escalation).lower()),
+        _unset(sc.get("runAsUser", pod_sc.get("runAsUser"))),
+        _unset(read_only if read_only is None else str(read_only).lower()),
+    ]
+
+
+def rendered_rows(example):
+    rows = []
+    for component, pod in rendered_pods(_example_objects(example)):
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            row = container_row(component, pod, container)
+            if row not in rows:  # every NodeSet's pods must match the one `worker` row
+                rows.append(row)
+    return rows
+
+
+def test_doc_table_columns():
+    header, _rows = doc_table("containers")
+    assert header == CONTAINER_COLUMNS
+    header, _rows = doc_table("capabilities")
+    assert header == CAPABILITY_COLUMNS
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_doc_states_every_container_exactly_as_rendered(example):
+    _header, documented = doc_table("containers")
+    rendered = rendered_rows(example)
+    missing = [r for r in rendered if r not in documented]
+    stale = [r for r in documented if r not in rendered]
+    assert missing == [] and stale == [], "docs/security.md differs from %s:\nrendered, not in the doc: %s\n" \
+        "in the doc, not rendered: %s" % (example, missing, stale)
+    # Each (pod, container) once: one row per container, whatever the number of NodeSets.
+    assert len({(r[0], r[1]) for r in rendered}) == len(rendered)
+
+
+def test_doc_gives_a_reason_for_exactly_the_capabilities_of_render_py():
+    _header, rows = doc_table("capabilities")
+    documented = {}
+    for container, capability, why, measured in rows:
+        assert why and measured, "%s %s needs a reason and how we know" % (container, capability)
+        documented.setdefault(container, []).append(capability)
+    assert documented == {name: list(caps) for name, caps in RENDER_LISTS.items()}
+
+
+def test_the_render_lists_are_the_ones_in_the_manifests():
+    """RENDER_LISTS maps container names to render.py's lists: the containers really get those lists."""
+    for example in EXAMPLES:
+        for _component, pod in rendered_pods(_example_objects(example)):
+            for container in pod.get("initContainers", []) + pod["containers"]:
+                added = container["securityContext"]["capabilities"].get("add") or []
+                assert added == list(RENDER_LISTS.get(container["name"], [])), container["name"]
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_no_container_is_privileged_and_every_container_drops_all(example):
+    for component, pod in rendered_pods(_example_objects(example)):
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, component
+        assert pod["automountServiceAccountToken"] is False, component
+        assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), component
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            sc = container["securityContext"]
+            assert sc.get("privileged", False) is False, (component, container["name"])
+            assert sc["capabilities"]["drop"] == ["ALL"], (component, container["name"])
+
+
+def test_doc_table_parser_reads_cells_and_refuses_a_missing_table():
+    text = "x\n<!-- security-table: t -->\n| a | b |\n|---|---|\n| 1 | 2, 3 |\n\nafter | not a row\n"
+    assert doc_table("t", text) == (["a", "b"], [["1", "2, 3"]])
+    with pytest.raises(AssertionError):
+        doc_table("t", "<!-- security-table: t -->\nno table\n")
+    with pytest.raises(AssertionError):
+        doc_table("other", text)
