@@ -1,0 +1,232 @@
+"""Scale-in against real Slurm 24.11 with dynamic nodes: drain first, no job lost, no ghost node, admin
+drains untouched, a cancelled scale-in resumed.
+
+The adapter (plugins/module_utils/_slurm.py) runs scontrol through its local transport inside the cluster's
+namespaces (dynamic_cluster.py). Every command is bounded (`timeout`, `srun --immediate`).
+
+SOPERATOR_RECORD_FIXTURES=1 rewrites tests/unit/fixtures/scontrol/*.yaml from what scontrol prints here:
+the unit tests replay those recordings, so their inputs are real outputs, never invented ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dynamic_cluster import STATEFULSET, DynamicCluster, node_name
+from slurm_cluster import wait_for
+
+from ansible_collections.soperator.slurm.plugins.module_utils import _slurm, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils._slurm import LocalTransport, Slurm
+
+FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "scontrol"
+RECORD = os.environ.get("SOPERATOR_RECORD_FIXTURES") == "1"
+REASON = "soperator: scale-in"
+ADMIN_REASON = "bad DIMM, ticket=42 [hw]"
+NODES = 3
+
+
+class Recorder:
+    """A local transport that can save the next call's argv, rc and output as a fixture."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.label = None
+
+    def __call__(self, argv):
+        rc, out, err = self.inner(argv)
+        if RECORD and self.label:
+            FIXTURES.mkdir(parents=True, exist_ok=True)
+            doc = {"command": list(argv), "rc": rc, "stdout": out, "stderr": err}
+            header = f"# Recorded from Slurm 24.11 by tests/slurm/test_scale_in.py ({self.label}); do not edit.\n"
+            (FIXTURES / f"{self.label}.yaml").write_text(header + yaml.safe_dump(doc, sort_keys=False, width=1000))
+            self.label = None
+        return rc, out, err
+
+    def record(self, label):
+        self.label = label
+        return self
+
+
+@pytest.fixture(scope="module")
+def dyn():
+    if os.geteuid() != 0:
+        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+    c = DynamicCluster()
+    try:
+        c.prepare()
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        if os.environ.get("SPANK_TEST_KEEP"):
+            print(f"\nkept {c.workdir}")
+        else:
+            c.remove()
+
+
+@pytest.fixture(scope="module")
+def recorder(dyn):
+    return Recorder(LocalTransport(dyn.command_prefix(), timeout=30))
+
+
+@pytest.fixture
+def slurm(dyn, recorder):
+    """Three idle workers demo-cpu-0..2, no job, no drain: the StatefulSet at 3 replicas."""
+    dyn.run(["scancel", "--full", "-u", "root"])
+    if RECORD and not dyn._known(node_name(0)):
+        Slurm(recorder.record("no-nodes")).show_nodes()
+    for i in range(NODES):
+        if not dyn._known(node_name(i)):
+            dyn.start_node(i)
+    dyn.run(["scontrol", "update", f"nodename={STATEFULSET}-[0-{NODES - 1}]", "state=resume"])
+    wait_for(lambda: all(dyn.node_state(node_name(i)).rstrip("*") == "idle" for i in range(NODES)), 20,
+             "all workers idle")
+    return Slurm(recorder)
+
+
+def submit(dyn, node, seconds):
+    out = dyn.run(["sbatch", "--parsable", "-w", node, "-n1", "-o", "/tmp/job-%j.out",
+                   "--wrap", f"sleep {seconds}; echo finished"]).check().stdout
+    job = out.strip().split(";")[0]
+    wait_for(lambda: job_state(dyn, job) == "RUNNING", 15, f"job {job} running")
+    return job
+
+
+def job_state(dyn, job):
+    res = dyn.run(["scontrol", "show", "job", "-o", job], timeout=10)
+    for field in res.stdout.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return None
+
+
+def node_fields(dyn, name):
+    return scale_in.parse_show_node(dyn.run(["scontrol", "show", "node", "-o", name]).check().stdout)[name]
+
+
+def test_drain_wait_remove_delete_leaves_no_ghost(dyn, slurm, recorder):
+    job = submit(dyn, node_name(2), 6)
+    Slurm(recorder.record("idle-and-busy")).show_nodes()
+
+    # 3 -> 1: demo-cpu-2 runs a job, demo-cpu-1 is idle. Both drained; the top one still runs its job, so
+    # nothing may go yet (the StatefulSet would remove demo-cpu-2 first).
+    first = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
+    assert first["changed"] and first["drained"] == [node_name(2), node_name(1)]
+    assert [e["action"] for e in first["nodes"]] == [scale_in.WAIT, scale_in.READY]
+    assert first["removable"] == 0 and first["replicas"] == 3 and first["waiting"] == [node_name(2)]
+    Slurm(recorder.record("draining")).show_nodes()
+    for i in (1, 2):
+        assert node_fields(dyn, node_name(i))["reason"] == REASON
+    # A drained node takes no new job (bounded: srun would wait forever).
+    refused = dyn.run(["srun", "--immediate=3", "-w", node_name(1), "true"], timeout=20)
+    assert refused.returncode != 0
+    # Check mode predicts without changing; the real run is then a no-op.
+    predicted = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, check_mode=True)
+    assert not predicted["changed"] and predicted["removable"] == 0
+
+    # Wait for the job: it completes untouched, then both victims are removable.
+    start = time.monotonic()
+    done = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, wait=True, wait_timeout=30, wait_sleep=0.5)
+    assert not done["changed"] and not done["timed_out"]
+    assert done["removable"] == 2 and done["replicas"] == 1 and done["waiting"] == []
+    assert time.monotonic() - start < 20
+    assert job_state(dyn, job) == "COMPLETED"
+    assert "finished" in (dyn.root / f"tmp/job-{job}.out").read_text()
+    Slurm(recorder.record("drained")).show_nodes()
+
+    # Before the pods are gone nothing may be deleted (a running slurmd would register the node again).
+    kept = _slurm.remove(slurm, statefulset=STATEFULSET, replicas=1, pods_present=lambda names: names)
+    assert not kept["changed"] and kept["pods_present"] == [node_name(2), node_name(1)]
+
+    # The StatefulSet shrinks: the pods (slurmd) go; then their node records are deleted.
+    dyn.stop_node(2)
+    dyn.stop_node(1)
+    gone = _slurm.remove(slurm, statefulset=STATEFULSET, replicas=1, pods_present=lambda names: [])
+    assert gone["changed"] and gone["deleted"] == [node_name(2), node_name(1)]
+    assert dyn.nodes() == [node_name(0)]
+    res = recorder.record("unknown-node")(["scontrol", "show", "node", "-o", node_name(2)])
+    assert res[0] != 0 and "not found" in (res[1] + res[2])
+    Slurm(recorder.record("after-delete")).show_nodes()
+    with pytest.raises(_slurm.SlurmError) as failed:
+        Slurm(recorder.record("update-unknown-node")).drain([node_name(2)], REASON)
+    assert failed.value.details["rc"] == 1 and "Invalid node name" in failed.value.details["stderr"]
+    again = _slurm.remove(slurm, [node_name(2)], statefulset=STATEFULSET, replicas=1)
+    assert not again["changed"] and again["absent"] == [node_name(2)]
+
+
+def test_admin_drain_is_never_overwritten_nor_resumed(dyn, slurm, recorder):
+    dyn.run(["scontrol", "update", f"nodename={node_name(2)}", "state=drain", f"reason={ADMIN_REASON}"]).check()
+    busy_job = submit(dyn, node_name(0), 30)  # a node that stays: never touched
+    keep = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, remove_admin_drained=False)
+    assert keep["removable"] == 0 and keep["admin_drained"] == [node_name(2)]
+    assert keep["drained"] == [node_name(1)]
+    res = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
+    assert res["removable"] == 2 and not res["changed"]
+    Slurm(recorder.record("admin-drained")).show_nodes()
+    assert node_fields(dyn, node_name(2))["reason"] == ADMIN_REASON
+
+    # The scale-in is cancelled (replicas back to 3): our drain is undone, the admin's is not.
+    cancel = _slurm.scale_in(slurm, STATEFULSET, 3, 3, REASON)
+    assert cancel["changed"] and cancel["resumed"] == [node_name(1)] and cancel["victims"] == []
+    Slurm(recorder.record("resumed")).show_nodes()
+    one, two = node_fields(dyn, node_name(1)), node_fields(dyn, node_name(2))
+    assert not one["drain"] and not one["busy"]  # Slurm 24.11 keeps the old reason on a resumed node
+    assert two["drain"] and two["reason"] == ADMIN_REASON
+    assert job_state(dyn, busy_job) == "RUNNING"
+    assert not _slurm.scale_in(slurm, STATEFULSET, 3, 3, REASON)["changed"]
+    # Nor is a resume forced on an admin's node by name.
+    assert slurm.resume([node_name(2)]) == []
+    assert node_fields(dyn, node_name(2))["reason"] == ADMIN_REASON
+    dyn.run(["scancel", busy_job])
+
+
+def test_cancelled_scale_in_resumes_a_draining_node_its_job_untouched(dyn, slurm, recorder):
+    job = submit(dyn, node_name(2), 30)
+    res = _slurm.scale_in(slurm, STATEFULSET, 3, 2, REASON)
+    assert res["drained"] == [node_name(2)] and res["removable"] == 0
+    cancel = _slurm.scale_in(slurm, STATEFULSET, 3, 3, REASON)
+    assert cancel["resumed"] == [node_name(2)]
+    node = node_fields(dyn, node_name(2))
+    assert not node["drain"] and node["busy"] and job_state(dyn, job) == "RUNNING"
+    dyn.run(["scancel", job])
+
+
+def test_expired_drain_and_down_nodes_are_removable(dyn, slurm, recorder):
+    job = submit(dyn, node_name(2), 30)
+    dyn.run(["scontrol", "update", f"nodename={node_name(1)}", "state=down", "reason=pod evicted"]).check()
+    res = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
+    assert [e["action"] for e in res["nodes"]] == [scale_in.WAIT, scale_in.READY]
+    Slurm(recorder.record("down-and-draining")).show_nodes()
+    # Drained by us long enough ago (now is 1 h later): given up, by the caller's drain_timeout.
+    later = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, drain_timeout=1800, now=lambda: time.time() + 3600)
+    assert later["removable"] == 2 and later["expired"] == [node_name(2)]
+    assert job_state(dyn, job) == "RUNNING"  # removing the pod is what ends it, not us
+    dyn.run(["scancel", job])
+
+
+def test_module_against_real_slurm(dyn, slurm, recorder, monkeypatch, capsys):
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.soperator.slurm.plugins.modules import slurm_nodes
+
+    monkeypatch.setattr(slurm_nodes, "transport", lambda params: recorder)
+    args = {"namespace": "slurm", "controller_pod": "demo-controller-0", "statefulset": STATEFULSET,
+            "current_replicas": 3, "replicas": 2}
+
+    def run(extra):
+        with patch_module_args(dict(args, **extra)), pytest.raises(SystemExit):
+            slurm_nodes.main()
+        return json.loads(capsys.readouterr().out)
+
+    predicted = run({"_ansible_check_mode": True, "_ansible_diff": True})
+    assert predicted["changed"] and predicted["drained"] == [node_name(2)] and predicted["removable"] == 1
+    assert not node_fields(dyn, node_name(2))["drain"]
+    real = run({"_ansible_diff": True})
+    assert real["changed"] and real["removable"] == predicted["removable"]
+    assert real["diff"]["after"][node_name(2)]["reason"] == REASON
+    assert not run({})["changed"]
