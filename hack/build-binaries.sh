@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the pinned Kubernetes control plane, kubectl, etcd and kwok from the Go module proxy.
 # Cached under ${SOPERATOR_CACHE:-~/.cache/soperator}/<component>-<version>/bin; a cached build is reused.
-# Usage: hack/build-binaries.sh [control-plane|node|all]   (node = kubelet + kube-proxy, for a real node)
+# Usage: hack/build-binaries.sh [control-plane|node|all]
+#   node = what `hack/localcluster.py up --real-node` needs: kubelet, kube-proxy, CoreDNS (a build with only
+#   the plugins we use, hack/realnode/coredns/main.go) and the static pause binary (hack/realnode/pause.c).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
@@ -13,6 +15,10 @@ export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 k8s_dir=$cache/kubernetes-$KUBERNETES_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 kwok_dir=$cache/kwok-$KWOK_VERSION
+coredns_dir=$cache/coredns-$COREDNS_VERSION
+# The pause binary is our own source: keyed by its hash, so an edit rebuilds it.
+pause_dir=$cache/pause-$(sha256sum "$here/realnode/pause.c" | cut -c1-12)
+kubeget_dir=$cache/kubeget-$(sha256sum "$here/realnode/kubeget/main.go" | cut -c1-12)
 
 # A wrapper module: k8s.io/kubernetes replaces its staging modules with ./staging paths that do not
 # exist in the published module, so point each at its published v0.x.y twin.
@@ -74,12 +80,48 @@ build_kwok() {
   echo "built: kwok -> $kwok_dir/bin"
 }
 
+build_coredns() {
+  [ -x "$coredns_dir/bin/coredns" ] && { echo "cached: coredns in $coredns_dir/bin"; return 0; }
+  local work; work=$(mktemp -d)
+  cp "$here/realnode/coredns/main.go" "$work/"
+  printf 'module soperator.local/corednsbuild\ngo 1.25.0\nrequire github.com/coredns/coredns %s\n' \
+    "$COREDNS_VERSION" >"$work/go.mod"
+  mkdir -p "$coredns_dir/bin"
+  (cd "$work" && go get "github.com/coredns/coredns@$COREDNS_VERSION" >/dev/null 2>&1 && go mod tidy >/dev/null 2>&1 &&
+   go build -trimpath -ldflags "-s -w" -o "$coredns_dir/bin/coredns" .)
+  rm -rf "$work"
+  echo "built: coredns -> $coredns_dir/bin"
+}
+
+build_pause() {
+  [ -x "$pause_dir/pause" ] && { echo "cached: pause in $pause_dir"; return 0; }
+  mkdir -p "$pause_dir"
+  gcc -static -Os -s -Wall -Werror -o "$pause_dir/pause" "$here/realnode/pause.c"
+  echo "built: pause -> $pause_dir"
+}
+
+# The test image's in-cluster API client (stdlib Go, static).
+build_kubeget() {
+  [ -x "$kubeget_dir/kubeget" ] && { echo "cached: kubeget in $kubeget_dir"; return 0; }
+  local work; work=$(mktemp -d)
+  cp "$here/realnode/kubeget/main.go" "$work/"
+  printf 'module soperator.local/kubeget\ngo 1.22\n' >"$work/go.mod"
+  mkdir -p "$kubeget_dir"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$kubeget_dir/kubeget" .)
+  rm -rf "$work"
+  echo "built: kubeget -> $kubeget_dir"
+}
+
 case $what in
   control-plane)
     build_k8s "$k8s_dir/bin" kube-apiserver kube-controller-manager kube-scheduler kubectl
     build_etcd
     build_kwok ;;
-  node) build_k8s "$k8s_dir/bin" kubelet kube-proxy ;;
+  node)
+    build_k8s "$k8s_dir/bin" kubelet kube-proxy
+    build_coredns
+    build_pause
+    build_kubeget ;;
   all) "$0" control-plane; "$0" node ;;
   *) echo "usage: $0 [control-plane|node|all]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,380 @@
+"""The images' scripts run directly on the host: soperator-entrypoint and populate-jail.
+
+Every path of the entrypoint is prefixed by SOPERATOR_ROOT, so a fake container filesystem under tmp_path
+stands in for the image. Bind mounts are real: each run is wrapped in `unshare -m` (a private mount namespace
+that disappears with it), and the command given to the entrypoint (what it execs) inspects the result from
+inside that namespace. Needs root (mounts, chown), like the real containers.
+"""
+
+import fcntl
+import os
+import shutil
+import socket
+import stat
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENTRYPOINT = os.path.join(ROOT, "images", "lib", "soperator-entrypoint")
+POPULATE = os.path.join(ROOT, "images", "populate-jail", "populate-jail")
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bind mounts, chown (as in the containers)")
+
+SLURM_PATHS = ["/usr/bin/srun", "/usr/bin/sinfo", "/usr/lib/x86_64-linux-gnu/libslurm.so.42",
+               "/usr/lib/x86_64-linux-gnu/slurm-wlm"]
+
+
+def write(path, text, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+@pytest.fixture
+def fs(tmp_path):
+    """A container's filesystem: the daemon's Slurm, its own accounts, a populated jail, munge's socket."""
+    r = str(tmp_path / "root")
+    write(r + "/etc/soperator/jail-slurm-paths", "# generated\n" + "\n".join(SLURM_PATHS + ["/usr/bin/absent"]) + "\n")
+    write(r + "/usr/bin/srun", "daemon srun\n", 0o755)
+    write(r + "/usr/bin/sinfo", "daemon sinfo\n", 0o755)
+    write(r + "/usr/lib/x86_64-linux-gnu/libslurm.so.42", "daemon libslurm\n")
+    write(r + "/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_munge.so", "daemon plugin\n")
+    write(r + "/etc/hosts", "10.0.0.5 pod-0\n")
+    write(r + "/etc/resolv.conf", "search pod.svc\n")
+    write(r + "/etc/hostname", "pod-0\n")
+    write(r + "/etc/passwd", "root:x:0:0::/root:/bin/sh\n")
+    write(r + "/etc/group", "root:x:0:\n")
+    for d in ("dev", "proc", "sys"):
+        write("%s/%s/marker" % (r, d), d + "\n")
+    j = r + "/mnt/jail"
+    write(j + "/usr/bin/srun", "jail srun\n", 0o755)
+    write(j + "/etc/passwd", "root:x:0:0::/root:/bin/bash\nsshd:x:991:65534::/run/sshd:/usr/sbin/nologin\n"
+                             "alice:x:2000:2000::/home/alice:/bin/bash\n")
+    write(j + "/etc/group", "root:x:0:\nalice:x:2000:\n")
+    write(j + "/etc/shadow", "root:*:1::::::\nalice:*:1::::::\n", 0o640)
+    write(j + "/.soperator-populated", "image=test\n")
+    os.makedirs(r + "/run/munge")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(r + "/run/munge/munge.socket.2")
+    yield r
+    sock.close()
+
+
+def entrypoint(r, role, command, env=None, unshare=True, **kwargs):
+    full_env = dict(os.environ, SOPERATOR_ROOT=r, SOPERATOR_ROLE=role, SOPERATOR_WAIT_TIMEOUT="5",
+                    SOPERATOR_JAIL_WAIT_TIMEOUT="5")
+    full_env.update(env or {})
+    argv = ([ENTRYPOINT] + command) if not unshare else ["unshare", "-m", "--", ENTRYPOINT] + command
+    return subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def sh(script):
+    return ["sh", "-c", script]
+
+
+# ------------------------------------------------------------------------------------------------ worker
+def test_worker_completes_the_jail_with_the_daemons_slurm_by_bind_mounts(fs):
+    j = fs + "/mnt/jail"
+    result = entrypoint(fs, "worker", sh(
+        "cat {j}/usr/bin/srun {j}/usr/bin/sinfo {j}/usr/lib/x86_64-linux-gnu/libslurm.so.42 "
+        "{j}/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_munge.so {j}/etc/hosts {j}/etc/resolv.conf; "
+        "readlink {j}/etc/slurm; echo > {j}/usr/bin/srun || echo read-only".format(j=j)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "daemon srun", "daemon sinfo", "daemon libslurm", "daemon plugin", "10.0.0.5 pod-0", "search pod.svc",
+        "/run/slurm/conf", "read-only"]
+    assert "jail completed: 4 Slurm client paths" in result.stderr
+    # Mounts, not copies: outside the pod's mount namespace the shared jail is unchanged.
+    with open(j + "/usr/bin/srun") as f:
+        assert f.read() == "jail srun\n"
+    assert os.path.isdir(fs + "/var/spool/slurmd") and os.path.isdir(fs + "/run/slurm")
+
+
+def test_worker_takes_users_and_groups_from_the_jail(fs):
+    result = entrypoint(fs, "worker", ["true"])
+    assert result.returncode == 0, result.stderr
+    for name in ("passwd", "group"):
+        assert os.readlink("%s/etc/%s" % (fs, name)) == "%s/mnt/jail/etc/%s" % (fs, name)
+    with open(fs + "/etc/passwd") as f:
+        assert "alice:x:2000" in f.read()
+    # Idempotent: a restarted container finds the links in place.
+    assert entrypoint(fs, "worker", ["true"]).returncode == 0
+
+
+def test_worker_waits_for_the_populated_jail(fs):
+    os.remove(fs + "/mnt/jail/.soperator-populated")
+    env = dict(os.environ, SOPERATOR_ROOT=fs, SOPERATOR_ROLE="worker", SOPERATOR_JAIL_WAIT_TIMEOUT="30")
+    proc = subprocess.Popen(["unshare", "-m", "--", ENTRYPOINT, "echo", "started"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert "waiting for the jail" in line and ".soperator-populated" in line
+        assert proc.poll() is None
+        write(fs + "/mnt/jail/.soperator-populated", "image=test\n")
+        out, _err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and out == "started\n"
+
+
+def test_worker_gives_up_on_a_jail_that_is_never_populated(fs):
+    os.remove(fs + "/mnt/jail/.soperator-populated")
+    result = entrypoint(fs, "worker", ["true"], env={"SOPERATOR_JAIL_WAIT_TIMEOUT": "1"})
+    assert result.returncode == 1
+    assert "gave up waiting for the jail" in result.stderr
+
+
+def test_worker_refuses_a_jail_path_that_leads_outside_the_jail(fs, tmp_path):
+    outside = tmp_path / "node-files"
+    outside.mkdir()
+    os.makedirs(fs + "/mnt/jail/usr/lib")
+    os.symlink(str(outside), fs + "/mnt/jail/usr/lib/x86_64-linux-gnu")
+    result = entrypoint(fs, "worker", ["true"])
+    assert result.returncode == 1
+    assert "outside the jail" in result.stderr
+    assert os.listdir(str(outside)) == []
+
+
+def test_without_cap_sys_admin_the_clients_are_copied_into_the_jail(fs):
+    result = subprocess.run(
+        ["unshare", "-m", "--", "setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--", ENTRYPOINT,
+         "true"], env=dict(os.environ, SOPERATOR_ROOT=fs, SOPERATOR_ROLE="worker"),
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "cannot bind-mount into the jail" in result.stderr
+    with open(fs + "/mnt/jail/usr/bin/srun") as f:
+        assert f.read() == "daemon srun\n"
+
+
+def test_worker_without_munge_socket_fails_clearly(fs):
+    os.remove(fs + "/run/munge/munge.socket.2")
+    result = entrypoint(fs, "worker", ["true"], env={"SOPERATOR_WAIT_TIMEOUT": "1"})
+    assert result.returncode == 1
+    assert "munge socket" in result.stderr and "munge sidecar" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ login
+def test_login_completes_the_jail_for_sessions(fs):
+    j = fs + "/mnt/jail"
+    os.chmod(j, 0o777)
+    result = entrypoint(fs, "login", sh("cat {j}/usr/bin/srun {j}/dev/marker {j}/proc/marker; "
+                                        "readlink {j}/etc/slurm".format(j=j)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["daemon srun", "dev", "proc", "/run/slurm/conf"]
+    for name in ("passwd", "group", "shadow"):
+        assert os.readlink("%s/etc/%s" % (fs, name)) == "%s/etc/%s" % (j, name)
+    # sshd's ChrootDirectory: root's, writable by nobody else; privilege separation directory.
+    assert stat.S_IMODE(os.stat(j).st_mode) == 0o755
+    assert os.path.isdir(fs + "/run/sshd")
+
+
+def test_login_needs_the_sshd_user_in_the_jail(fs):
+    write(fs + "/mnt/jail/etc/passwd", "root:x:0:0::/root:/bin/bash\n")
+    result = entrypoint(fs, "login", ["true"])
+    assert result.returncode == 1
+    assert "no user sshd" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ munge
+def test_munge_key_is_copied_to_a_0400_file_of_the_munge_user(fs):
+    write(fs + "/etc/soperator/munge/munge.key", "k" * 1024, 0o444)
+    result = entrypoint(fs, "munge", ["id", "-un"], env={"SOPERATOR_MUNGE_USER": "nobody"}, unshare=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "nobody\n"  # munged runs as the munge user
+    owner = subprocess.check_output(["stat", "-c", "%a %U", fs + "/etc/munge/munge.key", fs + "/run/munge"], text=True)
+    assert owner.splitlines() == ["400 nobody", "755 nobody"]
+    with open(fs + "/etc/munge/munge.key") as f:
+        assert f.read() == "k" * 1024
+
+
+@pytest.mark.parametrize("key, message", [(None, "no munge key at"), ("short", "at least 32")])
+def test_munge_refuses_a_missing_or_short_key(fs, key, message):
+    if key is not None:
+        write(fs + "/etc/soperator/munge/munge.key", key)
+    result = entrypoint(fs, "munge", ["true"], env={"SOPERATOR_MUNGE_USER": "nobody"}, unshare=False)
+    assert result.returncode == 1
+    assert message in result.stderr
+
+
+def test_role_follows_the_program_name(fs):
+    write(fs + "/etc/soperator/munge/munge.key", "k" * 64)
+    bindir = os.path.join(fs, "fakebin")
+    write(bindir + "/munged", "#!/bin/sh\necho \"munged $*\"\n", 0o755)
+    env = dict(os.environ, SOPERATOR_ROOT=fs, SOPERATOR_MUNGE_USER="root", PATH=bindir + ":" + os.environ["PATH"])
+    result = subprocess.run([ENTRYPOINT, "munged", "--foreground"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "munged --foreground\n" and "[munge]: munge key installed" in result.stderr
+    plain = subprocess.run([ENTRYPOINT, "echo", "as is"], env=env, capture_output=True, text=True)
+    assert plain.stdout == "as is\n" and plain.stderr == ""
+
+
+# ------------------------------------------------------------------------------------------------ controller
+def test_controller_hands_the_spool_to_slurmuser_and_reconfigures_once_slurmctld_answers(fs):
+    write(fs + "/etc/slurm/slurm.conf", "ClusterName=c\nSlurmUser=nobody # comment\n")
+    bindir = os.path.join(fs, "fakebin")
+    calls = os.path.join(fs, "scontrol.calls")
+    write(bindir + "/scontrol", "#!/bin/sh\necho \"$*\" >> %s\n" % calls, 0o755)
+    env = {"PATH": bindir + ":" + os.environ["PATH"]}
+    # The command stands in for slurmctld: it ends once the background `scontrol reconfigure` has run.
+    result = entrypoint(fs, "controller", sh("timeout 20 sh -c 'until grep -q reconfigure %s; do sleep 0.1; done'"
+                                             % calls), env=env, unshare=False)
+    assert result.returncode == 0, result.stderr
+    with open(calls) as f:
+        assert f.read().splitlines() == ["ping", "reconfigure"]
+    assert subprocess.check_output(["stat", "-c", "%U", fs + "/var/spool/slurmctld"], text=True) == "nobody\n"
+    # The jail is mounted: slurmctld resolves the jail's users (job credentials carry them).
+    assert os.readlink(fs + "/etc/passwd") == fs + "/mnt/jail/etc/passwd"
+
+
+def test_controller_without_a_jail_keeps_its_own_users(fs):
+    write(fs + "/etc/slurm/slurm.conf", "ClusterName=c\n")
+    shutil.rmtree(fs + "/mnt/jail")
+    result = entrypoint(fs, "controller", ["true"], env={"SOPERATOR_RECONFIGURE": "0"}, unshare=False)
+    assert result.returncode == 0, result.stderr
+    assert "no jail at" in result.stderr
+    assert not os.path.islink(fs + "/etc/passwd")
+
+
+def test_controller_needs_its_configuration(fs):
+    result = entrypoint(fs, "controller", ["true"], unshare=False)
+    assert result.returncode == 1
+    assert "slurm-config ConfigMap" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ populate-jail
+@pytest.fixture
+def image(tmp_path):
+    """A small root filesystem: owners, modes, setuid, hard and symbolic links, xattrs, kernel mount points."""
+    src = str(tmp_path / "image")
+    write(src + "/etc/soperator/jail-image", "soperator/jail:test\n")
+    write(src + "/etc/passwd", "root:x:0:0::/root:/bin/bash\n")
+    write(src + "/usr/bin/tool", "#!/bin/sh\n", 0o755)
+    write(src + "/usr/bin/sudo", "setuid\n", 0o4755)
+    os.link(src + "/usr/bin/tool", src + "/usr/bin/tool-again")
+    os.symlink("usr/bin", src + "/bin")
+    write(src + "/home/owned", "x\n")
+    os.chown(src + "/home/owned", 1234, 2345)
+    os.setxattr(src + "/usr/bin/tool", "user.soperator", b"kept")
+    for d in ("proc", "sys", "dev"):
+        write("%s/%s/contents" % (src, d), "not copied\n")
+    write(src + "/opt/soperator/bin/populate-jail", "the tool\n")
+    for i in range(300):
+        write("%s/usr/share/many/f%03d" % (src, i), "%d\n" % i)
+    return src
+
+
+def populate(src, target, *args, **kwargs):
+    return subprocess.run([POPULATE, "--source", src, "--target", target] + list(args), capture_output=True,
+                          text=True, timeout=120, **kwargs)
+
+
+def test_populate_fills_an_empty_dir_and_marks_it(image, tmp_path):
+    target = str(tmp_path / "jail")
+    os.makedirs(target)
+    result = populate(image, target)
+    assert result.returncode == 0, result.stderr
+    assert os.stat(target + "/usr/bin/sudo").st_mode & 0o7777 == 0o4755
+    owned = os.stat(target + "/home/owned")
+    assert (owned.st_uid, owned.st_gid) == (1234, 2345)
+    assert os.stat(target + "/usr/bin/tool").st_ino == os.stat(target + "/usr/bin/tool-again").st_ino
+    assert os.readlink(target + "/bin") == "usr/bin"
+    assert os.getxattr(target + "/usr/bin/tool", "user.soperator") == b"kept"
+    assert len(os.listdir(target + "/usr/share/many")) == 300
+    # Kernel file systems: mount points only. The tool's own directory stays out.
+    for d in ("proc", "sys", "dev"):
+        assert os.listdir("%s/%s" % (target, d)) == []
+    assert not os.path.exists(target + "/opt/soperator")
+    with open(target + "/.soperator-populated") as f:
+        sentinel = dict(line.split("=", 1) for line in f.read().splitlines())
+    assert sentinel["image"] == "soperator/jail:test" and sentinel["source"] == image and sentinel["date"]
+
+
+def test_populate_refuses_a_populated_jail(image, tmp_path):
+    target = str(tmp_path / "jail")
+    assert populate(image, target).returncode == 0
+    result = populate(image, target)
+    assert result.returncode == 3
+    assert "already populated (image=soperator/jail:test" in result.stderr
+    assert "pass --overwrite" in result.stderr
+    skipped = populate(image, target, "--skip-if-populated")
+    assert skipped.returncode == 0 and "nothing to do" in skipped.stderr
+
+
+def test_populate_overwrite_replaces_the_images_files_and_keeps_the_rest(image, tmp_path):
+    target = str(tmp_path / "jail")
+    assert populate(image, target).returncode == 0
+    with open(target + "/.soperator-populated") as f:
+        first = f.read()
+    write(target + "/usr/bin/tool", "changed by an admin\n")
+    write(target + "/home/alice/work", "user data\n")
+    write(target + "/etc/passwd", "root:x:0:0::/root:/bin/bash\nalice:x:2000:2000::/home/alice:/bin/bash\n")
+    result = populate(image, target, "--overwrite")
+    assert result.returncode == 0, result.stderr
+    with open(target + "/usr/bin/tool") as f:
+        assert f.read() == "#!/bin/sh\n"
+    with open(target + "/home/alice/work") as f:
+        assert f.read() == "user data\n"
+    with open(target + "/etc/passwd") as f:
+        assert "alice" in f.read()
+    with open(target + "/.soperator-populated") as f:
+        second = f.read()
+    assert second != first and "overwrite=yes" in second
+
+
+def test_populate_two_runs_at_once_copy_once(image, tmp_path):
+    target = str(tmp_path / "jail")
+    os.makedirs(target)
+    # Hold the lock so that both runs are started before either can copy: the order is then decided by the
+    # lock alone, as with two Jobs' pods starting together.
+    holder = open(target + "/.soperator-populate.lock", "a")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    procs = [subprocess.Popen([POPULATE, "--source", image, "--target", target], stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        for proc in procs:
+            assert "waiting for it" in proc.stderr.readline()
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        errors = [proc.communicate(timeout=120)[1] for proc in procs]
+    finally:
+        holder.close()
+        for proc in procs:
+            proc.kill()
+    assert [proc.returncode for proc in procs] == [0, 0]
+    assert sum("copying" in err for err in errors) == 1, errors
+    assert sum("populated by a concurrent run" in err for err in errors) == 1, errors
+    assert os.path.isfile(target + "/.soperator-populated")
+
+
+def test_populate_never_marks_a_failed_copy(image, tmp_path):
+    target = str(tmp_path / "jail")
+    # The image has a file where the target has a non-empty directory: the copy cannot complete.
+    write(target + "/usr/bin/tool/blocker", "x\n")
+    result = populate(image, target)
+    assert result.returncode == 1
+    assert "NOT marked populated" in result.stderr
+    assert not os.path.exists(target + "/.soperator-populated")
+    # Once the obstacle is gone, a new run copies everything and marks it.
+    shutil.rmtree(target + "/usr/bin/tool")
+    assert populate(image, target).returncode == 0
+    assert os.path.isfile(target + "/.soperator-populated")
+
+
+def test_populate_leaves_out_a_target_inside_the_source(image):
+    target = image + "/mnt/jail"
+    result = populate(image, target)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(target + "/mnt") == []
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "usage"),
+    (["--source", "/nonexistent-soperator", "--target", "/tmp/x"], "is not a directory"),
+    (["--source", "/", "--target", "/tmp/x", "--overwrite", "--skip-if-populated"], "exclude each other"),
+    (["--bogus"], "unknown argument"),
+])
+def test_populate_rejects_bad_arguments(args, message):
+    result = subprocess.run([POPULATE] + args, capture_output=True, text=True)
+    assert result.returncode in (1, 2)
+    assert message in result.stderr
