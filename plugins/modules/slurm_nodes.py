@@ -96,11 +96,12 @@ options:
     default: "soperator: scale-in"
   drain_timeout:
     description:
-      - Seconds after which a victim drained by us counts as removable even though jobs still run on it
+      - Time after which a victim drained by us counts as removable even though jobs still run on it
         (the NodeSet's C(spec.drainTimeout)). Measured from the drain's time recorded by Slurm, so it spans
         several runs. Those jobs end when the pod is removed.
+      - Seconds, or a duration such as C(30m), C(1h30m) or C(90s).
       - Unset, a job is never given up.
-    type: int
+    type: str
   remove_admin_drained:
     description:
       - Whether a victim drained by an administrator (a reason without C(soperator:)) that runs no job counts
@@ -283,6 +284,7 @@ command:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.soperator.slurm.plugins.module_utils import plan
+from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as scale_in_plan
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import (
     AUTH_ARG_SPEC,
     KubernetesError,
@@ -309,7 +311,7 @@ def argument_spec():
         replicas=dict(type="int"),
         nodes=dict(type="list", elements="str", default=[]),
         reason=dict(type="str", default=plan.drain_reason("scale-in")),
-        drain_timeout=dict(type="int"),
+        drain_timeout=dict(type="str"),
         remove_admin_drained=dict(type="bool", default=True),
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=120),
@@ -327,13 +329,17 @@ def transport(params):
     return KubernetesExecTransport(core_v1, params["namespace"], params["controller_pod"], params["container"])
 
 
+def _seconds(drain_timeout):
+    return None if drain_timeout is None else scale_in_plan.duration_seconds(drain_timeout)
+
+
 def run(params, reach, check_mode):
     slurm = Slurm(reach)
     if params["state"] == "absent":
         return remove(slurm, params["nodes"], params["statefulset"], params["replicas"],
                       pods_present=getattr(reach, "pods_present", None), check_mode=check_mode)
     return scale_in(slurm, params["statefulset"], params["current_replicas"], params["replicas"],
-                    params["reason"], drain_timeout=params["drain_timeout"],
+                    params["reason"], drain_timeout=_seconds(params["drain_timeout"]),
                     remove_admin_drained=params["remove_admin_drained"], check_mode=check_mode,
                     wait=params["wait"], wait_timeout=params["wait_timeout"], wait_sleep=params["wait_sleep"])
 
@@ -350,7 +356,7 @@ def main():
     except KubernetesError as e:
         module.fail_json(msg=e.msg, **e.details)
     except ValueError as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg="drain_timeout: %s" % e if "duration" in str(e) else str(e))
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff

@@ -43,6 +43,8 @@ def write_watches(path, reconcile_period="5s"):
         entries = yaml.safe_load(handle)
     for entry in entries:
         entry["reconcilePeriod"] = reconcile_period
+        # kwok nodes run no Slurm: there is no slurmctld to drain nodes with (tested against real Slurm instead).
+        entry.setdefault("vars", {})["cluster_scale_in_drain"] = False
     with open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(entries, handle)
     return path
