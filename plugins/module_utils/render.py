@@ -51,14 +51,21 @@ WORKER_CAPABILITIES = [
 LOGIN_CAPABILITIES = [
     "AUDIT_WRITE",  # sshd writes login audit records; without it, logins fail
     "CHOWN",  # the session's pty is given to the user
-    "DAC_OVERRIDE",  # sshd (root) reads the user's authorized_keys in the jail
+    "DAC_OVERRIDE",  # root's sessions in the jail administer users' files (sshd reads keys as the user)
     "FOWNER",
-    "KILL",  # ends the processes of a closed session
+    "KILL",  # root's sessions may signal users' processes on the login node
     "NET_BIND_SERVICE",  # listens on port 22
     "SETGID",  # the session runs as the user
     "SETUID",
+    "SETPCAP",  # only the entrypoint: it removes SYS_ADMIN and SETPCAP from the bounding set before sshd
+    # The entrypoint bind-mounts /dev, /proc, /sys and the Slurm clients into the jail for sessions; it then
+    # removes SYS_ADMIN from the bounding set before exec'ing sshd, so no session can ever hold it.
+    "SYS_ADMIN",
     "SYS_CHROOT",  # ChrootDirectory: every session lands in the jail
 ]
+# What sshd and every session keep: the login entrypoint drops the rest before it execs sshd.
+LOGIN_ENTRYPOINT_ONLY_CAPABILITIES = ["SETPCAP", "SYS_ADMIN"]
+LOGIN_SESSION_CAPABILITIES = [c for c in LOGIN_CAPABILITIES if c not in LOGIN_ENTRYPOINT_ONLY_CAPABILITIES]
 POPULATE_CAPABILITIES = [
     "CHOWN",  # the jail's files keep their owners
     "DAC_OVERRIDE",  # reads every file of the jail image, whatever its mode
@@ -275,8 +282,9 @@ def _populate_job(c):
     jail_volumes, jail_mounts = c.jail_volumes(with_sub_mounts=False)
     tool = "%s/%s" % (names.POPULATE_TOOL_DIR, names.POPULATE_TOOL)
     command = [tool, "--source", "/", "--target", names.JAIL_MOUNT]
-    if token:
-        command.append("--overwrite")
+    # The initial Job leaves a populated jail alone (an existing claim may already hold one); a repopulate
+    # token asks for an overwrite (which keeps users: see images/README.md).
+    command.append("--overwrite" if token else "--skip-if-populated")
     tools_mount = {"name": "tools", "mountPath": names.POPULATE_TOOL_DIR}
     labels = names.labels(c.name, names.COMPONENT_POPULATE)
     pod = c.pod_spec(None, containers=[{
@@ -335,7 +343,9 @@ def _pdb(c, name, component, nodeset=None):
 def _controller(c, slurm_config):
     spec = c.spec["controller"]
     image = c.spec["images"]["controller"]
-    volumes = [{"name": "slurm-config", "configMap": {"name": names.slurm_config_name(c.name)}}] + c.munge_volumes()
+    jail_volumes, _ = c.jail_volumes(with_sub_mounts=False)
+    volumes = ([{"name": "slurm-config", "configMap": {"name": names.slurm_config_name(c.name)}}] + c.munge_volumes()
+               + jail_volumes)
     container = {
         "name": "slurmctld",
         "image": image,
@@ -348,6 +358,9 @@ def _controller(c, slurm_config):
             {"name": "slurm-config", "mountPath": names.SLURM_CONFIG_DIR, "readOnly": True},
             {"name": "spool", "mountPath": names.SLURMCTLD_SPOOL},
             {"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR},
+            # Users exist only in the jail (one set for the cluster): slurmctld resolves job owners from its
+            # /etc/passwd and /etc/group, which the entrypoint links to the jail's. Read-only: it never writes there.
+            {"name": "jail", "mountPath": names.JAIL_MOUNT, "readOnly": True},
         ],
         "securityContext": _security(CONTROLLER_CAPABILITIES, _RUNTIME_DEFAULT),
     }
@@ -410,9 +423,11 @@ def _login(c, sshd_config):
             {"name": "ssh-host-keys", "mountPath": names.SSH_HOST_KEYS_MOUNT, "readOnly": True},
             {"name": "sshd-config", "mountPath": names.SSHD_CONFIG_MOUNT, "readOnly": True},
         ] + _run_mounts("munge-run", names.MUNGE_RUN_DIR) + _run_mounts("slurm-run", names.SLURM_RUN_DIR),
-        # Sessions may use setuid programs of the jail (sudo): privilege escalation stays allowed.
+        # Sessions may use setuid programs of the jail (sudo): privilege escalation stays allowed. The runtime's
+        # default AppArmor profile denies mount (the entrypoint's binds); seccomp RuntimeDefault allows them.
         "securityContext": _security(LOGIN_CAPABILITIES, _RUNTIME_DEFAULT, escalation=True),
     }
+    sshd["securityContext"]["appArmorProfile"] = {"type": "Unconfined"}
     resources = _resources(spec.get("resources"))
     if resources:
         sshd["resources"] = resources

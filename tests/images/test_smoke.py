@@ -31,7 +31,7 @@ POPULATE_IMAGE = names.default_image("populateJail")
 
 
 # Capability numbers (linux/capability.h) of the names the manifests use.
-_CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7,
+_CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7, "SETPCAP": 8,
                 "NET_BIND_SERVICE": 10, "SYS_CHROOT": 18, "SYS_ADMIN": 21, "SYS_NICE": 23, "SYS_RESOURCE": 24,
                 "AUDIT_WRITE": 29, "SETFCAP": 31}
 
@@ -288,9 +288,8 @@ class Cluster(object):
                  volumes=[(munge_run, names.MUNGE_RUN_DIR), (slurm_run, names.SLURM_RUN_DIR)],
                  options=["--security-opt", "no-new-privileges"])
         self.run("login", LOGIN_IMAGE, ["/usr/sbin/sshd", "-D", "-e", "-f", names.SSHD_CONFIG_MOUNT + "/sshd_config"],
-                 # + SYS_ADMIN: the manifests lack it (see images/README.md). Without it the jail gets no /dev,
-                 # /proc, /sys for sessions (no pty, no /dev/null) and the clients are copied into the shared jail.
-                 render.LOGIN_CAPABILITIES + ["SYS_ADMIN"], self.login_host,
+                 # SYS_ADMIN among them is for the entrypoint's jail binds; it drops it before sshd.
+                 render.LOGIN_CAPABILITIES, self.login_host,
                  volumes=[(self.jail, names.JAIL_MOUNT), (host_keys, names.SSH_HOST_KEYS_MOUNT),
                           (sshd_config, names.SSHD_CONFIG_MOUNT)] + self.mirrored(munge_run, names.MUNGE_RUN_DIR)
                  + self.mirrored(slurm_run, names.SLURM_RUN_DIR),
@@ -384,6 +383,11 @@ def test_sshd_in_the_login_image_lands_a_key_user_in_the_jail(cluster, manifests
     session = ssh("tty; echo discarded >/dev/null && echo dev-ok", "-tt")
     assert session.returncode == 0, session.stderr + cluster.logs("login")
     assert session.stdout.splitlines()[0].startswith("/dev/pts/") and "dev-ok" in session.stdout
+    # The container has CAP_SYS_ADMIN and CAP_SETPCAP for the entrypoint; no session may hold either
+    # (bits 21 and 8 of CapBnd), while the ones sshd needs stay (SYS_CHROOT, bit 18).
+    bounding = int(ssh("grep CapBnd /proc/self/status").stdout.split()[1], 16)
+    assert not bounding & (1 << 21 | 1 << 8), "SYS_ADMIN or SETPCAP in a session's bounding set: %x" % bounding
+    assert bounding & (1 << 18), "%x" % bounding
     # Slurm from the session: configless through sackd, a step as alice on the worker, in the jail.
     wait_until(lambda: "%s idle" % cluster.node in ssh("sinfo -h -N -o '%N %T'").stdout, 90, "sinfo from the jail",
                lambda: cluster.logs("sackd", "login", "worker"))

@@ -90,6 +90,9 @@ def test_controller(cpu):
     assert ctld["securityContext"]["allowPrivilegeEscalation"] is False
     assert ctld["readinessProbe"]["tcpSocket"]["port"] == "slurmctld"
     assert {"name": "slurm-config", "configMap": {"name": "demo-slurm-config"}} in pod["volumes"]
+    # slurmctld resolves job owners from the jail's users: read-only, never written.
+    assert {"name": "jail", "mountPath": "/mnt/jail", "readOnly": True} in ctld["volumeMounts"]
+    assert {"name": "jail", "persistentVolumeClaim": {"claimName": "demo-jail"}} in pod["volumes"]
     config = _by(objects, "ConfigMap", "demo-slurm-config")
     annotations = sts["spec"]["template"]["metadata"]["annotations"]
     assert annotations["slurm.soperator.dev/config-hash"] == render.config_hash(config["data"])
@@ -182,7 +185,11 @@ def test_login(cpu):
     pod = sts["spec"]["template"]["spec"]
     sshd = _container(pod, "sshd")
     assert "SYS_CHROOT" in sshd["securityContext"]["capabilities"]["add"]
-    assert "SYS_ADMIN" not in sshd["securityContext"]["capabilities"]["add"]
+    # SYS_ADMIN is for the entrypoint's jail binds only (dropped before sshd: images/lib/soperator-entrypoint);
+    # mount needs AppArmor unconfined, pivot_root is not used so seccomp stays the runtime default.
+    assert "SYS_ADMIN" in sshd["securityContext"]["capabilities"]["add"]
+    assert sshd["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
+    assert sshd["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert _container(pod, "sackd")["args"][-1] == "$(SLURM_CONF_SERVER)"
     config = _by(objects, "ConfigMap", "demo-sshd-config")
     assert sts["spec"]["template"]["metadata"]["annotations"]["slurm.soperator.dev/config-hash"] == \
@@ -218,6 +225,7 @@ def test_populate_job(cpu):
     populate = _container(pod, "populate")
     assert populate["image"] == "soperator/jail:0.1.0"
     assert "--overwrite" not in populate["command"]
+    assert populate["command"][-1] == "--skip-if-populated", "an existing claim may come populated: not an error"
     assert _container(pod, "install-tool")["image"] == "soperator/populate-jail:0.1.0"
     cluster["spec"]["jail"]["populate"] = {"repopulateToken": "again"}
     jobs = [o for o in render.render_cluster(cluster, nodesets) if o["kind"] == "Job"]
