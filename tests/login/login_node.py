@@ -280,7 +280,9 @@ class LoginNode:
     def ssh(self, user, identity, command, *options, input=None, timeout=30):
         """Run ``command`` (a shell string, run by the user's login shell in the jail); CompletedProcess (text)."""
         env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-        return subprocess.run(self.ssh_args(user, identity, *options) + ["--", command], input=input,
+        # Without input, stdin is /dev/null: ssh -tt would otherwise leave the test runner's stdin non-blocking.
+        stdin = None if input is not None else subprocess.DEVNULL
+        return subprocess.run(self.ssh_args(user, identity, *options) + ["--", command], input=input, stdin=stdin,
                               capture_output=True, text=True, timeout=timeout, env=env)
 
     def keyscan(self):

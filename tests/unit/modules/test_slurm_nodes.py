@@ -45,7 +45,7 @@ def test_ansible_doc_renders(collections_path):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1")
     ansible_doc = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
     out = subprocess.run([ansible_doc, "-t", "module", "soperator.slurm.slurm_nodes"], env=env,
-                         capture_output=True, text=True, check=False)
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert "soperator.slurm.slurm_nodes" in out.stdout and "[WARNING]" not in out.stderr, out.stderr
 
