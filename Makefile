@@ -30,6 +30,9 @@ demo: deps venv binaries ## local Kubernetes + the CPU example cluster converged
 cluster-up: deps binaries ## start the local Kubernetes (loopback only, kwok nodes)
 	python3 hack/localcluster.py up
 
+images: deps ## container images (cached), saved to ~/.cache/soperator/images
+	hack/images.sh build save
+
 cluster-down: ## stop the local Kubernetes and remove its state
 	python3 hack/localcluster.py down
 
@@ -45,4 +48,4 @@ bench: deps venv binaries ## benchmarks: figures printed, nothing asserted about
 	$(PY) bench/operator.py
 	python3 tests/slurm/bench_spank.py --runs 50
 
-.PHONY: help deps venv binaries demo cluster-up cluster-down test unit bench
+.PHONY: help deps venv binaries demo images cluster-up cluster-down test unit bench

@@ -51,6 +51,13 @@ $py -m pytest -q -ra -p no:cacheprovider tests/slurm
 stage "login into the jail: Debian's OpenSSH with the rendered sshd_config"
 $py -m pytest -q -ra -p no:cacheprovider tests/login
 
+stage "images: entrypoints on the host, then the five images built (cached) and run"
+$py -m pytest -q -ra -p no:cacheprovider tests/images
+
+stage "real node: kubelet, containerd, CNI, kube-proxy, CoreDNS on a private local cluster"
+hack/build-binaries.sh node
+$py -m pytest -q -ra -p no:cacheprovider tests/realnode
+
 stage "molecule default scenario"
 molecule test -s default
 
