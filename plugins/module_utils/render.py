@@ -46,7 +46,8 @@ WORKER_CAPABILITIES = [
     "SYS_ADMIN",  # the SPANK jail: unshare(CLONE_NEWNS), mounts, pivot_root; and rw cgroups for the job
     "SYS_CHROOT",  # the jail plugin's chroot(".") after pivot_root
     "SYS_NICE",  # task/affinity binds other users' tasks to their CPUs
-    "SYS_RESOURCE",  # PropagateResourceLimits raises job limits (memlock, nofile) above slurmd's own
+    # Not SYS_RESOURCE: jobs run within the container's hard limits, which the runtime sets (memlock, nofile);
+    # PropagateResourceLimits only lowers limits below them, which needs no capability.
 ]
 LOGIN_CAPABILITIES = [
     "AUDIT_WRITE",  # sshd writes login audit records; without it, logins fail

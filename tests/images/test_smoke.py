@@ -39,7 +39,7 @@ _CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL":
 def host_capabilities(caps):
     """``caps`` less those this host's root lacks (runc cannot grant them: "unable to apply caps").
 
-    This VM's root has no CAP_SYS_RESOURCE, which the worker asks for: its containers run without it here.
+    The manifests ask for nothing this VM's root lacks; this guards a host with a smaller bounding set.
     """
     with open("/proc/self/status") as f:
         bounding = int([line.split()[1] for line in f if line.startswith("CapBnd:")][0], 16)
