@@ -465,6 +465,9 @@ def _worker(c, nodeset):
             {"name": "SLURM_NODESET", "value": set_name},
             {"name": "SLURMD_CONF_PARAMS", "value": node_conf_params(nodeset)},
             {"name": "SLURM_CONF_SERVER", "value": c.conf_server},
+            # Jail paths the entrypoint also mounts at the same path for slurmstepd (batch output files).
+            {"name": "SOPERATOR_JAIL_SHARED_PATHS", "value": " ".join(
+                ["/home", "/root"] + [sub["mountPath"] for sub in c.spec["jail"].get("subMounts") or ()])},
         ],
         "ports": [{"name": "slurmd", "containerPort": names.SLURMD_PORT, "protocol": "TCP"}],
         "readinessProbe": _tcp_probe("slurmd"),

@@ -92,6 +92,25 @@ def test_worker_completes_the_jail_with_the_daemons_slurm_by_bind_mounts(fs):
     assert os.path.isdir(fs + "/var/spool/slurmd") and os.path.isdir(fs + "/run/slurm")
 
 
+def test_worker_shares_the_jails_user_paths_with_slurmstepd(fs):
+    """sbatch -o /home/alice/out is opened by slurmstepd before the task is jailed: it must be the jail's file."""
+    j = fs + "/mnt/jail"
+    write(j + "/home/alice/data", "in the jail\n")
+    write(j + "/scratch/x", "scratch\n")
+    result = entrypoint(fs, "worker", sh("cat {r}/home/alice/data {r}/scratch/x; echo out > {r}/home/alice/out"
+                                         .format(r=fs)), env={"SOPERATOR_JAIL_SHARED_PATHS": "/home /scratch /absent"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["in the jail", "scratch"]
+    with open(j + "/home/alice/out") as f:  # written through the container's /home: it is in the jail
+        assert f.read() == "out\n"
+    assert "jail /home shared at /home" in result.stderr and "/absent" not in result.stderr
+
+
+def test_worker_refuses_a_relative_shared_path(fs):
+    result = entrypoint(fs, "worker", ["true"], env={"SOPERATOR_JAIL_SHARED_PATHS": "home"})
+    assert result.returncode == 1 and "not an absolute path" in result.stderr
+
+
 def test_worker_takes_users_and_groups_from_the_jail(fs):
     result = entrypoint(fs, "worker", ["true"])
     assert result.returncode == 0, result.stderr
