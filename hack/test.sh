@@ -58,6 +58,9 @@ stage "real node: kubelet, containerd, CNI, kube-proxy, CoreDNS on a private loc
 hack/build-binaries.sh node
 $py -m pytest -q -ra -p no:cacheprovider tests/realnode
 
+stage "end to end: Slurm jobs in pods on the real node, through the jail; scale, reconfigure, tear down"
+$py -m pytest -q -ra -s -p no:cacheprovider tests/e2e
+
 stage "molecule default scenario"
 molecule test -s default
 

@@ -1,0 +1,151 @@
+"""End to end: real pods on the local cluster's real node, running the project's images and real Slurm.
+
+One session fixture brings it up on a private instance (``SOPERATOR_E2E_DIR`` to reuse a kept one): the local
+cluster with a real node, the images built (cached) and imported into its containerd, and
+``examples/cpu-cluster-local.yaml`` converged by ``playbooks/site.yml`` until ``sinfo`` shows the workers idle.
+Needs root (containerd, kubelet, the images' dockerd).
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
+NAMESPACE = "slurm"
+IMAGES = ("slurm-controller", "slurm-worker", "slurm-login", "jail", "populate-jail")
+
+
+def versions():
+    with open(os.path.join(ROOT, "hack", "versions.env")) as f:
+        return dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))
+
+
+def wait_until(predicate, timeout, what, explain=None):
+    """Poll until ``predicate`` returns something truthy; fail with ``what`` (and ``explain()``) on timeout."""
+    deadline = time.monotonic() + timeout
+    delay = 0.2
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(delay)
+        delay = min(delay * 1.5, 2.0)
+    pytest.fail("timed out after %ss waiting for %s%s" % (timeout, what, ("\n" + explain()) if explain else ""))
+
+
+class E2E:
+    def __init__(self, state_dir):
+        self.state_dir = state_dir
+        self.kubeconfig = os.path.join(state_dir, "kubeconfig")
+        cache = os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator"))
+        self.kubectl_bin = os.path.join(cache, "kubernetes-" + versions()["KUBERNETES_VERSION"], "bin", "kubectl")
+        self.env = dict(os.environ, SOPERATOR_LOCALCLUSTER_DIR=state_dir, K8S_AUTH_KUBECONFIG=self.kubeconfig,
+                        ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+                        ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+                        PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+        self.env.pop("SOPERATOR_KUBECONFIG", None)
+
+    # --- Kubernetes -------------------------------------------------------------------------------------
+    def kubectl(self, *args, check=True, timeout=120):
+        res = subprocess.run([self.kubectl_bin, "--kubeconfig", self.kubeconfig] + list(args), capture_output=True,
+                             text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and res.returncode:
+            raise AssertionError("kubectl %s: %s" % (" ".join(args), res.stderr))
+        return res
+
+    def get(self, *args):
+        res = self.kubectl("get", "-n", NAMESPACE, "-o", "json", *args, check=False)
+        return json.loads(res.stdout) if res.returncode == 0 else None
+
+    def exec(self, pod, container, command, timeout=120):
+        return self.kubectl("exec", "-n", NAMESPACE, pod, "-c", container, "--", "sh", "-c", command,
+                            check=False, timeout=timeout)
+
+    # --- Slurm ------------------------------------------------------------------------------------------
+    def slurm(self, command, timeout=120):
+        """A Slurm command on the controller (slurmctld's own pod)."""
+        return self.exec("demo-controller-0", "slurmctld", command, timeout=timeout)
+
+    def jail(self, command, timeout=180):
+        """A shell command as root inside the jail, from the login pod (what a logged-in user's shell sees)."""
+        return self.exec("demo-login-0", "sshd", "chroot /mnt/jail sh -c %s" % shlex.quote(command), timeout)
+
+    def sinfo(self):
+        """{node: state} from the controller, {} while it does not answer."""
+        res = self.slurm("sinfo -h -N -o '%N %T'")
+        if res.returncode:
+            return {}
+        return dict(line.split() for line in res.stdout.splitlines() if line.strip())
+
+    def node(self, name):
+        res = self.slurm("scontrol show node %s -o" % name)
+        return res.stdout if res.returncode == 0 else ""
+
+    def explain(self):
+        out = [self.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide", check=False).stdout,
+               self.slurm("sinfo -N; squeue").stdout]
+        return "\n".join(out)
+
+    # --- the collection ---------------------------------------------------------------------------------
+    def definition(self, replicas=None, slurm=None):
+        with open(EXAMPLE) as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        if replicas is not None:
+            docs[1]["spec"]["replicas"] = replicas
+        if slurm:
+            docs[0]["spec"]["slurm"] = slurm
+        return docs
+
+    def site(self, docs, wait=True, background=False, extra=None):
+        varfile = os.path.join(self.state_dir, "site-%d.json" % time.monotonic_ns())
+        with open(varfile, "w") as f:
+            json.dump(dict({"soperator_clusters": [{"resources": docs, "wait": wait}]}, **(extra or {})), f)
+        argv = ["ansible-playbook", os.path.join(ROOT, "playbooks", "site.yml"), "-e", "@" + varfile]
+        if background:
+            return subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    stdin=subprocess.DEVNULL)
+        res = subprocess.run(argv, env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+        return res
+
+    def wait_idle(self, nodes, timeout=240):
+        return wait_until(lambda: all(self.sinfo().get(n) == "idle" for n in nodes) and self.sinfo(), timeout,
+                          "%s idle in sinfo" % ", ".join(nodes), self.explain)
+
+
+def _tool(env, *args):
+    subprocess.run([sys.executable, os.path.join(ROOT, "hack", "localcluster.py")] + list(args), env=env, check=True,
+                   stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def e2e(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the end-to-end tests need root (kubelet, containerd, the images' dockerd)")
+    state_dir = os.environ.get("SOPERATOR_E2E_DIR") or str(tmp_path_factory.mktemp("e2e") / "lc")
+    cluster = E2E(state_dir)
+    started = subprocess.run([sys.executable, os.path.join(ROOT, "hack", "localcluster.py"), "status"],
+                             env=cluster.env, capture_output=True, stdin=subprocess.DEVNULL).returncode != 0
+    t0 = time.monotonic()
+    if started:
+        _tool(cluster.env, "up", "--real-node", "--nodes", "1", "--gpu-nodes", "0")
+    subprocess.run([os.path.join(ROOT, "hack", "images.sh"), "build", "save"], check=True, stdin=subprocess.DEVNULL)
+    images = os.path.join(os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator")), "images")
+    _tool(cluster.env, "import-image", *[os.path.join(images, "%s-0.1.0.tar" % i) for i in IMAGES])
+    t_apply = time.monotonic()
+    cluster.site(cluster.definition())
+    cluster.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    print("\ne2e: cluster up %.0f s; example applied -> all nodes idle in sinfo %.1f s" % (
+        t_apply - t0, time.monotonic() - t_apply))
+    try:
+        yield cluster
+    finally:
+        if started and os.environ.get("SOPERATOR_KEEP_E2E") != "1":
+            _tool(cluster.env, "down")

@@ -1,0 +1,152 @@
+"""Slurm jobs in pods on a real kubelet, through the jail; scaled and reconfigured without losing work.
+
+The tests share one cluster and run in file order; each leaves it as the example defines it (2 idle workers),
+except the last, which tears it down.
+"""
+
+import os
+import re
+import subprocess
+import time
+
+from conftest import NAMESPACE, ROOT, wait_until
+
+
+def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
+    # A step on each worker: the jail's root (its image marker), not the worker container's.
+    step = e2e.jail("timeout 120 srun -N2 --immediate=60 sh -c 'echo $(hostname) $(cat /etc/soperator/jail-image)' "
+                    "| sort")
+    assert step.returncode == 0, step.stderr + e2e.explain()
+    assert step.stdout.splitlines() == ["demo-cpu-0 soperator/jail:0.1.0", "demo-cpu-1 soperator/jail:0.1.0"]
+    # A file a job writes on one worker is read by a job on the other, and from the login pod.
+    write = e2e.jail("mkdir -p /home/shared && timeout 120 srun -w demo-cpu-0 --immediate=60 "
+                     "sh -c 'echo written-on-$(hostname) > /home/shared/file'")
+    assert write.returncode == 0, write.stderr
+    read = e2e.jail("timeout 120 srun -w demo-cpu-1 --immediate=60 cat /home/shared/file")
+    assert read.stdout.strip() == "written-on-demo-cpu-0", read.stderr
+    assert e2e.jail("cat /home/shared/file").stdout.strip() == "written-on-demo-cpu-0"
+    # A batch job's output file is the jail's (slurmstepd opens it before the task is jailed).
+    batch = e2e.jail("cd /root && timeout 150 sbatch --wait -o /root/batch.out --wrap 'hostname; cat /etc/soperator/"
+                     "jail-image' && cat /root/batch.out")
+    assert batch.returncode == 0, batch.stderr
+    assert batch.stdout.splitlines()[-1] == "soperator/jail:0.1.0"
+
+
+def test_ssh_into_the_login_service_lands_in_the_jail_and_submits(e2e, tmp_path):
+    key = str(tmp_path / "id_ed25519")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+    with open(key + ".pub") as f:
+        pub = f.read().strip()
+    # A user created inside the jail: every daemon and login shares the jail's passwd and group.
+    made = e2e.jail("id alice >/dev/null 2>&1 || useradd -m -s /bin/bash -p '*' alice; "
+                    "install -d -m 700 -o alice -g alice /home/alice/.ssh && "
+                    "echo '%s' > /home/alice/.ssh/authorized_keys && chown alice: /home/alice/.ssh/authorized_keys"
+                    % pub)
+    assert made.returncode == 0, made.stderr
+    service = e2e.get("service", "demo-login")
+    address = service["spec"]["clusterIP"]
+
+    def ssh(command):
+        return subprocess.run(["ssh", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                               "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "alice@" + address, command],
+                              capture_output=True, text=True, timeout=200, stdin=subprocess.DEVNULL)
+
+    login = wait_until(lambda: (lambda r: r.returncode == 0 and r)(ssh("id -un; cat /etc/soperator/jail-image")),
+                       60, "ssh to the login Service")
+    assert login.stdout.splitlines() == ["alice", "soperator/jail:0.1.0"]
+    job = ssh("cd ~ && timeout 150 sbatch --wait -o out.txt --wrap 'id -un; hostname' >/dev/null && cat out.txt")
+    assert job.returncode == 0, job.stderr
+    user, host = job.stdout.splitlines()
+    assert user == "alice" and host.startswith("demo-cpu-")
+
+
+def test_scale_out_then_scale_in_drains_first_and_leaves_no_ghost(e2e):
+    t0 = time.monotonic()
+    e2e.site(e2e.definition(replicas=3))
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"])
+    print("\ne2e: +1 node idle in sinfo %.1f s after the converge started" % (time.monotonic() - t0))
+    # A job on the node the scale-in removes (the highest ordinal).
+    submit = e2e.jail("cd /root && sbatch --parsable -w demo-cpu-2 -o /root/scale-in.out "
+                      "--wrap 'sleep 25; echo finished-on-$(hostname)'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    wait_until(lambda: "JobState=RUNNING" in e2e.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
+    t0 = time.monotonic()
+    converge = e2e.site(e2e.definition(replicas=2), background=True)
+    # The node is drained with the operator's reason while its job runs on; the pod stays meanwhile.
+    drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(e2e.node("demo-cpu-2")), 60, "demo-cpu-2 draining",
+                         e2e.explain)
+    assert "Reason=soperator: scale-in" in drained
+    assert "JobState=RUNNING" in e2e.slurm("scontrol show job %s" % job).stdout
+    assert e2e.get("pod", "demo-cpu-2") is not None
+    output, _ = converge.communicate(timeout=600)
+    assert converge.returncode == 0, output[-5000:]
+    print("e2e: drained scale-in (a 25 s job running on the node) done in %.1f s" % (time.monotonic() - t0))
+    # The job completed untouched, then the pod went and the node left Slurm: no ghost in sinfo.
+    assert e2e.jail("cat /root/scale-in.out").stdout.strip() == "finished-on-demo-cpu-2"
+    assert set(e2e.sinfo()) == {"demo-cpu-0", "demo-cpu-1"}
+    assert e2e.get("pod", "demo-cpu-2") is None
+    assert e2e.get("statefulset", "demo-cpu")["spec"]["replicas"] == 2
+
+
+def test_an_admin_drain_is_left_alone(e2e):
+    made = e2e.slurm("scontrol update nodename=demo-cpu-1 state=drain reason='admin: disk check'")
+    assert made.returncode == 0, made.stderr
+    try:
+        e2e.site(e2e.definition(replicas=2))
+        node = e2e.node("demo-cpu-1")
+        assert "DRAIN" in node and "Reason=admin: disk check" in node
+    finally:
+        e2e.slurm("scontrol update nodename=demo-cpu-1 state=resume")
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+
+def _held_job(e2e):
+    submit = e2e.jail("cd /root && sbatch --parsable --hold --wrap true")
+    assert submit.returncode == 0, submit.stderr
+    return submit.stdout.strip()
+
+
+def _controller_uid(e2e):
+    pod = e2e.get("pod", "demo-controller-0")
+    return pod and pod["metadata"]["uid"]
+
+
+def test_a_slurm_setting_change_takes_effect_without_losing_queued_jobs(e2e):
+    job = _held_job(e2e)
+    before = _controller_uid(e2e)
+    e2e.site(e2e.definition(slurm={"killWait": 45}))
+    # The config hash rolls slurmctld (its queue lives on the spool volume); wait for the new pod to answer.
+    wait_until(lambda: _controller_uid(e2e) not in (None, before), 120, "slurmctld restarted")
+    shown = wait_until(lambda: (lambda r: r.returncode == 0 and r)(e2e.slurm("scontrol show config")), 120,
+                       "slurmctld answering", e2e.explain)
+    assert re.search(r"^KillWait\s*=\s*45 sec", shown.stdout, re.M), shown.stdout
+    assert "JobState=PENDING" in e2e.slurm("scontrol show job %s" % job).stdout
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+
+def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):
+    job = _held_job(e2e)
+    before = _controller_uid(e2e)
+    e2e.kubectl("delete", "pod", "-n", NAMESPACE, "demo-controller-0", "--wait=false")
+    wait_until(lambda: _controller_uid(e2e) not in (None, before), 120, "a new slurmctld pod")
+    wait_until(lambda: "JobState=PENDING" in e2e.slurm("scontrol show job %s" % job).stdout, 180,
+               "the held job back in the queue", e2e.explain)
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    step = e2e.jail("timeout 120 srun -N2 --immediate=60 hostname | sort")
+    assert step.stdout.splitlines() == ["demo-cpu-0", "demo-cpu-1"], step.stderr
+
+
+def test_teardown_keeps_the_jail_and_its_data(e2e):
+    claim = e2e.get("pvc", "demo-jail")
+    volume = e2e.kubectl("get", "pv", claim["spec"]["volumeName"], "-o", "jsonpath={.spec.hostPath.path}").stdout
+    res = subprocess.run(["ansible-playbook", os.path.join(ROOT, "playbooks", "teardown.yml"), "-e",
+                          "slurm_cluster=demo", "-e", "slurm_namespace=" + NAMESPACE], env=e2e.env,
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stdout[-4000:]
+    wait_until(lambda: not e2e.get("statefulset")["items"], 120, "the StatefulSets gone")
+    assert e2e.get("slurmcluster", "demo") is None
+    assert e2e.get("pvc", "demo-jail") is not None
+    assert e2e.get("secret", "demo-munge-key") is not None
+    with open(os.path.join(volume, "home", "shared", "file")) as f:
+        assert f.read().strip() == "written-on-demo-cpu-0"
