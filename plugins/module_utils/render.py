@@ -352,7 +352,8 @@ def _controller(c, slurm_config):
         "image": image,
         "imagePullPolicy": c.pull_policy,
         # The entrypoint runs `scontrol reconfigure` once slurmctld answers, so nodes pick up a changed config.
-        "args": ["slurmctld", "-D"],
+        # Absolute paths: Slurm daemons re-exec argv[0] on `scontrol reconfigure` (execv, no PATH lookup).
+        "args": ["/usr/sbin/slurmctld", "-D"],
         "ports": [{"name": "slurmctld", "containerPort": names.SLURMCTLD_PORT, "protocol": "TCP"}],
         "readinessProbe": _tcp_probe("slurmctld"),
         "volumeMounts": [
@@ -406,7 +407,7 @@ def _login(c, sshd_config):
         "image": image,
         "imagePullPolicy": c.pull_policy,
         "restartPolicy": "Always",
-        "args": ["sackd", "-D", "--conf-server", "$(SLURM_CONF_SERVER)"],
+        "args": ["/usr/sbin/sackd", "-D", "--conf-server", "$(SLURM_CONF_SERVER)"],
         "env": [{"name": "SLURM_CONF_SERVER", "value": c.conf_server}],
         "volumeMounts": [{"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR},
                          {"name": "slurm-run", "mountPath": names.SLURM_RUN_DIR}],
@@ -458,7 +459,7 @@ def _worker(c, nodeset):
         "image": image,
         "imagePullPolicy": c.pull_policy,
         # A dynamic node named after its pod; its hardware description never touches slurm.conf.
-        "args": ["slurmd", "-D", "-Z", "-N", "$(SLURMD_NODENAME)", "--conf-server", "$(SLURM_CONF_SERVER)",
+        "args": ["/usr/sbin/slurmd", "-D", "-Z", "-N", "$(SLURMD_NODENAME)", "--conf-server", "$(SLURM_CONF_SERVER)",
                  "--conf", "$(SLURMD_CONF_PARAMS)"],
         "env": [
             {"name": "SLURMD_NODENAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},

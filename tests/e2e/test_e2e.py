@@ -123,6 +123,12 @@ def test_a_slurm_setting_change_takes_effect_without_losing_queued_jobs(e2e):
     assert re.search(r"^KillWait\s*=\s*45 sec", shown.stdout, re.M), shown.stdout
     assert "JobState=PENDING" in e2e.slurm("scontrol show job %s" % job).stdout
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    # The new slurmctld's `scontrol reconfigure` reached slurmd and sackd, which re-exec in place: none died.
+    for pod in ("demo-cpu-0", "demo-cpu-1", "demo-login-0"):
+        statuses = e2e.get("pod", pod)["status"]
+        restarts = {c["name"]: c["restartCount"] for c in statuses.get("containerStatuses", [])
+                    + statuses.get("initContainerStatuses", [])}
+        assert not any(restarts.values()), (pod, restarts)
 
 
 def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):

@@ -257,7 +257,7 @@ class Cluster(object):
 
     def controller(self):
         munge_run = self.munge("controller", CONTROLLER_IMAGE, self.controller_host)
-        self.run("controller", CONTROLLER_IMAGE, ["slurmctld", "-D"], render.CONTROLLER_CAPABILITIES,
+        self.run("controller", CONTROLLER_IMAGE, ["/usr/sbin/slurmctld", "-D"], render.CONTROLLER_CAPABILITIES,
                  self.controller_host,
                  # + the jail, read-only: the manifests lack it (see images/README.md); slurmctld needs the jail's
                  # users for job credentials.
@@ -274,7 +274,7 @@ class Cluster(object):
             + self.mirrored(munge_run, names.MUNGE_RUN_DIR) + self.mirrored(self.emptydir("worker-slurm-run"),
                                                                            names.SLURM_RUN_DIR)
         self.run("worker", WORKER_IMAGE,
-                 ["slurmd", "-D", "-Z", "-N", self.node, "--conf-server", self.conf_server,
+                 ["/usr/sbin/slurmd", "-D", "-Z", "-N", self.node, "--conf-server", self.conf_server,
                   "--conf", env["SLURMD_CONF_PARAMS"]],
                  render.WORKER_CAPABILITIES, self.node, volumes=volumes,
                  # As the manifest: seccomp and AppArmor unconfined (pivot_root, mount).
@@ -284,7 +284,7 @@ class Cluster(object):
     def login(self, host_keys, sshd_config):
         munge_run = self.munge("login", LOGIN_IMAGE, self.login_host)
         slurm_run = self.emptydir("login-slurm-run")
-        self.run("sackd", LOGIN_IMAGE, ["sackd", "-D", "--conf-server", self.conf_server], [], self.login_host,
+        self.run("sackd", LOGIN_IMAGE, ["/usr/sbin/sackd", "-D", "--conf-server", self.conf_server], [], self.login_host,
                  volumes=[(munge_run, names.MUNGE_RUN_DIR), (slurm_run, names.SLURM_RUN_DIR)],
                  options=["--security-opt", "no-new-privileges"])
         self.run("login", LOGIN_IMAGE, ["/usr/sbin/sshd", "-D", "-e", "-f", names.SSHD_CONFIG_MOUNT + "/sshd_config"],

@@ -138,7 +138,8 @@ def test_worker(cpu):
     assert env["SLURM_NODESET"] == "cpu"
     assert env["SLURMD_CONF_PARAMS"] == "CPUs=1 RealMemory=1792 Feature=cpu"
     assert env["SLURM_CONF_SERVER"] == "demo-controller-0.demo-controller.slurm.svc:6817"
-    assert slurmd["args"][:3] == ["slurmd", "-D", "-Z"]
+    # Absolute: slurmd re-execs argv[0] on `scontrol reconfigure` (found when sackd died of a bare name).
+    assert slurmd["args"][:3] == ["/usr/sbin/slurmd", "-D", "-Z"]
     context = slurmd["securityContext"]
     assert "privileged" not in context
     assert "SYS_ADMIN" in context["capabilities"]["add"]
@@ -190,6 +191,7 @@ def test_login(cpu):
     assert "SYS_ADMIN" in sshd["securityContext"]["capabilities"]["add"]
     assert sshd["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
     assert sshd["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert _container(pod, "sackd")["args"][0] == "/usr/sbin/sackd"
     assert _container(pod, "sackd")["args"][-1] == "$(SLURM_CONF_SERVER)"
     config = _by(objects, "ConfigMap", "demo-sshd-config")
     assert sts["spec"]["template"]["metadata"]["annotations"]["slurm.soperator.dev/config-hash"] == \
