@@ -344,7 +344,7 @@ def _pdb(c, name, component, nodeset=None):
 def _controller(c, slurm_config):
     spec = c.spec["controller"]
     image = c.spec["images"]["controller"]
-    jail_volumes, _ = c.jail_volumes(with_sub_mounts=False)
+    jail_volumes = c.jail_volumes(with_sub_mounts=False)[0]
     volumes = ([{"name": "slurm-config", "configMap": {"name": names.slurm_config_name(c.name)}}] + c.munge_volumes()
                + jail_volumes)
     container = {
