@@ -15,6 +15,7 @@ import time
 
 import pytest
 import yaml
+from polling import wait_until  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
@@ -25,19 +26,6 @@ IMAGES = ("slurm-controller", "slurm-worker", "slurm-login", "jail", "populate-j
 def versions():
     with open(os.path.join(ROOT, "hack", "versions.env")) as f:
         return dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))
-
-
-def wait_until(predicate, timeout, what, explain=None):
-    """Poll until ``predicate`` returns something truthy; fail with ``what`` (and ``explain()``) on timeout."""
-    deadline = time.monotonic() + timeout
-    delay = 0.2
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(delay)
-        delay = min(delay * 1.5, 2.0)
-    pytest.fail("timed out after %ss waiting for %s%s" % (timeout, what, ("\n" + explain()) if explain else ""))
 
 
 class E2E:

@@ -12,11 +12,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 from kubernetes import client
+from polling import wait_until  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.cluster
@@ -40,16 +40,6 @@ def site(kubeconfig, collections_path, tmp_path, resources, wait):
                          env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     return res.stdout
-
-
-def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    pytest.fail("timed out waiting for " + what)
 
 
 def test_cpu_example_converges_and_runs(kubeconfig, collections_path, k8s, namespace, tmp_path):

@@ -5,7 +5,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from kubernetes import client, dynamic
@@ -14,6 +13,7 @@ from kubernetes.client.rest import ApiException
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "hack"))
 import localcluster  # noqa: E402
+from polling import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -45,19 +45,6 @@ WIDGET_CRD = {
         }],
     },
 }
-
-
-def wait_until(predicate, timeout=60.0, what="condition"):
-    """Poll a predicate (no fixed sleeps): returns its first truthy value, fails with `what` on timeout."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(delay)
-        delay = min(delay * 1.5, 1.0)
-    pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 sys.path.insert(0, os.path.join(ROOT, "hack"))
 import localcluster  # noqa: E402
 from realnode import host as rnhost  # noqa: E402
+from polling import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -107,14 +108,3 @@ def ns(api):
     core.delete_namespace(name, grace_period_seconds=0)
 
 
-def wait_until(predicate, timeout=60.0, what="condition"):
-    """Poll a predicate (no fixed sleeps): its first truthy value, or fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(delay)
-        delay = min(delay * 1.5, 1.0)
-    pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
