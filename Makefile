@@ -43,9 +43,9 @@ unit: venv ## fast unit tests only (no cluster)
 	$(PY) -m pytest -q tests/unit
 
 bench: deps venv binaries ## benchmarks: figures printed, nothing asserted about time
-	$(PY) bench/localcluster.py
-	$(PY) bench/collection.py
-	$(PY) bench/operator.py
+	$(PY) bench/bench_localcluster.py
+	$(PY) bench/bench_collection.py
+	$(PY) bench/bench_operator.py
 	python3 tests/slurm/bench_spank.py --runs 50
 
 .PHONY: help deps venv binaries demo images cluster-up cluster-down test unit bench

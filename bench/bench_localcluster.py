@@ -61,8 +61,13 @@ def main():
             print("localcluster: %d pods Running in %.1f s" % (n, time.monotonic() - t))
             subprocess.run(kubectl + ["delete", "deployment", "bench%d" % n, "--wait=false"], check=True,
                            stdout=subprocess.DEVNULL)
+        t = time.monotonic()
+        subprocess.run([sys.executable, TOOL, "nodes", "1000", "--gpu-nodes", "100"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        print("localcluster: kwok pool resized to 1000 nodes (100 with GPUs), all Ready, in %.1f s" % (
+            time.monotonic() - t))
         mem = {n: rss_mib(p["pid"]) for n, p in state["processes"].items()}
-        print("localcluster: RSS after 1100 pods: total %.0f MiB (kube-apiserver %.0f, etcd %.0f)" % (
+        print("localcluster: RSS after 1100 pods and 1000 nodes: total %.0f MiB (kube-apiserver %.0f, etcd %.0f)" % (
             sum(mem.values()), mem["kube-apiserver"], mem["etcd"]))
     finally:
         subprocess.run([sys.executable, TOOL, "down"], env=env, check=False, stdout=subprocess.DEVNULL)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Operator benchmark against the local Kubernetes (figures printed, nothing asserted about time).
 
-  .venv/bin/python bench/operator.py [--clusters 20] [--resyncs 5]
+  .venv/bin/python bench/bench_operator.py [--clusters 20] [--resyncs 5]
 
 1. create a SlurmCluster + NodeSet -> status Successful (seconds);
 2. NodeSet replicas change (scale subresource) -> StatefulSet spec.replicas updated (seconds);
