@@ -14,11 +14,6 @@ Uses its own namespace and removes it at the end (after the operator released ev
 import os
 import sys
 
-# This file is named operator.py (as asked): drop its directory from sys.path before anything imports the
-# standard library's ``operator`` module.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]
-
 import argparse  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
