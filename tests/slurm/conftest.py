@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from slurm_cluster import Cluster
+from slurm_cluster import Cluster, running
 
 HOST_TOOLS = ("unshare", "nsenter", "chroot", "zstd", "tar", "mount")
 
@@ -23,17 +23,8 @@ def cluster():
     missing = [t for t in HOST_TOOLS if not shutil.which(t)]
     if missing:
         pytest.fail(f"host tools missing: {', '.join(missing)}")
-    c = Cluster()
-    try:
-        c.prepare()
-        c.start()
+    with running(Cluster()) as c:
         yield c
-    finally:
-        c.stop()
-        if os.environ.get("SPANK_TEST_KEEP"):
-            print(f"\nkept {c.workdir}")
-        else:
-            c.remove()
 
 
 @pytest.hookimpl(hookwrapper=True)

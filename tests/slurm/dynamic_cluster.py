@@ -24,7 +24,7 @@ import os
 import subprocess
 import textwrap
 
-from slurm_cluster import HOSTNAME, REAPER_C, ROOTFS_SCRIPT, Cluster, CommandError, free_ports, wait_for
+from slurm_cluster import HOSTNAME, REAPER_C, ROOTFS_SCRIPT, Cluster, CommandError, base_conf, free_ports, wait_for
 
 NODESET = "cpu"
 STATEFULSET = "demo-" + NODESET  # <cluster>-<nodeset>; Slurm node name = pod name = <statefulset>-<ordinal>
@@ -41,39 +41,13 @@ def node_addr(ordinal: int) -> str:
 
 
 def slurm_conf(ctld_port: int, slurmd_port: int) -> str:
-    return f"""\
-ClusterName=scaletest
-SlurmctldHost={HOSTNAME}(127.0.0.1)
-SlurmctldPort={ctld_port}
+    """Dynamic nodes (slurmd -Z) of one NodeSet, each on its own 127.0.1.N address sharing one port."""
+    return base_conf("scaletest", ctld_port) + f"""\
 SlurmdPort={slurmd_port}
 CommunicationParameters=NoInAddrAny
 MaxNodeCount={MAX_NODES}
 TreeWidth=65533
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=/run/munge/munge.socket.2
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SchedulerType=sched/backfill
-MailProg=/bin/true
-ReturnToService=2
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd-%n.pid
-SlurmdSpoolDir=/var/spool/slurmd/%n
-StateSaveLocation=/var/spool/slurmctld
-SlurmctldLogFile=/var/log/slurm/slurmctld.log
-SlurmdLogFile=/var/log/slurm/slurmd-%n.log
-SlurmdDebug=info
-SlurmctldDebug=info
 SlurmdTimeout=30
-InactiveLimit=0
-KillWait=5
-MinJobAge=300
 NodeSet={NODESET} Feature={NODESET}
 PartitionName={NODESET} Nodes={NODESET} Default=YES MaxTime=INFINITE State=UP
 """

@@ -11,6 +11,7 @@ Used by conftest.py (one cluster per test session) and bench_spank.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -34,10 +35,25 @@ MARKER = "/JAIL_MARKER"  # exists only in the jail
 PLUGIN_PATH = "/usr/local/lib/slurm/spank_chroot.so"
 PLUGSTACK_DROPIN = "/etc/slurm/plugstack.conf.d/spank_chroot.conf"
 
-def slurm_conf(ctld_port: int, node_ports: dict[str, int]) -> str:
-    """Static slurm.conf: two logical nodes on this host, told apart by Port=."""
-    conf = f"""\
-ClusterName=spanktest
+@contextlib.contextmanager
+def running(cluster):
+    """Prepare and start a test cluster; stop it and remove its work directory (unless SPANK_TEST_KEEP is set)."""
+    try:
+        cluster.prepare()
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        if os.environ.get("SPANK_TEST_KEEP"):
+            print(f"\nkept {cluster.workdir}")
+        else:
+            cluster.remove()
+
+
+def base_conf(cluster_name: str, ctld_port: int, slurmd_debug: str = "info") -> str:
+    """The slurm.conf lines every test cluster shares (one host, munge's own socket, no accounting)."""
+    return f"""\
+ClusterName={cluster_name}
 SlurmctldHost={HOSTNAME}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmUser=root
@@ -51,8 +67,6 @@ JobAcctGatherType=jobacct_gather/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
-PrologFlags=Contain
-LaunchParameters=use_interactive_step
 MailProg=/bin/true
 ReturnToService=2
 SlurmctldPidFile=/run/slurmctld.pid
@@ -61,12 +75,18 @@ SlurmdSpoolDir=/var/spool/slurmd/%n
 StateSaveLocation=/var/spool/slurmctld
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd-%n.log
-SlurmdDebug=debug
+SlurmdDebug={slurmd_debug}
 SlurmctldDebug=info
 InactiveLimit=0
 KillWait=5
 MinJobAge=300
 """
+
+
+def slurm_conf(ctld_port: int, node_ports: dict[str, int]) -> str:
+    """Static slurm.conf: two logical nodes on this host, told apart by Port=."""
+    conf = base_conf("spanktest", ctld_port, slurmd_debug="debug")
+    conf += "PrologFlags=Contain\nLaunchParameters=use_interactive_step\n"
     for name, port in node_ports.items():
         conf += (f"NodeName={name} NodeHostname={HOSTNAME} NodeAddr=127.0.0.1 Port={port} "
                  "CPUs=2 RealMemory=500 State=UNKNOWN\n")

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from dynamic_cluster import STATEFULSET, DynamicCluster, node_name
-from slurm_cluster import wait_for
+from slurm_cluster import running, wait_for
 
 from ansible_collections.soperator.slurm.plugins.module_utils import _slurm, scale_in
 from ansible_collections.soperator.slurm.plugins.module_utils._slurm import LocalTransport, Slurm
@@ -57,17 +57,8 @@ class Recorder:
 def dyn():
     if os.geteuid() != 0:
         pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
-    c = DynamicCluster()
-    try:
-        c.prepare()
-        c.start()
+    with running(DynamicCluster()) as c:
         yield c
-    finally:
-        c.stop()
-        if os.environ.get("SPANK_TEST_KEEP"):
-            print(f"\nkept {c.workdir}")
-        else:
-            c.remove()
 
 
 @pytest.fixture(scope="module")
