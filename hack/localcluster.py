@@ -180,9 +180,14 @@ def make_pki(pki, real_node=None):
     os.makedirs(pki, exist_ok=True)
     os.chmod(pki, 0o700)
     ca_key, ca_crt = os.path.join(pki, "ca.key"), os.path.join(pki, "ca.crt")
+    # Certificates as kubeadm issues them, so that strict verifiers (Python >= 3.13 sets VERIFY_X509_STRICT)
+    # accept them: the CA carries basicConstraints and keyUsage (both critical) and a subject key identifier;
+    # every leaf names its issuer's key, its usages and, for servers, its SANs.
     openssl("genrsa", "-out", ca_key, "2048")
     openssl("req", "-x509", "-new", "-key", ca_key, "-subj", "/CN=soperator-localcluster-ca", "-days", "3650",
-            "-out", ca_crt)
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign",
+            "-addext", "subjectKeyIdentifier=hash", "-out", ca_crt)
 
     def issue(name, subj, sans=None, server=False):
         key, csr, crt = (os.path.join(pki, name + ext) for ext in (".key", ".csr", ".crt"))
@@ -190,8 +195,9 @@ def make_pki(pki, real_node=None):
         openssl("genrsa", "-out", key, "2048")
         openssl("req", "-new", "-key", key, "-subj", subj, "-out", csr)
         with open(ext, "w") as f:
-            f.write("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
+            f.write("basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
             f.write("extendedKeyUsage=%s\n" % ("serverAuth,clientAuth" if server else "clientAuth"))
+            f.write("authorityKeyIdentifier=keyid:always\n")
             if sans:
                 f.write("subjectAltName=%s\n" % ",".join(sans))
         openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-days", "3650",

@@ -55,13 +55,49 @@ def now_iso():
 
 
 class Kube:
-    def __init__(self, api, identity="soperator-operator"):
+    def __init__(self, api, identity="soperator-operator", lease_timeout=5.0):
         self.api = api
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.coordination = client.CoordinationV1Api(api)
         self.identity = identity
+        # Every Lease call is bounded: a hung connection must never outlive the renew deadline unnoticed.
+        self.lease_timeout = (min(3.0, lease_timeout), lease_timeout)
+
+    # --- raw REST (the watch caches) ------------------------------------------------------------------------
+    def request_json(self, method, path, params=None, body=None, timeout=60):
+        """One request to ``path``; the decoded JSON body. Raises ApiException on an error status."""
+        resp = self.api.call_api(path, method, query_params=list((params or {}).items()), body=body,
+                                 header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                                 auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+                                 _request_timeout=(10, timeout))
+        try:
+            data = resp.data
+        finally:
+            resp.release_conn()
+        return json.loads(data.decode("utf-8")) if data else {}
+
+    def stream_json(self, path, params, read_timeout, stopping):
+        """Yield the JSON lines of a watch until the server ends it (or ``stopping`` is set)."""
+        resp = self.api.call_api(path, "GET", query_params=list(params.items()),
+                                 header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                                 _preload_content=False, _return_http_data_only=True,
+                                 _request_timeout=(10, read_timeout))
+        buf = b""
+        try:
+            for chunk in resp.stream(65536, decode_content=True):
+                if stopping.is_set():
+                    return
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line.decode("utf-8"))
+            if buf.strip():
+                yield json.loads(buf.decode("utf-8"))
+        finally:
+            resp.release_conn()
 
     # --- custom resources -------------------------------------------------------------------------------------
     def get(self, w, namespace, name):
@@ -190,7 +226,8 @@ class Kube:
     # --- leases -----------------------------------------------------------------------------------------------
     def get_lease(self, namespace, name):
         try:
-            return self.api.sanitize_for_serialization(self.coordination.read_namespaced_lease(name, namespace))
+            return self.api.sanitize_for_serialization(self.coordination.read_namespaced_lease(
+                name, namespace, _request_timeout=self.lease_timeout))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -199,10 +236,11 @@ class Kube:
     def create_lease(self, namespace, name, spec):
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": namespace}, "spec": spec}
-        return self.coordination.create_namespaced_lease(namespace, body)
+        return self.coordination.create_namespaced_lease(namespace, body, _request_timeout=self.lease_timeout)
 
     def replace_lease(self, namespace, name, resource_version, spec):
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
                 "spec": spec}
-        return self.coordination.replace_namespaced_lease(name, namespace, body)
+        return self.coordination.replace_namespaced_lease(name, namespace, body,
+                                                          _request_timeout=self.lease_timeout)

@@ -1,27 +1,35 @@
-"""Adapter: run one role (or playbook) with ansible-runner and report what happened.
+"""Adapter: run one role (or playbook) and report what happened, without paying Python start-up per run.
 
-Each run gets its own private_data_dir under one work directory owned by this process; it is removed when the
-run ends, so nothing accumulates in /tmp (upstream keeps up to 20 artifact dirs per object forever). The
-ansible-runner CLI runs in its own session: SIGTERM makes it cancel the playbook (it kills ansible-playbook's
-process group itself and writes its artifacts), SIGKILL of our child's group is the last resort.
+A ``multiprocessing`` forkserver is started once with Ansible, the Kubernetes client and the collection's code
+imported and Ansible's plugin loader initialised (``warm.py``). Each run is a child forked from it that runs
+``ansible-playbook`` in-process (``PlaybookCLI``) in its own session and writes its results through the
+``soperator_events`` callback plugin as JSON lines. Modules with an action plugin that works in-process (the
+collection's ``slurm_cluster``) then run inside Ansible's forked worker, so a reconcile starts no new Python
+interpreter at all.
+
+Each run gets its own directory (extra vars, playbook, events, log), removed when the run ends. Cancelling
+(``should_stop``, the run timeout) sends SIGTERM to the run's process group, then SIGKILL after ``stop_grace``.
 """
 
-import glob
+import dataclasses
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
 log = logging.getLogger(__name__)
+
+CALLBACK = "soperator_events"
+CALLBACK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callbacks")
+EVENTS_ENV = "SOPERATOR_EVENTS_FILE"
 
 
 @dataclass
@@ -29,45 +37,56 @@ class RunResult:
     ok: bool
     status: str                       # successful, failed, canceled, timeout, error
     rc: Optional[int] = None
-    message: str = ""                 # the failing task's res.msg (or a runner error)
+    message: str = ""                 # the failing task's msg (or a runner error)
     field: Optional[str] = None       # the spec field a validating module named, if any
+    reason: Optional[str] = None      # the module's failure reason (errors.* in the collection), if any
+    retryable: Optional[bool] = None  # the module's verdict on retrying, if it gave one
     task: str = ""
     changed: int = 0
     stats: dict = dataclasses.field(default_factory=dict)
     duration: float = 0.0
     stdout_tail: str = ""
+    requeue_after: Optional[float] = None  # the smallest requeue_after a task returned
+    ready: Optional[bool] = None           # the converge module's verdict, when it ran
 
 
-def failure_from_events(events):
-    """(message, field, task) of the last ``runner_on_failed`` event that was not ignored; None if none."""
-    failed = [e for e in events if e.get("event") == "runner_on_failed"
-              and not (e.get("event_data") or {}).get("ignore_errors")]
-    if not failed:
-        unreachable = [e for e in events if e.get("event") == "runner_on_unreachable"]
-        failed = unreachable
-    if not failed:
-        return None
-    last = max(failed, key=lambda e: e.get("counter", 0))
-    data = last.get("event_data") or {}
-    res = data.get("res") or {}
-    message = res.get("msg") or res.get("message") or res.get("stderr") or ""
-    if not message and res.get("results"):  # a loop: the first failed item's message
-        for item in res["results"]:
-            if isinstance(item, dict) and item.get("failed"):
-                message = item.get("msg") or item.get("stderr") or ""
-                break
-    if not isinstance(message, str):
-        message = json.dumps(message, default=str)
-    return message, res.get("field"), data.get("task", "")
+def read_events(path):
+    events = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        pass
+    return events
 
 
-def changed_from_events(events):
+def summarize(events, result):
+    """Fill ``result`` from the callback's events: failure details, changes, requeue and readiness."""
+    failed = [e for e in events if e.get("event") in ("failed", "unreachable") and not e.get("ignored")]
+    if failed:
+        last = failed[-1]
+        res = last.get("res") or {}
+        result.message = res.get("msg") or ""
+        result.field = res.get("field")
+        result.reason = res.get("reason")
+        result.retryable = res.get("retryable")
+        result.task = last.get("task", "")
     for event in events:
-        if event.get("event") == "playbook_on_stats":
-            data = event.get("event_data") or {}
-            return sum((data.get("changed") or {}).values()), {
-                k: sum((data.get(k) or {}).values()) for k in ("ok", "changed", "failures", "skipped", "dark")}
-    return 0, {}
+        res = event.get("res") or {}
+        if event.get("event") == "ok":
+            if res.get("requeue_after") is not None:
+                value = float(res["requeue_after"])
+                result.requeue_after = value if result.requeue_after is None else min(result.requeue_after, value)
+            if "ready" in res:
+                result.ready = bool(res["ready"])
+        if event.get("event") == "stats":
+            result.stats = event.get("stats") or {}
+            result.changed = int(result.stats.get("changed") or 0)
+    return result
 
 
 def playbook_for_role(role):
@@ -76,106 +95,160 @@ def playbook_for_role(role):
              "tasks": [{"name": "Run %s" % role, "ansible.builtin.import_role": {"name": role}}]}]
 
 
+def _child(argv, log_path, events_path):
+    """In the forked child: a new session, output to the run's log, then ansible-playbook in-process."""
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ[EVENTS_ENV] = events_path
+    rc = 250
+    try:
+        from ansible.cli.playbook import PlaybookCLI
+
+        rc = PlaybookCLI(argv).run()
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001  report anything, then leave without running atexit handlers
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(rc if isinstance(rc, int) else 1)
+
+
+def ansible_environment(python, work_root, extra=None):
+    """The ANSIBLE_* settings every run shares; they are read when Ansible is imported (in the forkserver)."""
+    env = {
+        "ANSIBLE_LOCAL_TEMP": os.path.join(work_root, "ansible-tmp"),
+        "ANSIBLE_REMOTE_TEMP": os.path.join(work_root, "ansible-tmp"),
+        "ANSIBLE_HOME": os.path.join(work_root, "ansible-home"),
+        "ANSIBLE_RETRY_FILES_ENABLED": "false",
+        "ANSIBLE_PIPELINING": "true",
+        "ANSIBLE_DEPRECATION_WARNINGS": "false",
+        "ANSIBLE_NOCOLOR": "true",
+        "ANSIBLE_PYTHON_INTERPRETER": python,
+        "ANSIBLE_CALLBACK_PLUGINS": CALLBACK_DIR,
+        "ANSIBLE_CALLBACKS_ENABLED": CALLBACK,
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+        "ANSIBLE_FORKS": "1",
+        "PATH": os.pathsep.join([os.path.dirname(python), os.environ.get("PATH", "/usr/bin:/bin")]),
+    }
+    env.update(extra or {})
+    return env
+
+
 class RoleRunner:
-    def __init__(self, work_dir=None, python=sys.executable, env=None, stop_grace=30.0, timeout=3600.0):
+    """Runs roles and playbooks in children of a warm forkserver (see the module docstring)."""
+
+    def __init__(self, work_dir=None, python=sys.executable, env=None, stop_grace=30.0, timeout=3600.0, warm=True):
         base = work_dir or os.path.join(tempfile.gettempdir(), "soperator-operator")
         os.makedirs(base, mode=0o700, exist_ok=True)
         _remove_stale(base)
         self.root = tempfile.mkdtemp(prefix="%d-" % os.getpid(), dir=base)
         self.python = python
-        self.env = dict(env or {})
         self.stop_grace = stop_grace
         self.timeout = timeout
+        for sub in ("ansible-tmp", "ansible-home"):
+            os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
+        # The forkserver inherits this process's environment when it starts (at the first run), and Ansible
+        # reads its configuration from it once, at import.
+        os.environ.update(ansible_environment(python, self.root, env))
+        self.ctx = multiprocessing.get_context("forkserver")
+        if warm:
+            self.ctx.set_forkserver_preload(["soperator_operator.warm"])
+        self._live = {}
+
+    def start(self):
+        """Start the forkserver now (else at the first run): its imports cost a few seconds once."""
+        proc = self.ctx.Process(target=os._exit, args=(0,), name="soperator-warm-up")
+        proc.start()
+        proc.join()
 
     def run(self, extravars, role=None, playbook=None, ident="run", should_stop=lambda: False):
-        """Run and wait. ``should_stop`` is polled: when it turns true the run is cancelled (see module doc)."""
+        """Run and wait. ``should_stop`` is polled: when it turns true the run is cancelled."""
         started = time.monotonic()
         pdd = tempfile.mkdtemp(prefix=_safe(ident) + "-", dir=self.root)
         try:
-            self._prepare(pdd, extravars, role, playbook)
-            return self._execute(pdd, playbook if playbook and not role else "main.yml", should_stop, started)
+            argv = self._prepare(pdd, extravars, role, playbook)
+            return self._execute(pdd, argv, should_stop, started, ident)
         finally:
             shutil.rmtree(pdd, ignore_errors=True)
 
+    def cancel_all(self):
+        """Kill every run in flight at once (leadership lost: nothing may write any more)."""
+        for pid in list(self._live.values()):
+            _signal_group(pid, signal.SIGKILL)
+
     def close(self):
+        self.cancel_all()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _prepare(self, pdd, extravars, role, playbook):
-        for sub in ("env", "inventory", "project", "tmp"):
-            os.makedirs(os.path.join(pdd, sub), mode=0o700)
-        with open(os.path.join(pdd, "env", "extravars"), "w", encoding="utf-8") as handle:
+        vars_path = os.path.join(pdd, "extravars.json")
+        with open(vars_path, "w", encoding="utf-8") as handle:
             json.dump(extravars, handle, default=str)
-        envvars = {
-            # Everything Ansible writes stays inside this run's directory (readOnlyRootFilesystem in the pod).
-            "ANSIBLE_LOCAL_TEMP": os.path.join(pdd, "tmp"),
-            "ANSIBLE_REMOTE_TEMP": os.path.join(pdd, "tmp"),
-            "ANSIBLE_HOME": os.path.join(pdd, "tmp", "ansible-home"),
-            "ANSIBLE_RETRY_FILES_ENABLED": "false",
-            "ANSIBLE_PIPELINING": "true",  # no module files written and removed per task
-            "ANSIBLE_DEPRECATION_WARNINGS": "false",
-            "ANSIBLE_NOCOLOR": "true",
-            "ANSIBLE_PYTHON_INTERPRETER": self.python,
-            # ansible-runner looks ansible-playbook up on PATH: the one next to our interpreter comes first.
-            "PATH": os.pathsep.join([os.path.dirname(self.python), os.environ.get("PATH", "/usr/bin:/bin")]),
-        }
-        envvars.update(self.env)
-        with open(os.path.join(pdd, "env", "envvars"), "w", encoding="utf-8") as handle:
-            json.dump(envvars, handle)
-        with open(os.path.join(pdd, "inventory", "hosts"), "w", encoding="utf-8") as handle:
+        inventory = os.path.join(pdd, "hosts")
+        with open(inventory, "w", encoding="utf-8") as handle:
             handle.write("localhost ansible_connection=local ansible_python_interpreter=%s\n" % self.python)
         if role:
-            with open(os.path.join(pdd, "project", "main.yml"), "w", encoding="utf-8") as handle:
+            path = os.path.join(pdd, "main.yml")
+            with open(path, "w", encoding="utf-8") as handle:
                 json.dump(playbook_for_role(role), handle)
-        elif not os.path.isabs(playbook or ""):
+        elif os.path.isabs(playbook or ""):
+            path = playbook
+        else:
             raise ValueError("a watches playbook must be an absolute path: %r" % (playbook,))
+        return ["ansible-playbook", "-i", inventory, "-e", "@" + vars_path, path]
 
-    def _execute(self, pdd, playbook, should_stop, started):
-        cmd = [self.python, "-m", "ansible_runner", "run", pdd, "--playbook", playbook, "--ident", "run", "-q"]
-        output = os.path.join(pdd, "runner.log")
-        with open(output, "wb") as out:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True)
-            stop_sent = None
+    def _execute(self, pdd, argv, should_stop, started, ident):
+        log_path, events_path = os.path.join(pdd, "run.log"), os.path.join(pdd, "events.jsonl")
+        proc = self.ctx.Process(target=_child, args=(argv, log_path, events_path), name=ident)
+        proc.start()
+        self._live[ident] = proc.pid
+        stop_sent = None
+        try:
             while True:
-                try:
-                    proc.wait(timeout=0.2)
+                proc.join(0.1)
+                if proc.exitcode is not None:
                     break
-                except subprocess.TimeoutExpired:
-                    pass
                 now = time.monotonic()
                 if stop_sent is None and (should_stop() or now - started > self.timeout):
-                    log.warning("cancelling ansible-runner (pid %d)", proc.pid)
+                    log.warning("cancelling run %s (pid %d)", ident, proc.pid)
                     _signal_group(proc.pid, signal.SIGTERM)
                     stop_sent = now
                 elif stop_sent is not None and now - stop_sent > self.stop_grace:
                     _signal_group(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                    proc.join()
                     break
-        artifacts = os.path.join(pdd, "artifacts", "run")
-        events = []
-        for path in glob.glob(os.path.join(artifacts, "job_events", "*.json")):
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    events.append(json.load(handle))
-            except (OSError, ValueError):
-                continue
-        status = _read(os.path.join(artifacts, "status")) or ("canceled" if stop_sent else "error")
-        rc_text = _read(os.path.join(artifacts, "rc"))
-        stdout = _read(os.path.join(artifacts, "stdout")) or _read(output) or ""
-        changed, stats = changed_from_events(events)
-        result = RunResult(ok=status == "successful" and proc.returncode == 0, status=status,
-                           rc=int(rc_text) if rc_text and rc_text.lstrip("-").isdigit() else proc.returncode,
-                           changed=changed, stats=stats, duration=time.monotonic() - started,
-                           stdout_tail=stdout[-4000:])
-        if not result.ok:
-            failure = failure_from_events(events)
-            if failure:
-                result.message, result.field, result.task = failure
-            elif status == "canceled":
-                result.message = "the run was cancelled (operator shutting down)"
+        finally:
+            self._live.pop(ident, None)
+            _signal_group(proc.pid, signal.SIGKILL)  # Ansible's own workers, should any be left
+        rc = proc.exitcode
+        output = _read(log_path) or ""
+        timed_out = stop_sent is not None and time.monotonic() - started > self.timeout
+        if rc == 0:
+            status = "successful"
+        elif stop_sent is not None:
+            status = "timeout" if timed_out else "canceled"
+        elif rc is not None and rc < 0:
+            status = "error"
+        else:
+            status = "failed"
+        result = summarize(read_events(events_path), RunResult(
+            ok=rc == 0, status=status, rc=rc, duration=time.monotonic() - started, stdout_tail=output[-4000:]))
+        if not result.ok and not result.message:
+            if status == "canceled":
+                result.message = "the run was cancelled"
+            elif status == "timeout":
+                result.message = "the run took longer than %.0fs and was cancelled" % self.timeout
             else:
-                result.message = "ansible-runner ended with status %s (rc %s): %s" % (
-                    status, result.rc, _last_line(stdout) or _last_line(_read(output) or ""))
+                result.message = "ansible-playbook ended with rc %s: %s" % (rc, _last_line(output))
         return result
 
 

@@ -26,11 +26,8 @@ __metaclass__ = type
 import base64
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 
-from ansible_collections.soperator.slurm.plugins.module_utils import objects
+from ansible_collections.soperator.slurm.plugins.module_utils import names, objects
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError
 
 try:
@@ -63,7 +60,6 @@ except ImportError:  # the module reports the missing library before calling us;
         pass
 
 MUNGE_KEY_BYTES = 1024
-SSH_HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 
 
 def _api_message(err):
@@ -103,28 +99,25 @@ def _munge_key():
 
 
 def _ssh_host_keys(what):
-    keygen = shutil.which("ssh-keygen")
-    if not keygen:
-        raise KubernetesError("%s: ssh-keygen is not installed on the host running this module (package "
-                              "openssh-client); it is needed to generate ssh host keys" % what)
-    data = {}
-    tmp = tempfile.mkdtemp(prefix="soperator-ssh-")
+    """OpenSSH host keys of every type sshd is configured with, generated in-process (no ssh-keygen: the
+    operator image and a bare control host need not have OpenSSH installed)."""
     try:
-        os.chmod(tmp, 0o700)
-        for key_type in SSH_HOST_KEY_TYPES:
-            name = "ssh_host_%s_key" % key_type
-            path = os.path.join(tmp, name)
-            proc = subprocess.run([keygen, "-q", "-t", key_type, "-N", "", "-C", "", "-f", path],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  check=False)
-            if proc.returncode != 0:
-                raise KubernetesError("%s: ssh-keygen -t %s failed (rc=%d): %s" % (
-                    what, key_type, proc.returncode, proc.stderr.decode("utf-8", "replace").strip()))
-            for suffix in ("", ".pub"):
-                with open(path + suffix, "rb") as f:
-                    data[name + suffix] = _b64(f.read())
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+    except ImportError:
+        raise KubernetesError("%s: the Python package cryptography (an ansible-core dependency) is needed to "
+                              "generate ssh host keys" % what)
+    makers = {"ed25519": ed25519.Ed25519PrivateKey.generate,
+              "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072)}
+    data = {}
+    for key_type in names.SSH_HOST_KEY_TYPES:
+        key = makers[key_type]()
+        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                    serialization.NoEncryption())
+        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        name = "ssh_host_%s_key" % key_type
+        data[name] = _b64(private)
+        data[name + ".pub"] = _b64(public + b"\n")
     return data
 
 
@@ -335,13 +328,16 @@ def _prepare(run, manifests):
 
 def apply_manifests(client, manifests, field_manager, prune_selector=None, prune_kinds=None,
                     prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
-                    force_conflicts=False, diff=False, on_secret=None):
+                    force_conflicts=False, diff=False, on_secret=None, keep=()):
     """Server-side apply ``manifests`` in order as ``field_manager``, then prune (see the module docstring).
 
     ``prune_selector``: label selector of the objects this set owns; when given, objects of ``prune_kinds``
     (``apiVersion/Kind`` strings; default the kinds of ``manifests``) matching it in ``prune_namespaces``
     (default the namespaces of ``manifests``) and absent from ``manifests`` are deleted, except kinds in
-    ``protect`` and objects annotated ``slurm.soperator.dev/prune: "false"``.
+    ``protect``, objects annotated ``slurm.soperator.dev/prune: "false"`` and ``(kind, name)`` pairs in ``keep``.
+
+    Create-only objects (Secrets, claims) are read by name, never listed: reading one Secret needs ``get`` on
+    it, listing would need ``list`` on every Secret of the namespace.
 
     Returns ``{changed, objects, counts[, diff]}``; raises KubernetesError.
     """
@@ -355,7 +351,8 @@ def apply_manifests(client, manifests, field_manager, prune_selector=None, prune
     for obj in desired:
         md = obj["metadata"]
         group = (obj["apiVersion"], obj["kind"], md.get("namespace"))
-        if prune_selector and not objects.selector_matches(prune_selector, objects.labels(obj)):
+        if objects.is_create_only(obj) or (prune_selector and
+                                           not objects.selector_matches(prune_selector, objects.labels(obj))):
             fetch_alone.append(obj)
         else:
             listings[group] = prune_selector
@@ -366,8 +363,8 @@ def apply_manifests(client, manifests, field_manager, prune_selector=None, prune
                 kinds = [objects.parse_kind(k) for k in prune_kinds]
             except ValueError as e:
                 raise KubernetesError("prune.kinds: %s" % e)
-        else:
-            kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired))
+        else:  # protected kinds are never pruned: no need to list them (nor the right to list Secrets)
+            kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired if o["kind"] not in protect))
         namespaces = prune_namespaces or sorted(set(o["metadata"]["namespace"] for o in desired
                                                     if o["metadata"].get("namespace")))
         for api_version, kind in kinds:
@@ -397,6 +394,8 @@ def apply_manifests(client, manifests, field_manager, prune_selector=None, prune
     seen = set()
     for group in sorted(prune_groups, key=lambda g: tuple(x or "" for x in g)):
         for obj in objects.plan_prune(listed[group], desired_keys, protect):
+            if (obj.get("kind"), obj["metadata"].get("name")) in keep:
+                continue
             if objects.object_key(obj) not in seen:
                 seen.add(objects.object_key(obj))
                 run.prune(obj)

@@ -63,19 +63,22 @@ def require_kubernetes(module):
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
 
 
-def _kubeconfig_source(kubeconfig):
-    """A path (str) or an inline kubeconfig (dict), or None."""
+def _kubeconfig_source(kubeconfig, host=None):
+    """A path (str) or an inline kubeconfig (dict), or None. ``KUBECONFIG`` only counts when no ``host`` is
+    given: explicit connection options are never mixed with an ambient kubeconfig."""
     if isinstance(kubeconfig, dict):
         return kubeconfig
     if kubeconfig:
         return os.path.expanduser(str(kubeconfig))
+    if host:
+        return None
     return os.environ.get("KUBECONFIG") or None
 
 
 def configuration(params):
     """A ``kubernetes.client.Configuration`` for the auth options in ``params`` (see module docstring)."""
     cfg = k8s_client_lib.Configuration()
-    source = _kubeconfig_source(params.get("kubeconfig"))
+    source = _kubeconfig_source(params.get("kubeconfig"), params.get("host"))
     context = params.get("context")
     try:
         if isinstance(source, dict):
@@ -104,6 +107,15 @@ def configuration(params):
     if params.get("client_key"):
         cfg.key_file = params["client_key"]
     return cfg
+
+
+def clients(params):
+    """(DynamicClient, CoreV1Api) sharing one connection pool, for the auth options in ``params``."""
+    api = k8s_client_lib.ApiClient(configuration(params))
+    try:
+        return DynamicClient(api), k8s_client_lib.CoreV1Api(api)
+    except Exception as e:  # discovery of /version and /api fails when the API is unreachable
+        raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))
 
 
 def dynamic_client(params):

@@ -32,3 +32,37 @@ class SpecErrors(SpecError):
 
     def __str__(self):
         return self.args[0]
+
+
+# Why a reconcile failed: the reconciler reports one of these as ``reason`` with its failure, and the operator
+# decides from it alone whether to retry soon (:func:`retryable`). No message is ever parsed for that.
+INVALID_SPEC = "InvalidSpec"      # the user's definition: nothing a retry fixes; ``field`` names it
+FORBIDDEN = "Forbidden"           # RBAC refused a request: retried slowly (an admin may grant it)
+CONFLICT = "Conflict"             # another field manager owns a field, or a write raced: retried
+UNAVAILABLE = "Unavailable"       # the API or slurmctld did not answer: retried
+API_ERROR = "ApiError"            # any other refusal by the API server: retried
+NOT_FOUND = "NotFound"            # the object is gone: nothing to do until it is recreated
+
+PERMANENT_REASONS = (INVALID_SPEC, NOT_FOUND)
+
+
+def reason_of_status(status):
+    """The failure reason of an HTTP status from the API server (0: no answer at all)."""
+    if not status:
+        return UNAVAILABLE
+    if status == 403:
+        return FORBIDDEN
+    if status == 404:
+        return NOT_FOUND
+    if status == 409:
+        return CONFLICT
+    if status in (422, 400):
+        return INVALID_SPEC
+    if status == 429 or status >= 500:
+        return UNAVAILABLE
+    return API_ERROR
+
+
+def retryable(reason):
+    """Whether a failure of this reason may go away by itself (retry with backoff) or needs a spec change."""
+    return reason not in PERMANENT_REASONS

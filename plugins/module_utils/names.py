@@ -45,7 +45,9 @@ ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"
 GENERATE_SSH_HOST_KEYS = "ssh-host-keys"
 MUNGE_KEY_FILE = "munge.key"
-SSH_HOST_KEY_FILES = ("ssh_host_ed25519_key", "ssh_host_rsa_key")
+# Host key types sshd is configured with and the apply adapter generates (once) for the login Secret.
+SSH_HOST_KEY_TYPES = ("ed25519", "rsa")
+SSH_HOST_KEY_FILES = tuple("ssh_host_%s_key" % t for t in SSH_HOST_KEY_TYPES)
 
 # Drain reasons written by the operator start with this; anything else belongs to an administrator.
 DRAIN_REASON_PREFIX = "soperator:"

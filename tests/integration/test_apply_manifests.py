@@ -11,13 +11,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import uuid
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import objects
+from ansible_collections.soperator.slurm.plugins.module_utils import names, objects
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import apply_manifests
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError, dynamic_client
 
@@ -237,9 +238,17 @@ def test_create_only_secrets_are_generated_once_and_never_rotated(client, namesp
     ssh = read(client, "Secret", "demo-ssh-host-keys", namespace)
     assert len(base64.b64decode(munge["data"]["munge.key"])) == 1024
     keys = sorted(ssh["data"])
-    assert keys == sorted("ssh_host_%s_key%s" % (t, s) for t in ("ecdsa", "ed25519", "rsa") for s in ("", ".pub"))
+    assert keys == sorted("%s%s" % (f, s) for f in names.SSH_HOST_KEY_FILES for s in ("", ".pub"))
     assert base64.b64decode(ssh["data"]["ssh_host_ed25519_key"]).startswith(b"-----BEGIN OPENSSH PRIVATE KEY")
     assert base64.b64decode(ssh["data"]["ssh_host_rsa_key.pub"]).startswith(b"ssh-rsa ")
+    # OpenSSH reads the private keys and derives the same public keys from them.
+    for key_file in names.SSH_HOST_KEY_FILES:
+        with tempfile.NamedTemporaryFile("wb") as handle:
+            handle.write(base64.b64decode(ssh["data"][key_file]))
+            handle.flush()
+            derived = subprocess.run(["ssh-keygen", "-y", "-f", handle.name], capture_output=True, text=True,
+                                     check=True, stdin=subprocess.DEVNULL).stdout.split()[:2]
+        assert derived == base64.b64decode(ssh["data"][key_file + ".pub"]).decode().split()[:2]
 
     generated = [munge["data"]["munge.key"]] + list(ssh["data"].values())
     assert set(generated) <= set(seen)  # handed to the module for no_log
@@ -357,12 +366,15 @@ def test_unknown_kind_and_bad_manifests_fail_clearly(client, namespace):
     assert "Not_A_Name" in err.value.msg and err.value.details["status"] == 422
 
 
-def test_missing_ssh_keygen_fails_clearly(client, namespace, monkeypatch):
+def test_host_keys_need_no_ssh_keygen_and_secrets_are_read_by_name(client, namespace, monkeypatch):
+    """The operator image has no OpenSSH; and reading a create-only Secret needs `get` on it, never `list`."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(KubernetesError) as err:
-        apply_manifests(client, [secret("demo-ssh-host-keys", namespace, "ssh-host-keys")], "soperator.slurm")
-    assert "ssh-keygen is not installed" in err.value.msg
-    assert read(client, "Secret", "demo-ssh-host-keys", namespace) is None
+    client.requests.reset()
+    apply_manifests(client, [secret("demo-ssh-host-keys", namespace, "ssh-host-keys")], "soperator.slurm")
+    assert sorted(read(client, "Secret", "demo-ssh-host-keys", namespace)["data"]) == sorted(
+        "%s%s" % (f, s) for f in names.SSH_HOST_KEY_FILES for s in ("", ".pub"))
+    secret_reads = [r for r in client.requests.api if "/secrets" in r[1] and r[0] == "GET"]
+    assert secret_reads and all(r[1].rstrip("/").endswith("/secrets/demo-ssh-host-keys") for r in secret_reads)
 
 
 def test_rendered_example_cluster_noop_costs_one_list_per_kind(client, namespace):
@@ -387,7 +399,11 @@ def test_rendered_example_cluster_noop_costs_one_list_per_kind(client, namespace
     again = apply_manifests(client, manifests, "soperator.slurm", prune_selector=selector)
     assert again["changed"] is False, [o for o in again["objects"] if o["action"] != "unchanged"]
     assert client.requests.writes == []
-    assert len(client.requests.api) == len(kinds)
+    # One list per kind the cluster prunes, one get per create-only object (never a list of Secrets).
+    create_only = [o for o in manifests if objects.is_create_only(o)]
+    listed = set((o["apiVersion"], o["kind"]) for o in manifests if o["kind"] not in objects.DEFAULT_PROTECT_KINDS)
+    assert len(client.requests.api) == len(listed) + len(create_only)
+    assert not [r for r in client.requests.api if r[1].endswith("/secrets")]
     print("requests, no-op of the cpu example: %d" % len(client.requests.api))
 
 

@@ -99,7 +99,9 @@ def test_statefulset_pods_run_on_kwok_nodes(k8s, namespace):
             pod_management_policy="Parallel",
             template=client.V1PodTemplateSpec(
                 metadata=client.V1ObjectMeta(labels=labels),
-                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="example.invalid/none")]))))
+                # Pinned: a real node may be up too (after `make demo`), and it cannot pull this image.
+                spec=client.V1PodSpec(node_selector={"type": "kwok"},
+                                      containers=[client.V1Container(name="c", image="example.invalid/none")]))))
     apps.create_namespaced_stateful_set(namespace, sts)
     wait_until(lambda: (apps.read_namespaced_stateful_set(namespace=namespace, name="web").status.ready_replicas
                         or 0) == 3, 90, "3 ready replicas")
@@ -213,3 +215,33 @@ def test_readwritemany_claim_is_provisioned_and_reclaimed(k8s, namespace):
 
     wait_until(pv_gone, 30, "released PV deleted")
     assert not os.path.exists(pv.spec.host_path.path)
+
+
+def test_pki_satisfies_a_strict_x509_verifier(kubeconfig):
+    """Python >= 3.13 (the operator image) verifies with VERIFY_X509_STRICT: a CA without keyUsage is refused.
+
+    The same flag on this interpreter, with the kubeconfig's CA and client certificate, must reach /readyz.
+    """
+    import base64
+    import ssl
+    import tempfile
+    import urllib.request
+
+    import yaml
+
+    with open(kubeconfig) as f:
+        cfg = yaml.safe_load(f)
+    cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
+        for key in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
+            if key not in cluster and key not in user:
+                pytest.skip("kubeconfig without inline %s: not the local cluster's" % key)
+            paths[key] = os.path.join(tmp, key)
+            with open(paths[key], "wb") as out:
+                out.write(base64.b64decode(cluster.get(key) or user[key]))
+        ctx = ssl.create_default_context(cafile=paths["certificate-authority-data"])
+        ctx.verify_flags |= ssl.VERIFY_X509_STRICT
+        ctx.load_cert_chain(paths["client-certificate-data"], paths["client-key-data"])
+        with urllib.request.urlopen(cluster["server"] + "/readyz", context=ctx, timeout=10) as resp:
+            assert resp.status == 200 and resp.read() == b"ok"

@@ -58,6 +58,14 @@ def load_example(name):
     return docs[0], docs[1:]
 
 
+@pytest.fixture(autouse=True)
+def _hermetic_environment(monkeypatch):
+    """Unit tests never see the developer's cluster: no kubeconfig or K8S_AUTH_* from the environment."""
+    for name in list(os.environ):
+        if name == "KUBECONFIG" or name.startswith("K8S_AUTH_") or name == "SOPERATOR_KUBECONFIG":
+            monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def root():
     return ROOT

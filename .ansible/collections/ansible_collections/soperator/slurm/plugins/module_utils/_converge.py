@@ -1,0 +1,582 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Internal to the soperator.slurm collection: not a public API, may change without notice.
+"""Converge one SlurmCluster in one process: observe, plan (``converge.py``), act, report.
+
+A pass reads the live SlurmCluster and its NodeSets, the cluster's StatefulSets and pods (two label-selected
+lists) and Slurm's node table (one ``scontrol show node`` through the controller pod, when it runs), asks the
+pure planner what to do, then does it in this order: drain and resume Slurm nodes, apply and prune the
+rendered objects (``_k8s_apply``), scale the workers of NodeSets being deleted, delete the Slurm records of
+pods that are gone, release NodeSets whose nodes are all gone, and write the status.
+
+``converge()`` repeats passes while something is under way and ``wait_timeout`` allows (``ansible-playbook``
+waits for its drains); with ``wait_timeout=0`` it returns after one pass with ``requeue_after`` (the operator
+requeues instead of blocking a worker).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
+from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
+from ansible_collections.soperator.slurm.plugins.module_utils import names, objects, spec as specs, status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import _api_message, _body, apply_manifests
+from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError, clients
+from ansible_collections.soperator.slurm.plugins.module_utils._slurm import KubernetesExecTransport, Slurm, SlurmError
+
+try:
+    from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError
+except ImportError:  # the module reports the missing library first
+
+    class DynamicApiError(Exception):
+        pass
+
+    class ConflictError(DynamicApiError):
+        pass
+
+    class NotFoundError(DynamicApiError):
+        pass
+
+FINALIZER = names.GROUP + "/finalizer"
+# Kinds the renderer produces and a converge prunes (Secrets and claims hold data: never pruned).
+PRUNE_KINDS = ("apps/v1/StatefulSet", "v1/Service", "v1/ConfigMap", "policy/v1/PodDisruptionBudget", "batch/v1/Job")
+
+
+class InvalidDefinition(Exception):
+    """The SlurmCluster itself is invalid: nothing of it can be rendered. ``field`` names the first problem."""
+
+    def __init__(self, errors):
+        super(InvalidDefinition, self).__init__(str(errors))
+        self.errors = errors
+        self.field = errors.errors[0].path if getattr(errors, "errors", None) else None
+
+
+def _now_iso(now):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+
+
+class Converger(object):
+    """One SlurmCluster's reconcile against a live cluster. ``slurm_transport(pod)`` returns the argv runner
+    for ``scontrol`` in that controller pod (tests pass a local one)."""
+
+    def __init__(self, client, namespace, name, field_manager, slurm_transport, check_mode=False, diff=False,
+                 on_secret=None, clock=time.time, sleep=time.sleep, write_status=True, nodeset_finalizer=False):
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.field_manager = field_manager
+        self.slurm_transport = slurm_transport
+        self.check_mode = check_mode
+        self.diff = diff
+        self.on_secret = on_secret
+        self.clock = clock
+        self.sleep = sleep
+        self.write_status = write_status and not check_mode
+        self.nodeset_finalizer = nodeset_finalizer
+        self._res = {}
+
+    # --- API plumbing ---------------------------------------------------------------------------------------
+    def resource(self, api_version, kind):
+        key = (api_version, kind)
+        if key not in self._res:
+            try:
+                self._res[key] = self.client.resources.get(api_version=api_version, kind=kind)
+            except Exception as e:  # ResourceNotFoundError and discovery failures
+                raise KubernetesError("the cluster serves no %s %s (are the CRDs installed?): %s"
+                                      % (api_version, kind, e))
+        return self._res[key]
+
+    def _call(self, what, fn, *args, **kwargs):
+        expect = kwargs.pop("expect", ())
+        try:
+            return fn(*args, **kwargs)
+        except expect:
+            raise
+        except DynamicApiError as e:
+            raise KubernetesError("%s: %s" % (what, _api_message(e)), status=e.status)
+        except Exception as e:  # transport errors
+            if isinstance(e, KubernetesError):
+                raise
+            raise KubernetesError("%s: cannot reach the Kubernetes API: %s" % (what, e))
+
+    def get_cr(self, kind, name):
+        res = self.resource(names.API_VERSION, kind)
+        try:
+            return _body(self._call("get %s %s/%s" % (kind, self.namespace, name), res.get, name=name,
+                                    namespace=self.namespace, serialize=False, expect=NotFoundError))
+        except NotFoundError:
+            return None
+
+    def list(self, api_version, kind, selector=None):
+        res = self.resource(api_version, kind)
+        body = _body(self._call("list %s in %s" % (kind, self.namespace), res.get, namespace=self.namespace,
+                                label_selector=selector, serialize=False))
+        items = body.get("items") or []
+        for item in items:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
+
+    def nodesets(self):
+        return [ns for ns in self.list(names.API_VERSION, names.NODESET_KIND)
+                if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == self.name]
+
+    def patch_status(self, kind, name, compute, attempts=5):
+        """Read, compute the new status from the old, write it to the status subresource if it differs."""
+        if not self.write_status:
+            return
+        res = self.resource(names.API_VERSION, kind)
+        for attempt in range(attempts):
+            obj = self.get_cr(kind, name)
+            if obj is None:
+                return
+            old = obj.get("status") or {}
+            new = compute(old, obj)
+            if new is None or st.same_status(old, new):
+                return
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": new}
+            try:
+                self._call("write the status of %s %s/%s" % (kind, self.namespace, name), self.client.patch,
+                           res.status, body=body, name=name, namespace=self.namespace,
+                           content_type="application/merge-patch+json", expect=(ConflictError, NotFoundError))
+                return
+            except ConflictError:
+                if attempt + 1 == attempts:
+                    raise KubernetesError("status of %s %s/%s: kept losing the update race" % (kind, self.namespace,
+                                                                                             name), status=409)
+            except NotFoundError:
+                return
+
+    def patch_finalizers(self, obj, finalizers):
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        res = self.resource(names.API_VERSION, kind)
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": obj["metadata"]["resourceVersion"]}}
+        try:
+            self._call("update the finalizers of %s %s/%s" % (kind, self.namespace, name), self.client.patch, res,
+                       body=body, name=name, namespace=self.namespace, content_type="application/merge-patch+json",
+                       expect=NotFoundError)
+        except NotFoundError:
+            pass
+
+    # --- Slurm ----------------------------------------------------------------------------------------------
+    def controller_ready(self, pods):
+        pod = pods.get(names.controller_name(self.name) + "-0")
+        if not pod or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        for cond in (pod.get("status") or {}).get("conditions") or ():
+            if cond.get("type") == "Ready":
+                return cond.get("status") == "True"
+        return False
+
+    def slurm(self):
+        return Slurm(self.slurm_transport(names.controller_name(self.name) + "-0"))
+
+    # --- one pass -------------------------------------------------------------------------------------------
+    def observe(self, cluster, extra_leaving=()):
+        nodesets = self.nodesets()
+        leaving = set(extra_leaving)
+        marked = []
+        for ns in nodesets:
+            if ns["metadata"]["name"] in leaving and not ns["metadata"].get("deletionTimestamp"):
+                ns = dict(ns, metadata=dict(ns["metadata"], deletionTimestamp="retiring"))
+            marked.append(ns)
+        selector = "%s=%s" % (names.LABEL_CLUSTER, self.name)
+        statefulsets = dict((s["metadata"]["name"], s) for s in self.list("apps/v1", "StatefulSet", selector))
+        pods = dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", selector))
+        slurm_nodes, slurm_error = None, None
+        if self.controller_ready(pods):
+            try:
+                slurm_nodes = self.slurm().show_nodes()
+            except SlurmError as e:
+                slurm_error = e.msg
+        else:
+            slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
+        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes}
+        return marked, observed, slurm_error
+
+    def act(self, plan, slurm_error):
+        """Carry ``plan`` out; returns what was done."""
+        done = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
+        slurm = self.slurm() if plan.changes_slurm else None
+        for reason, nodes in sorted(plan.drain.items()):
+            if not self.check_mode:
+                slurm.drain(nodes, reason)
+            done["drained"] += nodes
+        if plan.resume:
+            done["resumed"] = plan.resume if self.check_mode else slurm.resume(plan.resume)
+        keep = set(plan.keep)
+        applied = apply_manifests(
+            self.client, plan.manifests, self.field_manager, prune_selector="%s=%s" % (names.LABEL_CLUSTER, self.name),
+            prune_kinds=list(PRUNE_KINDS), prune_namespaces=[self.namespace], check_mode=self.check_mode,
+            diff=self.diff, on_secret=self.on_secret, keep=keep)
+        sts_res = self.resource("apps/v1", "StatefulSet")
+        for sts_name, replicas in sorted(plan.scale.items()):
+            if not self.check_mode:
+                self._call("scale StatefulSet %s/%s" % (self.namespace, sts_name), self.client.patch, sts_res,
+                           body={"spec": {"replicas": replicas}}, name=sts_name, namespace=self.namespace,
+                           content_type="application/merge-patch+json")
+            done["scaled"][sts_name] = replicas
+        if plan.delete_nodes:
+            if not self.check_mode:
+                slurm.delete(plan.delete_nodes)
+            done["deleted_nodes"] = list(plan.delete_nodes)
+        return applied, done
+
+    # --- the whole converge ---------------------------------------------------------------------------------
+    def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
+        """Passes until settled (nothing pending; Ready too with ``wait_for_ready``) or ``wait_timeout``."""
+        deadline = self.clock() + wait_timeout
+        totals = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
+        objects_seen, counts, diffs, changed = {}, {}, [], False
+        passes = 0
+        while True:
+            passes += 1
+            cluster = self.get_cr(names.CLUSTER_KIND, self.name)
+            if cluster is None:
+                raise KubernetesError("SlurmCluster %s/%s not found" % (self.namespace, self.name), status=404)
+            nodesets, observed, slurm_error = self.observe(cluster, retire)
+            try:
+                plan = core.plan(cluster, nodesets, observed, int(self.clock()))
+            except SpecErrors as e:
+                message = str(e)
+                self.patch_status(names.CLUSTER_KIND, self.name,
+                                  lambda old, obj: st.invalid_cluster_status(old, obj, message,
+                                                                            _now_iso(self.clock())))
+                raise InvalidDefinition(e)
+            if slurm_error and plan.pending:
+                plan.pending.append("slurm: %s" % slurm_error)
+            applied, done = self.act(plan, slurm_error)
+            for entry in applied["objects"]:
+                key = (entry["kind"], entry["namespace"], entry["name"])
+                if entry["action"] != "unchanged" or key not in objects_seen:
+                    objects_seen[key] = entry
+            diffs += applied.get("diff") or []
+            changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
+                                                            or done["deleted_nodes"])
+            for key in ("drained", "resumed", "deleted_nodes"):
+                totals[key] += [n for n in done[key] if n not in totals[key]]
+            totals["scaled"].update(done["scaled"])
+            released = self.release(nodesets, plan, retire)
+            totals["released"] += released
+            changed = changed or bool(released)
+            self.report(cluster, nodesets, observed, plan)
+            settled = not plan.pending and (plan.ready or not wait_for_ready)
+            if settled or self.check_mode or self.clock() + poll > deadline:
+                break
+            self.sleep(min(poll if changed else max(poll, plan.requeue_after or poll), max(0.0, deadline - self.clock())))
+        for entry in objects_seen.values():
+            counts[entry["action"]] = counts.get(entry["action"], 0) + 1
+        result = {
+            "changed": changed, "ready": plan.ready, "phase": plan.phase, "message": plan.message,
+            "pending": plan.pending, "requeue_after": plan.requeue_after if not plan.ready or plan.pending else None,
+            "invalid": plan.invalid, "objects": list(objects_seen.values()), "counts": counts, "slurm": totals,
+            "nodesets": plan.nodesets, "passes": passes,
+        }
+        if self.diff:
+            result["diff"] = diffs
+        return result
+
+    def release(self, nodesets, plan, retire):
+        """NodeSets whose nodes are all gone: drop our finalizer (being deleted) or delete them (retired by
+        the definition, ``site.yml``)."""
+        released = []
+        res = self.resource(names.API_VERSION, names.NODESET_KIND)
+        for ns in nodesets:
+            name = ns["metadata"]["name"]
+            if name not in plan.release:
+                continue
+            released.append(name)
+            if self.check_mode:
+                continue
+            if name in retire and ns["metadata"].get("deletionTimestamp") == "retiring":
+                try:
+                    self._call("delete NodeSet %s/%s" % (self.namespace, name), res.delete, name=name,
+                               namespace=self.namespace, expect=NotFoundError)
+                except NotFoundError:
+                    pass
+            finalizers = ns["metadata"].get("finalizers") or []
+            if FINALIZER in finalizers:
+                live = self.get_cr(names.NODESET_KIND, name)
+                if live is not None:
+                    self.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or [] if f != FINALIZER])
+        if self.nodeset_finalizer and not self.check_mode:
+            for ns in nodesets:
+                md = ns["metadata"]
+                if md.get("deletionTimestamp") or FINALIZER in (md.get("finalizers") or []):
+                    continue
+                self.patch_finalizers(ns, list(md.get("finalizers") or []) + [FINALIZER])
+        return released
+
+    def report(self, cluster, nodesets, observed, plan):
+        now = _now_iso(self.clock())
+        self.patch_status(names.CLUSTER_KIND, self.name, lambda old, obj: st.cluster_status(old, obj, plan, now))
+        for ns in nodesets:
+            name = ns["metadata"]["name"]
+            if name in plan.release:
+                continue
+            facts = plan.nodesets.get(name)
+            sts = observed["statefulsets"].get(names.worker_name(self.name, name))
+            selector = st.label_selector(((sts or {}).get("spec") or {}).get("selector", {}).get("matchLabels")) \
+                if sts else st.label_selector(names.selector_labels(self.name, names.COMPONENT_WORKER, name))
+            self.patch_status(names.NODESET_KIND, name,
+                              lambda old, obj, f=facts, s=selector: st.nodeset_status(old, obj, plan, f, s, now))
+
+
+# --- the definition (site.yml) --------------------------------------------------------------------------------
+
+
+class Failure(Exception):
+    """A converge failure for the module to report: ``reason`` (errors.*) decides retry; ``details`` are extra
+    result keys (``field`` for an invalid definition)."""
+
+    def __init__(self, msg, reason, **details):
+        super(Failure, self).__init__(msg)
+        self.msg = msg
+        self.reason = reason
+        self.details = details
+
+
+def _fail_spec(errors, prefix=""):
+    errs = getattr(errors, "errors", None) or [errors]
+    return Failure(prefix + "; ".join(str(e) for e in errs), failures.INVALID_SPEC, field=errs[0].path,
+                   errors=[{"path": e.path, "message": e.message} for e in errs])
+
+
+def split_definition(docs, namespace=None):
+    """The one SlurmCluster of a definition and its NodeSets; any other document is an error that names it."""
+    clusters, nodesets, problems = [], [], []
+    for index, doc in enumerate(docs or ()):
+        if not isinstance(doc, dict):
+            problems.append(SpecError("definition[%d]" % index, "not a mapping"))
+            continue
+        kind, api = doc.get("kind"), doc.get("apiVersion")
+        where = "definition[%d] (%s %s)" % (index, kind, (doc.get("metadata") or {}).get("name"))
+        if api != names.API_VERSION or kind not in (names.CLUSTER_KIND, names.NODESET_KIND):
+            problems.append(SpecError(where, "not a %s SlurmCluster or NodeSet: this playbook does not know what "
+                                             "to do with it" % names.API_VERSION))
+            continue
+        doc = dict(doc, metadata=dict(doc.get("metadata") or {}))
+        if namespace and not doc["metadata"].get("namespace"):
+            doc["metadata"]["namespace"] = namespace
+        (clusters if kind == names.CLUSTER_KIND else nodesets).append(doc)
+    if len(clusters) != 1:
+        problems.append(SpecError("definition", "must hold exactly one SlurmCluster (found %d)" % len(clusters)))
+    else:
+        name = clusters[0]["metadata"].get("name")
+        for ns in nodesets:
+            ref = ((ns.get("spec") or {}).get("clusterRef") or {}).get("name")
+            if ref != name:
+                problems.append(SpecError("nodesets[%s].spec.clusterRef.name" % ns["metadata"].get("name"),
+                                          "names SlurmCluster %r, which this definition does not hold (it holds %r)"
+                                          % (ref, name)))
+    if problems:
+        raise SpecErrors(problems)
+    return clusters[0], nodesets
+
+
+def apply_definition(conv, cluster, nodesets, check_mode, diff, on_secret):
+    """Apply the namespace, the SlurmCluster and its NodeSets (labelled as the cluster's)."""
+    label = {names.LABEL_CLUSTER: conv.name}
+    docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": conv.namespace}}]
+    for doc in [cluster] + nodesets:
+        doc = dict(doc, metadata=dict(doc["metadata"], namespace=conv.namespace,
+                                      labels=dict(doc["metadata"].get("labels") or {}, **label)))
+        doc.pop("status", None)
+        docs.append(doc)
+    return apply_manifests(conv.client, docs, conv.field_manager, check_mode=check_mode, diff=diff,
+                           on_secret=on_secret)
+
+
+def execute(params, check_mode=False, diff=False, on_secret=None):
+    """Entry point of the module and of its action plugin: clients from the auth options, then :func:`run`."""
+    try:
+        dynamic, core_v1 = clients(params)
+    except KubernetesError as e:
+        raise Failure(e.msg, failures.UNAVAILABLE)
+    namespace_of = {}
+
+    def transport(pod):
+        return KubernetesExecTransport(core_v1, namespace_of["ns"], pod, "slurmctld")
+
+    def bind(conv_namespace):
+        namespace_of["ns"] = conv_namespace
+
+    return run(dynamic, params, transport, check_mode=check_mode, diff=diff, on_secret=on_secret, bind=bind)
+
+
+def run(client, params, slurm_transport, check_mode=False, diff=False, on_secret=None, clock=time.time,
+        sleep=time.sleep, bind=None):
+    """The ``slurm_cluster`` module's work (``params`` as its argument spec gives them); raises Failure."""
+    try:
+        return _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sleep, bind)
+    except InvalidDefinition as e:
+        raise _fail_spec(e.errors)
+    except SpecError as e:
+        raise _fail_spec(e)
+    except KubernetesError as e:
+        details = dict(e.details)
+        status = details.pop("status", None)
+        raise Failure(e.msg, failures.reason_of_status(status), status=status, **details)
+    except SlurmError as e:
+        raise Failure(e.msg, failures.UNAVAILABLE, **e.details)
+
+
+def _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sleep, bind):
+    definition = params.get("definition")
+    namespace, name = params.get("namespace"), params.get("name")
+    cluster_doc, nodeset_docs = None, []
+    if definition:
+        cluster_doc, nodeset_docs = split_definition(definition, namespace)
+        namespace = cluster_doc["metadata"].get("namespace") or namespace or "default"
+        name = cluster_doc["metadata"]["name"]
+        cluster_doc["metadata"]["namespace"] = namespace
+        for ns in nodeset_docs:
+            ns["metadata"]["namespace"] = ns["metadata"].get("namespace") or namespace
+        # The whole definition must be valid before anything is written.
+        specs.validate_cluster_with_nodesets(cluster_doc, nodeset_docs)
+    if not name or not namespace:
+        raise Failure("give definition, or name and namespace", failures.INVALID_SPEC, field="name")
+    if bind:
+        bind(namespace)
+    conv = Converger(client, namespace, name, params.get("field_manager") or "soperator.slurm", slurm_transport,
+                     check_mode=check_mode, diff=diff, on_secret=on_secret, clock=clock, sleep=sleep,
+                     nodeset_finalizer=params.get("nodeset_finalizer", False))
+    if params.get("state", "present") == "absent":
+        return teardown(conv, params)
+    result = {"changed": False, "name": name, "namespace": namespace}
+    retire = []
+    if definition:
+        applied = apply_definition(conv, cluster_doc, nodeset_docs, check_mode, diff, on_secret)
+        result["changed"] = applied["changed"]
+        result["definition"] = applied["objects"]
+        wanted = set(ns["metadata"]["name"] for ns in nodeset_docs)
+        if params.get("prune_nodesets", True) and not (check_mode and conv.get_cr(names.CLUSTER_KIND, name) is None):
+            retire = [ns["metadata"]["name"] for ns in conv.nodesets() if ns["metadata"]["name"] not in wanted]
+        if params.get("resources_only"):
+            res = conv.resource(names.API_VERSION, names.NODESET_KIND)
+            for nodeset_name in retire:  # the operator drains them (its finalizer holds them until then)
+                if not check_mode:
+                    conv._call("delete NodeSet %s/%s" % (namespace, nodeset_name), res.delete, name=nodeset_name,
+                               namespace=namespace)
+                result["changed"] = True
+            result["retired"] = retire
+            return result
+        if check_mode and conv.get_cr(names.CLUSTER_KIND, name) is None:
+            result["message"] = "the SlurmCluster would be created; its objects are rendered on the real run"
+            return result
+    converged = conv.converge(wait_timeout=params.get("wait_timeout", 0), wait_for_ready=params.get("wait", False),
+                              retire=retire)
+    converged["changed"] = converged["changed"] or result["changed"]
+    result.update(converged)
+    if params.get("wait") and not converged["ready"]:
+        raise Failure("SlurmCluster %s/%s not ready after %ss: %s" % (namespace, name, params.get("wait_timeout"),
+                                                                     converged["message"]),
+                      failures.UNAVAILABLE, pending=converged["pending"], phase=converged["phase"])
+    return result
+
+
+# --- teardown ----------------------------------------------------------------------------------------------------
+
+
+def _allowed(conv, verb, resource):
+    """SelfSubjectAccessReview: may we ``verb`` ``resource`` (core group) in the cluster's namespace?"""
+    res = conv.resource("authorization.k8s.io/v1", "SelfSubjectAccessReview")
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"namespace": conv.namespace, "verb": verb, "resource": resource}}}
+    answer = _body(conv._call("review access to %s %s" % (verb, resource), res.create, body=body, serialize=False))
+    return bool((answer.get("status") or {}).get("allowed"))
+
+
+def data_deletion_problems(conv, deletion_policy):
+    """Fields of ``spec.deletionPolicy`` asking to delete data we have no right to delete."""
+    problems = []
+    for field, resource in (("jail", "persistentvolumeclaims"), ("secrets", "secrets")):
+        if (deletion_policy or {}).get(field) == "Delete" and not _allowed(conv, "delete", resource):
+            problems.append(SpecError("spec.deletionPolicy.%s" % field,
+                                      "Delete is not allowed: the reconciler may not delete %s in namespace %s "
+                                      "(install the operator with operator_allow_data_deletion: true, or use "
+                                      "Retain)" % (resource, conv.namespace)))
+    return problems
+
+
+def teardown(conv, params):
+    """Delete what the cluster runs and serves; keep the jail and the Secrets unless told (or the SlurmCluster's
+    deletionPolicy says) otherwise. Data the reconciler may not delete is kept, with a warning."""
+    cluster = conv.get_cr(names.CLUSTER_KIND, conv.name)
+    # What the API server stored (with the CRD's defaults); without a SlurmCluster: keep everything.
+    policy = ((cluster or {}).get("spec") or {}).get("deletionPolicy") or {}
+    delete = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets")}
+    for key in delete:
+        if delete[key] is None:
+            delete[key] = policy.get(key) == "Delete"
+    warnings = []
+    for problem in data_deletion_problems(conv, dict((k, "Delete" if v else "Retain") for k, v in delete.items())):
+        warnings.append("%s: kept. %s" % (problem.path, problem.message))
+        delete[problem.path.rpartition(".")[2]] = False
+    deleted = []
+    selector = "%s=%s" % (names.LABEL_CLUSTER, conv.name)
+    kinds = list(PRUNE_KINDS) + (["v1/PersistentVolumeClaim"] if delete["jail"] else [])
+    nodesets = conv.nodesets()
+    if params.get("delete_resources", True):
+        res = conv.resource(names.API_VERSION, names.NODESET_KIND)
+        for ns in nodesets:
+            if not conv.check_mode:
+                conv._call("delete NodeSet %s/%s" % (conv.namespace, ns["metadata"]["name"]), res.delete,
+                           name=ns["metadata"]["name"], namespace=conv.namespace, expect=NotFoundError)
+            deleted.append("NodeSet %s" % ns["metadata"]["name"])
+    for ns in nodesets:  # the cluster goes whole: no drain, so no finalizer of ours holds a NodeSet any more
+        finalizers = ns["metadata"].get("finalizers") or []
+        if FINALIZER in finalizers and not conv.check_mode:
+            live = conv.get_cr(names.NODESET_KIND, ns["metadata"]["name"])
+            if live is not None:
+                conv.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or [] if f != FINALIZER])
+    for kind_text in kinds:
+        api_version, kind = objects.parse_kind(kind_text)
+        res = conv.resource(api_version, kind)
+        for item in conv.list(api_version, kind, selector):
+            if (item["metadata"].get("labels") or {}).get(names.LABEL_MANAGED_BY) != names.MANAGED_BY:
+                continue
+            if not conv.check_mode:
+                try:
+                    conv._call("delete %s %s/%s" % (kind, conv.namespace, item["metadata"]["name"]), res.delete,
+                               name=item["metadata"]["name"], namespace=conv.namespace,
+                               body={"propagationPolicy": "Foreground"}, expect=NotFoundError)
+                except NotFoundError:
+                    continue
+            deleted.append("%s %s" % (kind, item["metadata"]["name"]))
+    if delete["secrets"]:
+        res = conv.resource("v1", "Secret")
+        for secret in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name)):
+            try:
+                if not conv.check_mode:
+                    conv._call("delete Secret %s/%s" % (conv.namespace, secret), res.delete, name=secret,
+                               namespace=conv.namespace, expect=NotFoundError)
+                elif conv._call("get Secret", res.get, name=secret, namespace=conv.namespace,
+                                expect=NotFoundError) is None:
+                    continue
+            except NotFoundError:
+                continue
+            deleted.append("Secret %s" % secret)
+    if params.get("delete_resources", True) and cluster is not None and not cluster["metadata"].get(
+            "deletionTimestamp"):
+        res = conv.resource(names.API_VERSION, names.CLUSTER_KIND)
+        if not conv.check_mode:
+            conv._call("delete SlurmCluster %s/%s" % (conv.namespace, conv.name), res.delete, name=conv.name,
+                       namespace=conv.namespace, expect=NotFoundError)
+        deleted.append("SlurmCluster %s" % conv.name)
+    deadline = conv.clock() + (params.get("wait_timeout") or 0)
+    while deleted and not conv.check_mode and conv.clock() < deadline:
+        left = [i for k in kinds for i in conv.list(*(objects.parse_kind(k) + (selector,)))
+                if (i["metadata"].get("labels") or {}).get(names.LABEL_MANAGED_BY) == names.MANAGED_BY]
+        if not left:
+            break
+        conv.sleep(1.0)
+    return {"changed": bool(deleted), "deleted": deleted, "kept": {"jail": not delete["jail"],
+                                                                    "secrets": not delete["secrets"]},
+            "warnings": warnings, "name": conv.name, "namespace": conv.namespace}

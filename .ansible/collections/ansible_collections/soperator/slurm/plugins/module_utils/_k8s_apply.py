@@ -1,0 +1,411 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Internal to the soperator.slurm collection: not a public API, may change without notice.
+"""Apply a list of manifests to a cluster: the only code of the collection that changes Kubernetes objects.
+
+The decisions are pure and live in ``objects.py``; this file fetches live state, asks those helpers what to
+do, and sends the requests. Request economy, the rule the benchmarks hold us to:
+
+* every (apiVersion, kind, namespace) of the desired set, and of the prune kinds, is LISTED ONCE (with the
+  prune label selector when given, else all of that kind in the namespace, filtered by name);
+* an object whose live copy is in sync (``objects.in_sync``: applied-hash annotation equal and live fields a
+  superset of the desired ones) costs nothing more; any other object costs one server-side apply;
+* so a no-op converge costs one request per kind and namespace, never one per object.
+
+Create-only objects (annotation ``slurm.soperator.dev/create-only: "true"``) are created when absent, with
+generated data for ``slurm.soperator.dev/generate: munge-key | ssh-host-keys``, and never touched again.
+Generated values are handed to ``on_secret`` (the module's ``no_log_values``) and never returned.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import json
+import os
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names, objects
+from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError
+
+try:
+    from kubernetes.dynamic.exceptions import (
+        ConflictError,
+        DynamicApiError,
+        NotFoundError,
+        ResourceNotFoundError,
+        ResourceNotUniqueError,
+    )
+    from urllib3.exceptions import HTTPError as Urllib3Error
+except ImportError:  # the module reports the missing library before calling us; these keep this file importable
+
+    class DynamicApiError(Exception):
+        pass
+
+    class ConflictError(DynamicApiError):
+        pass
+
+    class NotFoundError(DynamicApiError):
+        pass
+
+    class ResourceNotFoundError(Exception):
+        pass
+
+    class ResourceNotUniqueError(Exception):
+        pass
+
+    class Urllib3Error(Exception):
+        pass
+
+MUNGE_KEY_BYTES = 1024
+
+
+def _api_message(err):
+    try:
+        return err.summary()
+    except Exception:  # a body that is not JSON
+        return str(getattr(err, "reason", err))
+
+
+def _call(what, fn, *args, **kwargs):
+    """Run one API call; turn library and transport errors into KubernetesError naming ``what``, except the API
+    errors listed in ``expect`` (a tuple), which the caller handles."""
+    expect = kwargs.pop("expect", ())
+    try:
+        return fn(*args, **kwargs)
+    except expect:
+        raise
+    except DynamicApiError as e:
+        raise KubernetesError("%s: %s" % (what, _api_message(e)), status=e.status)
+    except Urllib3Error as e:
+        raise KubernetesError("%s: cannot reach the Kubernetes API: %s" % (what, e))
+
+
+def _body(response):
+    return json.loads(response.data.decode("utf-8")) if response.data else {}
+
+
+# --- generated secret material -------------------------------------------------------------------------
+
+
+def _b64(raw):
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _munge_key():
+    return {"munge.key": _b64(os.urandom(MUNGE_KEY_BYTES))}
+
+
+def _ssh_host_keys(what):
+    """OpenSSH host keys of every type sshd is configured with, generated in-process (no ssh-keygen: the
+    operator image and a bare control host need not have OpenSSH installed)."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+    except ImportError:
+        raise KubernetesError("%s: the Python package cryptography (an ansible-core dependency) is needed to "
+                              "generate ssh host keys" % what)
+    makers = {"ed25519": ed25519.Ed25519PrivateKey.generate,
+              "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072)}
+    data = {}
+    for key_type in names.SSH_HOST_KEY_TYPES:
+        key = makers[key_type]()
+        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                    serialization.NoEncryption())
+        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        name = "ssh_host_%s_key" % key_type
+        data[name] = _b64(private)
+        data[name + ".pub"] = _b64(public + b"\n")
+    return data
+
+
+def _generate(desired, what):
+    kind = objects.generator(desired)
+    if kind == "munge-key":
+        return _munge_key()
+    if kind == "ssh-host-keys":
+        return _ssh_host_keys(what)
+    return {}
+
+
+# --- the apply run -------------------------------------------------------------------------------------
+
+
+class _Run(object):
+    """State of one ``apply_manifests`` call: resolved resources, listings, results."""
+
+    def __init__(self, client, field_manager, check_mode, force_conflicts, want_diff, on_secret):
+        self.client = client
+        self.field_manager = field_manager
+        self.check_mode = check_mode
+        self.force_conflicts = force_conflicts
+        self.want_diff = want_diff
+        self.on_secret = on_secret or (lambda value: None)
+        self.resources = {}
+        self.retried = set()
+        self.objects = []
+        self.diff = []
+        self.created_namespaces = set()
+
+    def resource(self, api_version, kind, required=True):
+        """The API resource of a kind, or None when not served. A kind found missing is looked up again
+        only when ``required`` (it may have just been created by a CRD applied earlier in this run): each
+        miss makes the library rediscover the whole API, which costs requests."""
+        key = (api_version, kind)
+        if key not in self.resources or (self.resources[key] is None and required and key not in self.retried):
+            if key in self.resources:
+                self.retried.add(key)
+            try:
+                self.resources[key] = self.client.resources.get(api_version=api_version, kind=kind)
+            except (ResourceNotFoundError, ResourceNotUniqueError):
+                self.resources[key] = None
+            except DynamicApiError as e:
+                raise KubernetesError("discovery of %s %s: %s" % (api_version, kind, _api_message(e)),
+                                      status=e.status)
+            except Urllib3Error as e:
+                raise KubernetesError("discovery of %s %s: cannot reach the Kubernetes API: %s" % (
+                    api_version, kind, e))
+        if self.resources[key] is None and required:
+            raise KubernetesError("the cluster serves no %s of apiVersion %s (is its CRD installed?)" % (
+                kind, api_version))
+        return self.resources[key]
+
+    def list(self, api_version, kind, namespace, selector):
+        resource = self.resource(api_version, kind, required=False)
+        if resource is None:  # a kind not served (yet): nothing of it exists
+            return []
+        what = "list %s%s" % (kind, " in namespace %s" % namespace if namespace else "")
+        body = _body(_call(what, resource.get, namespace=namespace, label_selector=selector, serialize=False))
+        items = body.get("items") or []
+        for item in items:  # list items carry no apiVersion/kind
+            item["apiVersion"] = api_version
+            item["kind"] = kind
+        return items
+
+    def get(self, desired):
+        resource = self.resource(desired["apiVersion"], desired["kind"], required=False)
+        if resource is None:
+            return None
+        md = desired["metadata"]
+        try:
+            live = _body(_call("get " + objects.describe(desired), resource.get, name=md["name"],
+                               namespace=md.get("namespace"), serialize=False, expect=NotFoundError))
+        except NotFoundError:
+            return None
+        live.setdefault("apiVersion", desired["apiVersion"])
+        live.setdefault("kind", desired["kind"])
+        return live
+
+    def record(self, obj, action, before=None, after=None):
+        md = obj.get("metadata") or {}
+        entry = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": md.get("name"),
+                 "namespace": md.get("namespace"), "action": action}
+        self.objects.append(entry)
+        if self.want_diff and action != "unchanged":
+            header = objects.describe(obj)
+            self.diff.append({"before_header": header, "after_header": header,
+                              "before": objects.normalize(before) or {}, "after": objects.normalize(after) or {}})
+
+    # One desired object --------------------------------------------------------------------------------
+
+    def converge(self, desired, live):
+        verdict = objects.plan_object(desired, live)
+        if verdict in (objects.SKIP, objects.KEEP):
+            self.record(desired, "unchanged")
+            return
+        if verdict == objects.CREATE:
+            after = self.create(desired)
+            if after is None:  # created meanwhile by someone else: create-only means leave it
+                self.record(desired, "unchanged")
+                return
+        else:
+            after = self.apply(desired, live)
+        if live is not None and objects.same_object(live, after):
+            self.record(desired, "unchanged")
+            return
+        if live is None and desired["kind"] == "Namespace":
+            self.created_namespaces.add(desired["metadata"]["name"])
+        action = "created" if live is None else "updated"
+        self.record(desired, "would-%s" % action[:-1] if self.check_mode else action, live, after)
+
+    def create(self, desired):
+        what = "create " + objects.describe(desired)
+        resource = self.resource(desired["apiVersion"], desired["kind"])
+        body = objects.without_applied_hash(desired)
+        if self.check_mode:
+            return self.dry_run_fallback(desired, lambda: _body(_call(
+                what, resource.create, body=body, namespace=desired["metadata"].get("namespace"),
+                field_manager=self.field_manager, dry_run="All", serialize=False, expect=NotFoundError)))
+        generated = _generate(desired, what)
+        for value in generated.values():
+            self.on_secret(value)
+        if generated:
+            body["data"] = dict(body.get("data") or {}, **generated)
+        try:
+            return _body(_call(what, resource.create, body=body, namespace=desired["metadata"].get("namespace"),
+                               field_manager=self.field_manager, serialize=False, expect=ConflictError))
+        except ConflictError:  # AlreadyExists
+            return None
+
+    def apply(self, desired, live):
+        what = "apply " + objects.describe(desired)
+        resource = self.resource(desired["apiVersion"], desired["kind"])
+        body = objects.with_applied_hash(desired)
+
+        def ssa(force):
+            # NotFound only matters to a dry run (namespace not created yet), see dry_run_fallback.
+            expect = (ConflictError, NotFoundError) if self.check_mode else ConflictError
+            return _body(_call(what, self.client.server_side_apply, resource, body=body,
+                               namespace=desired["metadata"].get("namespace"), field_manager=self.field_manager,
+                               force_conflicts=True if force else None,
+                               dry_run="All" if self.check_mode else None, serialize=False, expect=expect))
+
+        def ssa_repairing():
+            try:
+                return ssa(self.force_conflicts)
+            except ConflictError as e:
+                message = _api_message(e)
+                managers, fields = objects.parse_conflict(message)
+                if objects.imperative_only(managers, live):
+                    # Hand edits (kubectl edit/patch) of fields we declare: we are the source of truth.
+                    return ssa(True)
+                raise KubernetesError(
+                    "%s: conflict on %s owned by field manager %s; change it there, or set force_conflicts "
+                    "to take the fields over (%s)" % (
+                        objects.describe(desired), ", ".join(fields) or "some fields",
+                        ", ".join('"%s"' % m for m in managers) or "(unknown)", message),
+                    object=objects.describe(desired), fields=fields, managers=managers, status=409)
+
+        if self.check_mode:
+            return self.dry_run_fallback(desired, ssa_repairing)
+        return ssa_repairing()
+
+    def dry_run_fallback(self, desired, dry_run):
+        """A dry run inside a namespace this check-mode run would create cannot reach the server's
+        admission (the namespace is absent): predict the object as given instead."""
+        try:
+            return dry_run()
+        except NotFoundError as e:
+            if desired["metadata"].get("namespace") in self.created_namespaces:
+                return objects.strip_volatile(desired)
+            raise KubernetesError("%s: %s" % (objects.describe(desired), _api_message(e)), status=404)
+
+    # Pruning --------------------------------------------------------------------------------------------
+
+    def prune(self, obj):
+        what = "delete " + objects.describe(obj)
+        if not self.check_mode:
+            resource = self.resource(obj["apiVersion"], obj["kind"])
+            md = obj["metadata"]
+            try:
+                _call(what, resource.delete, name=md["name"], namespace=md.get("namespace"),
+                      propagation_policy="Background", serialize=False, expect=NotFoundError)
+            except NotFoundError:  # gone meanwhile: nothing was changed by us
+                return
+        self.record(obj, "would-prune" if self.check_mode else "pruned", obj, None)
+
+
+def _prepare(run, manifests):
+    """Validate, and drop a namespace given on a cluster-scoped object (identity must match live copies)."""
+    problems = objects.check_manifests(manifests)
+    if problems:
+        raise KubernetesError("invalid manifests: " + "; ".join(problems), problems=problems)
+    out = []
+    for obj in manifests:
+        resource = run.resource(obj["apiVersion"], obj["kind"], required=False)
+        obj = objects.without_applied_hash(obj)
+        md = obj["metadata"]
+        if resource is not None and not resource.namespaced:
+            md.pop("namespace", None)
+        elif resource is not None and not md.get("namespace"):
+            raise KubernetesError("%s: metadata.namespace is required for a namespaced %s" % (
+                objects.describe(obj), obj["kind"]))
+        out.append(obj)
+    return out
+
+
+def apply_manifests(client, manifests, field_manager, prune_selector=None, prune_kinds=None,
+                    prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
+                    force_conflicts=False, diff=False, on_secret=None, keep=()):
+    """Server-side apply ``manifests`` in order as ``field_manager``, then prune (see the module docstring).
+
+    ``prune_selector``: label selector of the objects this set owns; when given, objects of ``prune_kinds``
+    (``apiVersion/Kind`` strings; default the kinds of ``manifests``) matching it in ``prune_namespaces``
+    (default the namespaces of ``manifests``) and absent from ``manifests`` are deleted, except kinds in
+    ``protect``, objects annotated ``slurm.soperator.dev/prune: "false"`` and ``(kind, name)`` pairs in ``keep``.
+
+    Create-only objects (Secrets, claims) are read by name, never listed: reading one Secret needs ``get`` on
+    it, listing would need ``list`` on every Secret of the namespace.
+
+    Returns ``{changed, objects, counts[, diff]}``; raises KubernetesError.
+    """
+    run = _Run(client, field_manager, check_mode, force_conflicts, diff, on_secret)
+    desired = _prepare(run, manifests)
+
+    # Which listings to make: (apiVersion, kind, namespace) -> selector; objects the selector cannot see are
+    # fetched one by one (rare: the renderer labels everything it makes).
+    listings = {}
+    fetch_alone = []
+    for obj in desired:
+        md = obj["metadata"]
+        group = (obj["apiVersion"], obj["kind"], md.get("namespace"))
+        if objects.is_create_only(obj) or (prune_selector and
+                                           not objects.selector_matches(prune_selector, objects.labels(obj))):
+            fetch_alone.append(obj)
+        else:
+            listings[group] = prune_selector
+    prune_groups = set()
+    if prune_selector:
+        if prune_kinds:
+            try:
+                kinds = [objects.parse_kind(k) for k in prune_kinds]
+            except ValueError as e:
+                raise KubernetesError("prune.kinds: %s" % e)
+        else:
+            kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired))
+        namespaces = prune_namespaces or sorted(set(o["metadata"]["namespace"] for o in desired
+                                                    if o["metadata"].get("namespace")))
+        for api_version, kind in kinds:
+            resource = run.resource(api_version, kind, required=False)
+            if resource is None:
+                continue
+            for namespace in (namespaces if resource.namespaced else [None]):
+                group = (api_version, kind, namespace)
+                listings[group] = prune_selector
+                prune_groups.add(group)
+
+    live = {}
+    listed = {}
+    for group, selector in listings.items():
+        listed[group] = run.list(group[0], group[1], group[2], selector)
+        for item in listed[group]:
+            live[objects.object_key(item)] = item
+    for obj in fetch_alone:
+        item = run.get(obj)
+        if item is not None:
+            live[objects.object_key(item)] = item
+
+    for obj in desired:
+        run.converge(obj, live.get(objects.object_key(obj)))
+
+    desired_keys = set(objects.object_key(o) for o in desired)
+    seen = set()
+    for group in sorted(prune_groups, key=lambda g: tuple(x or "" for x in g)):
+        for obj in objects.plan_prune(listed[group], desired_keys, protect):
+            if (obj.get("kind"), obj["metadata"].get("name")) in keep:
+                continue
+            if objects.object_key(obj) not in seen:
+                seen.add(objects.object_key(obj))
+                run.prune(obj)
+
+    counts = dict((k, 0) for k in ("created", "updated", "unchanged", "pruned"))
+    base = {"would-create": "created", "would-update": "updated", "would-prune": "pruned"}
+    for entry in run.objects:
+        counts[base.get(entry["action"], entry["action"])] += 1
+    result = {"changed": any(e["action"] != "unchanged" for e in run.objects), "objects": run.objects,
+              "counts": counts}
+    if diff:
+        result["diff"] = run.diff
+    return result

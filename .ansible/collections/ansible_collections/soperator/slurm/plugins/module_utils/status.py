@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Status of SlurmClusters and NodeSets: conditions and counts, computed from a converge plan. Pure.
+
+The reconciler (the ``slurm_cluster`` module, in ``site.yml`` and under the operator alike) owns
+``observedGeneration``, ``phase``, the ``Ready`` and ``Degraded`` conditions and a NodeSet's replica and Slurm
+node counts; the operator runtime adds operator-sdk's ``Running``/``Successful``/``Failure``. Conditions of
+other types are kept untouched.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+MAX_MESSAGE = 32768
+
+REASON_RECONCILED = "Reconciled"
+REASON_PROGRESSING = "Progressing"
+REASON_MAINTENANCE = "Maintenance"
+REASON_INVALID_SPEC = "InvalidSpec"
+REASON_RECONCILE_ERROR = "ReconcileError"
+REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
+REASON_LEAVING = "Removing"
+
+COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down")
+
+
+def set_condition(conditions, ctype, status, reason, message, generation, now):
+    """A new list with condition ``ctype`` set; lastTransitionTime moves only when ``status`` changes."""
+    result, found = [], False
+    for cond in conditions or []:
+        if cond.get("type") != ctype:
+            result.append(cond)
+            continue
+        found = True
+        transition = cond.get("lastTransitionTime") if cond.get("status") == status else now
+        result.append(_condition(ctype, status, reason, message, generation, transition or now))
+    if not found:
+        result.append(_condition(ctype, status, reason, message, generation, now))
+    return result
+
+
+def remove_condition(conditions, ctype):
+    return [c for c in conditions or [] if c.get("type") != ctype]
+
+
+def get_condition(conditions, ctype):
+    for cond in conditions or []:
+        if cond.get("type") == ctype:
+            return cond
+    return None
+
+
+def _condition(ctype, status, reason, message, generation, transition):
+    cond = {"type": ctype, "status": status, "reason": reason, "message": (message or "")[:MAX_MESSAGE],
+            "lastTransitionTime": transition}
+    if generation is not None:
+        cond["observedGeneration"] = int(generation)
+    return cond
+
+
+def same_status(old, new):
+    """True when writing ``new`` would change nothing but timestamps (skip the write)."""
+    def strip(status):
+        status = dict(status or {})
+        status["conditions"] = sorted(
+            (dict((k, v) for k, v in c.items() if k != "lastTransitionTime") for c in status.get("conditions") or []),
+            key=lambda c: c.get("type", ""))
+        return status
+    return strip(old) == strip(new)
+
+
+def label_selector(match_labels):
+    """``matchLabels`` as the string form the scale subresource and HPA read (``a=b,c=d``, sorted)."""
+    return ",".join("%s=%s" % (k, v) for k, v in sorted((match_labels or {}).items()))
+
+
+def generation(obj):
+    return int(((obj or {}).get("metadata") or {}).get("generation") or 0)
+
+
+def cluster_status(old, obj, plan, now):
+    """A SlurmCluster's status after a converge pass that produced ``plan`` (converge.Plan)."""
+    status = dict(old or {})
+    gen = generation(obj)
+    conds = status.get("conditions")
+    if plan.ready:
+        reason = REASON_MAINTENANCE if plan.phase == "Maintenance" else REASON_RECONCILED
+        conds = set_condition(conds, "Ready", "True", reason, plan.message, gen, now)
+    else:
+        conds = set_condition(conds, "Ready", "False", REASON_PROGRESSING, plan.message, gen, now)
+    if plan.invalid:
+        message = "; ".join("NodeSet %s: %s" % kv for kv in sorted(plan.invalid.items()))
+        conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, message, gen, now)
+    else:
+        conds = set_condition(conds, "Degraded", "False", REASON_RECONCILED, "", gen, now)
+    status.update(conditions=conds, observedGeneration=gen, phase=plan.phase)
+    return status
+
+
+def invalid_cluster_status(old, obj, message, now):
+    """The SlurmCluster's spec is invalid: nothing was applied; the generation was judged."""
+    status = dict(old or {})
+    gen = generation(obj)
+    conds = set_condition(status.get("conditions"), "Ready", "False", REASON_INVALID_SPEC, message, gen, now)
+    conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, message, gen, now)
+    status.update(conditions=conds, observedGeneration=gen, phase="Invalid")
+    return status
+
+
+def nodeset_status(old, obj, plan, facts, selector, now):
+    """A NodeSet's status: its pods (for the scale subresource), its Slurm nodes, Ready/Degraded."""
+    status = dict(old or {})
+    gen = generation(obj)
+    name = obj["metadata"]["name"]
+    conds = status.get("conditions")
+    invalid = plan.invalid.get(name)
+    if invalid:
+        conds = set_condition(conds, "Ready", "False", REASON_INVALID_SPEC, invalid, gen, now)
+        conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, invalid, gen, now)
+        status.update(conditions=conds, observedGeneration=gen)
+        return status
+    conds = set_condition(conds, "Degraded", "False", REASON_RECONCILED, "", gen, now)
+    if facts is not None:
+        want = facts["desired"]
+        ready = (not facts.get("leaving") and facts["replicas"] == want and facts["readyReplicas"] >= want
+                 and facts["serving"] >= want and (plan.phase != "Maintenance"))
+        if facts.get("leaving"):
+            reason, message = REASON_LEAVING, "draining and removing its nodes"
+        elif plan.phase == "Maintenance":
+            reason, message = REASON_MAINTENANCE, "the cluster is in maintenance"
+        elif ready:
+            reason, message = REASON_RECONCILED, "%d/%d Slurm nodes up" % (facts["serving"], want)
+        else:
+            reason = REASON_PROGRESSING
+            message = "%d/%d pods ready, %d/%d Slurm nodes up" % (facts["readyReplicas"], want, facts["serving"], want)
+            if facts["replicas"] != want:
+                message += ", %d replicas kept until their nodes drain" % facts["replicas"]
+        conds = set_condition(conds, "Ready", "True" if ready else "False", reason, message, gen, now)
+        status["replicas"] = facts["currentReplicas"]
+        status["readyReplicas"] = facts["readyReplicas"]
+        for key in COUNT_KEYS:
+            if key in facts:
+                status[key] = facts[key]
+    if selector:
+        status["selector"] = selector
+    status.update(conditions=conds, observedGeneration=gen)
+    return status

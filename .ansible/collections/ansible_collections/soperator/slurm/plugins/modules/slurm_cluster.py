@@ -1,0 +1,286 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: slurm_cluster
+short_description: Converge a Slurm cluster in Kubernetes from its SlurmCluster and NodeSets, or tear it down
+version_added: 0.2.0
+description:
+  - "Reads the live SlurmCluster O(namespace)/O(name) and its NodeSets (or applies O(definition) first), the
+    cluster's StatefulSets and pods, and Slurm's node table (C(scontrol show node) in the controller pod), then
+    does in one process what the cluster needs: drains the Slurm nodes of pods about to go, applies every
+    rendered object with server-side apply and prunes what is no longer rendered, deletes the Slurm records of
+    pods that are gone, and writes the status (C(Ready), C(Degraded), C(phase), C(observedGeneration); a
+    NodeSet's replicas, selector and Slurm node counts)."
+  - "No running job is killed: a NodeSet that shrinks, a NodeSet being removed and C(maintenance: true) drain
+    their nodes first (reasons C(soperator: scale-in), C(soperator: maintenance)) and remove only pods whose
+    nodes are idle, or drained for longer than the NodeSet's C(drainTimeout). Drains with any other reason
+    belong to an administrator and are never touched. What needs slurmctld while it does not answer is left
+    as it is and reported in RV(pending); everything else is still applied."
+  - "A NodeSet that fails validation is left as it is and marked C(Degraded); the others converge. An invalid
+    SlurmCluster (or, with O(definition), any invalid document) fails before anything is written, naming the
+    field in RV(field)."
+  - Runs in the Ansible controller's process when the task's connection is local (no module process to start),
+    otherwise as a module on the target.
+author:
+  - soperator.slurm maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - soperator.slurm.attributes
+  - soperator.slurm.k8s_auth
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Applies are server-side dry runs; no Slurm node is drained, resumed or deleted and no status is
+        written. A SlurmCluster that does not exist yet is only validated.
+  diff_mode:
+    support: full
+    details:
+      - The objects that change, normalized, Secret values hidden.
+  idempotent:
+    support: full
+    details:
+      - A second run with nothing under way changes nothing (no request writes).
+options:
+  state:
+    description:
+      - V(present) converges the cluster; V(absent) tears it down (see O(delete_volumes), O(delete_secrets)).
+    type: str
+    choices: [present, absent]
+    default: present
+  name:
+    description:
+      - Name of the SlurmCluster. Not needed with O(definition).
+    type: str
+  namespace:
+    description:
+      - Namespace of the SlurmCluster; the default for O(definition) documents without one.
+    type: str
+  definition:
+    description:
+      - A SlurmCluster and its NodeSets (dicts as in a manifest file). They are validated as a whole, then
+        applied (with the namespace) before the cluster is converged.
+      - NodeSets of this cluster that exist but are not in the definition are drained and removed (see
+        O(prune_nodesets)).
+      - Any document that is not a C(slurm.soperator.dev/v1alpha1) SlurmCluster or NodeSet, or a NodeSet that
+        references another cluster, is an error.
+    type: list
+    elements: dict
+  prune_nodesets:
+    description:
+      - With O(definition), remove the cluster's NodeSets that the definition no longer holds (after draining
+        them).
+    type: bool
+    default: true
+  resources_only:
+    description:
+      - With O(definition), only apply the SlurmCluster and its NodeSets (and delete removed NodeSets), leaving
+        everything else to the operator.
+    type: bool
+    default: false
+  nodeset_finalizer:
+    description:
+      - Put the finalizer C(slurm.soperator.dev/finalizer) on the cluster's NodeSets, so that deleting one
+        drains it before its pods go. The operator sets it; without an operator nothing would remove it.
+    type: bool
+    default: false
+  wait:
+    description:
+      - Repeat passes until the cluster is Ready (every pod ready, every worker an up Slurm node), or fail
+        after O(wait_timeout).
+    type: bool
+    default: false
+  wait_timeout:
+    description:
+      - Seconds passes may be repeated while something is under way (drains, pods going, NodeSets being
+        removed), and with O(wait) until the cluster is ready. V(0) makes one pass and returns
+        RV(requeue_after).
+    type: int
+    default: 600
+  field_manager:
+    description:
+      - The server-side apply field manager.
+    type: str
+    default: soperator.slurm
+  delete_volumes:
+    description:
+      - With O(state=absent), delete the jail and spool claims. Unset, the SlurmCluster's
+        C(spec.deletionPolicy.jail) decides (default C(Retain)).
+    type: bool
+  delete_secrets:
+    description:
+      - With O(state=absent), delete the munge key and SSH host keys. Unset, C(spec.deletionPolicy.secrets)
+        decides (default C(Retain)).
+    type: bool
+  delete_resources:
+    description:
+      - With O(state=absent), delete the SlurmCluster and its NodeSets too.
+    type: bool
+    default: true
+seealso:
+  - module: soperator.slurm.apply_manifests
+  - module: soperator.slurm.slurm_nodes
+notes:
+  - Needs the C(kubernetes) Python library, and RBAC for the kinds it renders, C(get) and C(create) on C(pods/exec)
+    in the namespace, and C(patch) on the status of SlurmClusters and NodeSets.
+"""
+
+EXAMPLES = r"""
+- name: Converge the cluster in a file, waiting until it is ready
+  soperator.slurm.slurm_cluster:
+    definition: "{{ lookup('ansible.builtin.file', 'cluster.yaml') | ansible.builtin.from_yaml_all | list }}"
+    wait: true
+
+- name: Converge what is stored in the cluster, one pass (as the operator does)
+  soperator.slurm.slurm_cluster:
+    name: demo
+    namespace: slurm
+    wait_timeout: 0
+  register: converged
+
+- name: Tear it down, keeping the jail and the secrets
+  soperator.slurm.slurm_cluster:
+    state: absent
+    name: demo
+    namespace: slurm
+"""
+
+RETURN = r"""
+changed:
+  description: Whether an object, a Slurm node or a NodeSet was (or in check mode would be) changed.
+  returned: always
+  type: bool
+name:
+  description: The SlurmCluster's name.
+  returned: always
+  type: str
+  sample: demo
+namespace:
+  description: The SlurmCluster's namespace.
+  returned: always
+  type: str
+  sample: slurm
+ready:
+  description: Every pod ready and every worker an up Slurm node, nothing under way.
+  returned: with O(state=present)
+  type: bool
+phase:
+  description: C(Ready), C(Progressing) or C(Maintenance).
+  returned: with O(state=present)
+  type: str
+message:
+  description: What the cluster is waiting for, or that it is ready.
+  returned: with O(state=present)
+  type: str
+pending:
+  description: What is still under way (drains, pods going, slurmctld not answering).
+  returned: with O(state=present)
+  type: list
+  elements: str
+requeue_after:
+  description: Seconds after which another pass is worth it; null when the cluster is settled and ready.
+  returned: with O(state=present)
+  type: int
+  sample: 15
+invalid:
+  description: NodeSets left out because their spec is invalid, with the problems.
+  returned: with O(state=present)
+  type: dict
+objects:
+  description: Each rendered object and what happened to it.
+  returned: with O(state=present)
+  type: list
+  elements: dict
+counts:
+  description: How many objects got each action.
+  returned: with O(state=present)
+  type: dict
+slurm:
+  description: Slurm nodes C(drained), C(resumed), C(deleted_nodes); StatefulSets C(scaled); NodeSets C(released).
+  returned: with O(state=present)
+  type: dict
+nodesets:
+  description: Per NodeSet, its replicas now and desired, pods ready, Slurm nodes by state.
+  returned: with O(state=present)
+  type: dict
+passes:
+  description: How many observe-plan-act passes ran.
+  returned: with O(state=present)
+  type: int
+deleted:
+  description: What O(state=absent) deleted.
+  returned: with O(state=absent)
+  type: list
+  elements: str
+kept:
+  description: With O(state=absent), whether the jail and the secrets were kept.
+  returned: with O(state=absent)
+  type: dict
+field:
+  description: The invalid field, for a failure of reason C(InvalidSpec).
+  returned: failure
+  type: str
+  sample: spec.slurm.slurmConf.SlurmctldHost
+reason:
+  description:
+    - Why it failed, C(InvalidSpec), C(Forbidden), C(Conflict), C(Unavailable), C(ApiError) or C(NotFound).
+  returned: failure
+  type: str
+retryable:
+  description: Whether retrying later may succeed without changing the definition.
+  returned: failure
+  type: bool
+diff:
+  description: In diff mode, the objects that change (normalized, Secret values hidden).
+  returned: when diff mode is on
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.soperator.slurm.plugins.module_utils import errors, objects
+from ansible_collections.soperator.slurm.plugins.module_utils._converge import Failure, execute
+from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import AUTH_ARG_SPEC, require_kubernetes
+
+
+def argument_spec():
+    spec = dict(
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        name=dict(type="str"),
+        namespace=dict(type="str"),
+        definition=dict(type="list", elements="dict"),
+        prune_nodesets=dict(type="bool", default=True),
+        resources_only=dict(type="bool", default=False),
+        nodeset_finalizer=dict(type="bool", default=False),
+        wait=dict(type="bool", default=False),
+        wait_timeout=dict(type="int", default=600),
+        field_manager=dict(type="str", default="soperator.slurm"),
+        delete_volumes=dict(type="bool"),
+        delete_secrets=dict(type="bool"),
+        delete_resources=dict(type="bool", default=True),
+    )
+    spec.update(AUTH_ARG_SPEC)
+    return spec
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           required_one_of=[("definition", "name")])
+    require_kubernetes(module)
+    module.no_log_values.update(objects.secret_values(module.params["definition"] or []))
+    try:
+        result = execute(module.params, module.check_mode, module._diff, module.no_log_values.add)
+    except Failure as e:
+        module.fail_json(msg=e.msg, reason=e.reason, retryable=errors.retryable(e.reason), **e.details)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible callback of the operator runtime: what a run's caller needs, as JSON lines in $SOPERATOR_EVENTS_FILE.
+
+Failed tasks (their msg and the structured fields a module returns: field, reason, retryable), results that
+carry ``requeue_after`` or ``ready`` (the converge module), and the final stats. Nothing else of a result is
+written (results may hold data the operator has no business keeping).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: soperator_events
+type: aggregate
+short_description: Structured run results for the soperator operator runtime
+description:
+  - Writes failed task results, converge results and the play stats as JSON lines to the file named by the
+    C(SOPERATOR_EVENTS_FILE) environment variable.
+requirements:
+  - C(SOPERATOR_EVENTS_FILE) set in the environment
+"""
+
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
+
+_FAILURE_KEYS = ("msg", "field", "reason", "retryable", "errors", "pending", "phase")
+_OK_KEYS = ("requeue_after", "ready", "phase", "pending", "changed")
+
+
+def _plain(value):
+    """Tagged/unsafe values of Ansible as plain JSON types."""
+    if isinstance(value, dict):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "soperator_events"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super(CallbackModule, self).__init__(*args, **kwargs)
+        self._path = os.environ.get("SOPERATOR_EVENTS_FILE")
+
+    def _write(self, event):
+        if not self._path:
+            return
+        with open(self._path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(_plain(event)) + "\n")
+
+    @staticmethod
+    def _pick(result, keys):
+        res = result._result or {}
+        if res.get("msg") is None and isinstance(res.get("results"), list):  # a loop: its first failed item
+            for item in res["results"]:
+                if isinstance(item, dict) and item.get("failed"):
+                    res = item
+                    break
+        return dict((k, res[k]) for k in keys if k in res)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._write({"event": "failed", "task": result.task_name, "ignored": bool(ignore_errors),
+                     "res": self._pick(result, _FAILURE_KEYS)})
+
+    def v2_runner_on_unreachable(self, result):
+        self._write({"event": "unreachable", "task": result.task_name, "res": self._pick(result, ("msg",))})
+
+    def v2_runner_on_ok(self, result):
+        res = result._result or {}
+        if "requeue_after" in res or "ready" in res:
+            self._write({"event": "ok", "task": result.task_name, "res": self._pick(result, _OK_KEYS)})
+
+    def v2_playbook_on_stats(self, stats):
+        totals = {}
+        for key in ("ok", "changed", "failures", "skipped", "dark", "rescued", "ignored"):
+            totals[key] = sum((getattr(stats, key, None) or {}).values())
+        self._write({"event": "stats", "stats": totals})

@@ -1,0 +1,37 @@
+"""Imported once by the runner's forkserver: everything a run needs, loaded and initialised before any fork.
+
+Ansible's configuration is read here, from the environment the runner set; the plugin loader and the
+collection finder are configured with ``ANSIBLE_COLLECTIONS_PATH``; the plugins the roles use are resolved,
+and the Kubernetes client and the collection's converge code are imported. A child then only runs its play.
+"""
+
+import warnings
+
+# A child's ansible-playbook configures the collection finder again; it is already configured here.
+warnings.filterwarnings("ignore", message="AnsibleCollectionFinder has already been configured")
+
+from ansible import constants as C  # noqa: E402
+from ansible.cli.playbook import PlaybookCLI  # noqa: E402,F401
+from ansible.executor import playbook_executor, task_queue_manager  # noqa: E402,F401
+from ansible.plugins import loader  # noqa: E402
+
+loader.init_plugin_loader([])
+for name in C.INVENTORY_ENABLED:
+    loader.inventory_loader.get(name)
+for name in ("ansible.builtin.normal", "ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.debug",
+             "ansible.builtin.include_role", "soperator.slurm.slurm_cluster"):
+    loader.action_loader.get(name, class_only=True)
+loader.callback_loader.get("ansible.builtin.default", class_only=True)
+loader.strategy_loader.get("ansible.builtin.linear", class_only=True)
+loader.connection_loader.get("ansible.builtin.local", class_only=True)
+list(loader.filter_loader.all(class_only=True))
+list(loader.test_loader.all(class_only=True))
+
+import kubernetes.client  # noqa: E402,F401
+import kubernetes.dynamic  # noqa: E402,F401
+import kubernetes.stream  # noqa: E402,F401
+
+try:  # the converge code the action plugin runs in-process
+    from ansible_collections.soperator.slurm.plugins.module_utils import _converge  # noqa: F401
+except ImportError:  # the collection is not installed: roles of other collections still run
+    pass

@@ -1,0 +1,390 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One reconcile of a SlurmCluster, decided: what to apply, which Slurm nodes to drain, resume or forget,
+what status to report, and whether to look again soon.
+
+Pure: the adapter (``_converge.py``) observes the cluster (the live SlurmCluster and NodeSets, the cluster's
+StatefulSets and pods, Slurm's node table) and hands it to :func:`plan`; the operator runtime calls the same
+function on its watch caches to decide whether a run is needed at all. Time is passed in.
+
+No running job is ever killed by a plan (until a NodeSet's ``drainTimeout``):
+
+* a NodeSet that shrinks keeps the pods whose Slurm nodes are not drained and idle yet (StatefulSets remove
+  their highest ordinals first); its victims are drained with ``soperator: scale-in``;
+* a NodeSet being deleted (our finalizer holds it) shrinks to zero the same way;
+* ``maintenance: true`` drains every worker with ``soperator: maintenance`` and scales the cluster to zero
+  only once they are idle;
+* what a plan cannot decide without Slurm (slurmctld not answering) is left as it is and reported pending,
+  while everything else is still applied.
+
+Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended) are resumed; drains with any
+other reason belong to an administrator (or to the health checks) and are never touched.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names, render, schema, spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
+from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
+
+REASON_SCALE_IN = names.DRAIN_REASON_PREFIX + " scale-in"
+REASON_MAINTENANCE = names.DRAIN_REASON_PREFIX + " maintenance"
+# Drains this planner sets and takes back once their purpose is over; any other reason is not ours to clear.
+OWN_REASONS = (REASON_SCALE_IN, REASON_MAINTENANCE)
+
+# How soon to look again (seconds) while something is under way.
+REQUEUE_DRAINING = 15
+REQUEUE_PROGRESSING = 5
+REQUEUE_SLURM_UNREACHABLE = 30
+
+# Node states in which a registered node serves jobs (flags such as DRAIN are judged separately).
+_SERVING_STATES = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
+
+PHASE_READY = "Ready"
+PHASE_PROGRESSING = "Progressing"
+PHASE_MAINTENANCE = "Maintenance"
+PHASE_INVALID = "Invalid"
+
+
+def _name(obj):
+    return obj["metadata"]["name"]
+
+
+def _replicas(sts):
+    return int(((sts or {}).get("spec") or {}).get("replicas", 1))
+
+
+def _deleting(obj):
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def split_errors(errors):
+    """SpecErrors of a cluster with its NodeSets -> (cluster-level errors, {nodeset name: errors})."""
+    cluster_errors, per_nodeset = [], {}
+    for err in errors:
+        path = err.path or ""
+        if path.startswith("nodesets[") and "]" in path:
+            name = path[len("nodesets["):path.index("]")]
+            per_nodeset.setdefault(name, []).append(err)
+        else:
+            cluster_errors.append(err)
+    return cluster_errors, per_nodeset
+
+
+def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+    """(defaulted cluster, defaulted valid NodeSets, {name: [SpecError]} of the invalid ones).
+
+    One invalid NodeSet does not hold back the others: it is left out (its objects stay as they are) and
+    reported. An invalid SlurmCluster raises SpecErrors: nothing of the cluster can be rendered then.
+    """
+    remaining = list(nodesets)
+    invalid = {}
+    while True:
+        try:
+            cluster_ok, valid = specs.validate_cluster_with_nodesets(cluster, remaining, collection_version)
+            return cluster_ok, valid, invalid
+        except SpecErrors as exc:
+            cluster_errors, per_nodeset = split_errors(exc.errors)
+            if cluster_errors or not per_nodeset:
+                raise SpecErrors(exc.errors)
+            for name, errs in per_nodeset.items():
+                invalid.setdefault(name, []).extend(errs)
+            kept = [ns for ns in remaining if str(((ns or {}).get("metadata") or {}).get("name")) not in per_nodeset]
+            if len(kept) == len(remaining):  # errors named a NodeSet by index: cannot single it out
+                raise SpecErrors(exc.errors)
+            remaining = kept
+
+
+class Plan(object):
+    """What one reconcile does. Built by :func:`plan`; the adapter carries it out in this order: drain,
+    resume, apply (and prune), delete node records; then writes the status."""
+
+    def __init__(self):
+        self.manifests = []          # every object to apply, in apply order
+        self.keep = []               # (kind, name) of live objects prune must leave alone this time
+        self.scale = {}              # StatefulSet name -> replicas, for workers of NodeSets being deleted
+        self.drain = {}              # reason -> [node names]
+        self.resume = []             # node names whose drain of ours is over
+        self.delete_nodes = []       # Slurm node records whose pods are gone for good
+        self.release = []            # NodeSets (being deleted) whose finalizer may go: nothing of them is left
+        self.pending = []            # human-readable: what keeps the cluster from settling
+        self.underway = []           # the part of it a later pass completes by itself (drains, removals)
+        self.requeue_after = None    # seconds until the next look, None when settled
+        self.invalid = {}            # nodeset name -> "path: message; ..."
+        self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
+        self.ready = False
+        self.phase = PHASE_PROGRESSING
+        self.message = ""
+
+    def wait(self, seconds, why):
+        self.pending.append(why)
+        self.underway.append(why)
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+    def drain_node(self, node, reason):
+        self.drain.setdefault(reason, [])
+        if node not in self.drain[reason]:
+            self.drain[reason].append(node)
+
+    @property
+    def changes_slurm(self):
+        return bool(self.drain or self.resume or self.delete_nodes)
+
+    def as_dict(self):
+        return {"manifests": self.manifests, "keep": self.keep, "scale": self.scale, "drain": self.drain,
+                "resume": self.resume,
+                "delete_nodes": self.delete_nodes, "release": self.release, "pending": self.pending,
+                "requeue_after": self.requeue_after, "invalid": self.invalid, "nodesets": self.nodesets,
+                "ready": self.ready, "phase": self.phase, "message": self.message}
+
+
+def _node_serves(node):
+    return (node is not None and node["state"] in _SERVING_STATES and "NOT_RESPONDING" not in node["flags"]
+            and not node["down"])
+
+
+def _victim_plan(slurm, victims, drain_timeout, now):
+    return nodes_core.plan_scale_in(slurm, victims, now=now, drain_timeout=drain_timeout)
+
+
+def _shrink(p, slurm, statefulset, current, target, drain_timeout, now, reason, label):
+    """Replicas to render for a StatefulSet going from ``current`` to ``target`` pods, draining the victims."""
+    if target >= current:
+        return target
+    if slurm is None:
+        p.wait(REQUEUE_SLURM_UNREACHABLE, "%s: %d -> %d waits for slurmctld to answer (to drain first)"
+               % (label, current, target))
+        return current
+    victims = ["%s-%d" % (statefulset, o) for o in range(current - 1, target - 1, -1)]
+    entries = _victim_plan(slurm, victims, drain_timeout, now)
+    for entry in entries:
+        if entry["action"] == nodes_core.DRAIN:
+            p.drain_node(entry["name"], reason)
+    removable = nodes_core.removable_replicas(entries)
+    replicas = current - removable
+    if replicas > target:
+        busy = [e["name"] for e in entries if not e["removable"]]
+        p.wait(REQUEUE_DRAINING, "%s: %d -> %d waits for %s to drain" % (label, current, target, ", ".join(busy)))
+    return replicas
+
+
+def _resume_ours(p, slurm, node_names, reasons):
+    for name in node_names:
+        node = (slurm or {}).get(name)
+        if node and (node["drain"] or node["down"]) and node["reason"] in reasons:
+            p.resume.append(name)
+
+
+def _drain_timeout(nodeset):
+    return nodes_core.duration_seconds(nodeset["spec"]["drainTimeout"])
+
+
+def _keep_worker_objects(p, sts_name):
+    p.keep += [("StatefulSet", sts_name), ("Service", sts_name), ("PodDisruptionBudget", sts_name)]
+
+
+def _leave(p, nodeset, sts_name, sts, replicas, pods, slurm):
+    """A NodeSet being deleted: scale its live StatefulSet down as drains allow; release it once no pod and
+    no Slurm node of it is left (its objects then go with it: they are owned by the NodeSet)."""
+    set_name = _name(nodeset)
+    left_pods = [n for n in pods if nodes_core.ordinal(n, sts_name) is not None]
+    left_nodes = nodes_core.statefulset_nodes(slurm, sts_name) if slurm is not None else None
+    if sts is not None:
+        if _replicas(sts) != replicas:
+            p.scale[sts_name] = replicas
+        _keep_worker_objects(p, sts_name)
+    if replicas == 0 and not left_pods and left_nodes == []:
+        p.release.append(set_name)
+    elif replicas == 0 and not left_pods and left_nodes:
+        p.wait(REQUEUE_PROGRESSING, "NodeSet %s: forgetting its Slurm nodes" % set_name)
+    elif replicas == 0:
+        p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for its pods to go" % set_name)
+
+
+def _nodeset_facts(nodeset_name, statefulset, replicas, target, sts, pods, slurm):
+    """What a NodeSet's status reports: pods, Slurm node states, progress."""
+    facts = {"statefulset": statefulset, "replicas": replicas, "desired": target,
+             "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
+             "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
+    counts = {"idle": 0, "allocated": 0, "mixed": 0, "drained": 0, "down": 0}
+    serving = 0
+    for ordinal in range(replicas):
+        node = (slurm or {}).get("%s-%d" % (statefulset, ordinal))
+        if node is None:
+            continue
+        if node["down"] or "NOT_RESPONDING" in node["flags"]:
+            counts["down"] += 1
+        elif node["drain"]:
+            counts["drained"] += 1
+        elif node["state"] == "IDLE":
+            counts["idle"] += 1
+        elif node["state"] == "ALLOCATED":
+            counts["allocated"] += 1
+        elif node["state"] == "MIXED":
+            counts["mixed"] += 1
+        if _node_serves(node):
+            serving += 1
+    facts["serving"] = serving
+    if slurm is not None:
+        facts.update(counts)
+    return facts
+
+
+def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION):
+    """Decide one reconcile.
+
+    ``cluster``: the live SlurmCluster (with the API server's defaults and its uid); ``nodesets``: the live
+    NodeSets that reference it (including ones being deleted). ``observed``:
+
+    * ``statefulsets``: ``{name: object}`` of the cluster's StatefulSets;
+    * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
+    * ``slurm``: ``{node name: node}`` as ``scale_in.parse_show_node`` returns it, or ``None`` when
+      slurmctld did not answer (or was not asked, as in the operator's cache check).
+
+    ``now``: epoch seconds. Raises SpecErrors when the SlurmCluster itself is invalid.
+    """
+    p = Plan()
+    statefulsets = observed.get("statefulsets") or {}
+    pods = observed.get("pods") or {}
+    slurm = observed.get("slurm")
+    cluster_name = _name(cluster)
+
+    live_sets = [ns for ns in nodesets if not _deleting(ns)]
+    leaving_sets = [ns for ns in nodesets if _deleting(ns)]
+    cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version)
+    for name, errs in invalid.items():
+        p.invalid[name] = "; ".join(str(e) for e in errs)
+    # A NodeSet being deleted is no longer rendered: its live StatefulSet is scaled down to zero (draining
+    # first) and its objects are kept from pruning until nothing of it is left. Only its drainTimeout matters.
+    leaving = [specs.apply_defaults(ns, schema.nodeset_schema()) for ns in leaving_sets]
+    spec = cluster_ok["spec"]
+    controller = statefulsets.get(names.controller_name(cluster_name))
+    controller_up = controller is not None and _replicas(controller) > 0
+
+    # --- maintenance: drain everything first, then scale the cluster to zero --------------------------------
+    maintenance_ready = False
+    worker_nodes = []
+    for ns in valid + leaving:
+        sts_name = names.worker_name(cluster_name, _name(ns))
+        worker_nodes += ["%s-%d" % (sts_name, o) for o in range(_replicas(statefulsets.get(sts_name)))
+                         if statefulsets.get(sts_name) is not None]
+    if spec["maintenance"]:
+        if not controller_up:
+            maintenance_ready = True  # nothing runs jobs: already down (or never started)
+        elif slurm is None:
+            p.wait(REQUEUE_SLURM_UNREACHABLE, "maintenance waits for slurmctld to answer (to drain first)")
+        else:
+            timeouts = dict((names.worker_name(cluster_name, _name(ns)), _drain_timeout(ns)) for ns in valid + leaving)
+            entries = []
+            for node in worker_nodes:
+                sts_name = node.rpartition("-")[0]
+                entries += _victim_plan(slurm, [node], timeouts.get(sts_name), now)
+            for entry in entries:
+                if entry["action"] == nodes_core.DRAIN:
+                    p.drain_node(entry["name"], REASON_MAINTENANCE)
+            busy = [e["name"] for e in entries if not e["removable"]]
+            if busy:
+                p.wait(REQUEUE_DRAINING, "maintenance waits for %s to drain" % ", ".join(busy))
+            else:
+                maintenance_ready = True
+    elif slurm is not None:
+        _resume_ours(p, slurm, worker_nodes, (REASON_MAINTENANCE,))
+    render_cluster = cluster_ok
+    if spec["maintenance"] and not maintenance_ready:
+        render_cluster = copy.deepcopy(cluster_ok)
+        render_cluster["spec"]["maintenance"] = False
+
+    # --- per NodeSet: replicas to render now -------------------------------------------------------------------
+    rendered_sets = []
+    kept_ordinals = {}  # worker StatefulSet -> pods that stay (their Slurm nodes are not ghosts)
+    for ns in valid + leaving:
+        set_name = _name(ns)
+        is_leaving = ns in leaving
+        sts_name = names.worker_name(cluster_name, set_name)
+        sts = statefulsets.get(sts_name)
+        target = 0 if is_leaving else ns["spec"]["replicas"]
+        if sts is None or maintenance_ready:
+            replicas = target
+        else:
+            current = _replicas(sts)
+            replicas = _shrink(p, slurm, sts_name, current, target, _drain_timeout(ns), now, REASON_SCALE_IN,
+                               "NodeSet %s" % set_name)
+            if target >= current and slurm is not None:
+                _resume_ours(p, slurm, ["%s-%d" % (sts_name, o) for o in range(target)], (REASON_SCALE_IN,))
+        kept_ordinals[sts_name] = max(replicas, _replicas(sts)) if maintenance_ready and sts else replicas
+        p.nodesets[set_name] = _nodeset_facts(set_name, sts_name, replicas, target, sts, pods, slurm)
+        p.nodesets[set_name]["leaving"] = is_leaving
+        if is_leaving:
+            _leave(p, ns, sts_name, sts, replicas, pods, slurm)
+        else:
+            shown = copy.deepcopy(ns)
+            shown["spec"]["replicas"] = replicas
+            rendered_sets.append(shown)
+
+    # NodeSets that failed validation keep their live objects untouched: not rendered, not pruned.
+    for set_name in invalid:
+        _keep_worker_objects(p, names.worker_name(cluster_name, set_name))
+
+    p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version)
+
+    # --- Slurm node records of pods that are gone for good (no ghosts in sinfo) ------------------------------
+    # Maintenance keeps every record (the same pods come back); a NodeSet that failed validation keeps its own.
+    for set_name in invalid:
+        sts_name = names.worker_name(cluster_name, set_name)
+        kept_ordinals[sts_name] = _replicas(statefulsets.get(sts_name)) if sts_name in statefulsets else 0
+    if slurm is not None:
+        for node_name, node in sorted(slurm.items()):
+            sts_name, _, ordinal = node_name.rpartition("-")
+            if not ordinal.isdigit() or node_name in pods or node["busy"]:
+                continue
+            known = sts_name in kept_ordinals
+            if known and int(ordinal) < kept_ordinals[sts_name]:
+                continue
+            if not known and not (sts_name.startswith(cluster_name + "-")
+                                  and sts_name not in (names.controller_name(cluster_name),
+                                                       names.login_name(cluster_name))):
+                continue
+            p.delete_nodes.append(node_name)
+        for name in p.delete_nodes:
+            if name in p.resume:
+                p.resume.remove(name)
+
+    _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name)
+    return p
+
+
+def _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name):
+    """Ready: nothing pending, every StatefulSet's pods ready, every worker a serving Slurm node."""
+    if p.invalid:
+        p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
+    if maintenance_ready:
+        p.phase = PHASE_MAINTENANCE
+        p.ready = not p.pending
+        p.message = "maintenance: every StatefulSet scaled to 0" if p.ready else "; ".join(p.pending)
+        return
+    problems = list(p.pending)
+    for obj in p.manifests:
+        if obj["kind"] != "StatefulSet":
+            continue
+        want = obj["spec"]["replicas"]
+        live = statefulsets.get(_name(obj))
+        ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
+        if live is None or ready < want or _replicas(live) != want:
+            problems.append("%s: %d/%d pods ready" % (_name(obj), ready if live else 0, want))
+    if slurm is None:
+        problems.append("slurmctld does not answer")
+    else:
+        for set_name, facts in sorted(p.nodesets.items()):
+            want = facts["replicas"] if not facts["leaving"] else 0
+            if facts["serving"] < want:
+                problems.append("NodeSet %s: %d/%d Slurm nodes up" % (set_name, facts["serving"], want))
+    if problems and p.requeue_after is None:
+        p.requeue_after = REQUEUE_PROGRESSING
+    p.ready = not problems
+    p.phase = PHASE_READY if p.ready else PHASE_PROGRESSING
+    p.message = "every pod ready and every Slurm node up" if p.ready else "; ".join(problems)

@@ -1,0 +1,235 @@
+"""The converge planner: what one reconcile applies, drains, resumes and forgets, from observed state.
+
+Slurm's node table is given as `scontrol show node -o` lines and parsed by the real parser.
+"""
+
+import pytest
+from conftest import make_cluster, make_nodeset
+
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+
+NOW = 1_700_000_000
+
+
+def line(name, state="IDLE", reason=None, when=NOW - 60, cpus_alloc=0):
+    text = "NodeName=%s Arch=x86_64 CoresPerSocket=1 CPUAlloc=%d CPUTot=2 State=%s+DYNAMIC_NORM" % (
+        name, cpus_alloc, state)
+    if reason:
+        text += " Reason=%s [root@%d]" % (reason, when)
+    return text
+
+
+def slurm(*lines):
+    return scale_in.parse_show_node("\n".join(lines))
+
+
+def sts(name, replicas, ready=None):
+    ready = replicas if ready is None else ready
+    return {"metadata": {"name": name}, "spec": {"replicas": replicas},
+            "status": {"replicas": replicas, "readyReplicas": ready}}
+
+
+def steady(workers=2, nodeset="cpu", extra_pods=()):
+    sets = {"demo-controller": sts("demo-controller", 1), "demo-login": sts("demo-login", 1),
+            "demo-%s" % nodeset: sts("demo-%s" % nodeset, workers)}
+    pods = {"demo-controller-0": {}, "demo-login-0": {}}
+    pods.update(("demo-%s-%d" % (nodeset, i), {}) for i in range(workers))
+    pods.update((p, {}) for p in extra_pods)
+    return {"statefulsets": sets, "pods": pods}
+
+
+def cluster(**spec):
+    return make_cluster(spec, uid="c-uid")
+
+
+def nodeset(replicas=2, name="cpu", **spec):
+    spec = dict(spec, replicas=replicas)
+    return make_nodeset(name, spec, uid="n-uid-" + name)
+
+
+def rendered_replicas(plan, name):
+    return next(m["spec"]["replicas"] for m in plan.manifests
+                if m["kind"] == "StatefulSet" and m["metadata"]["name"] == name)
+
+
+def test_a_new_cluster_renders_everything_and_is_not_ready_yet():
+    p = converge.plan(cluster(), [nodeset(2)], {"statefulsets": {}, "pods": {}, "slurm": None}, NOW)
+    kinds = sorted(set(m["kind"] for m in p.manifests))
+    assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "PodDisruptionBudget", "Secret", "Service",
+                     "StatefulSet"]
+    assert rendered_replicas(p, "demo-cpu") == 2
+    assert not p.ready and p.phase == converge.PHASE_PROGRESSING
+    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    assert not p.drain and not p.resume and not p.delete_nodes
+    assert "slurmctld does not answer" in p.message
+
+
+def test_a_settled_cluster_is_ready_and_asks_for_nothing():
+    obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "ALLOCATED", cpus_alloc=2)))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.ready and p.phase == converge.PHASE_READY and p.requeue_after is None and not p.pending
+    assert not p.changes_slurm
+    facts = p.nodesets["cpu"]
+    assert (facts["idle"], facts["allocated"], facts["serving"]) == (1, 1, 2)
+
+
+def test_a_worker_whose_slurmd_did_not_register_keeps_the_cluster_not_ready():
+    obs = dict(steady(), slurm=slurm(line("demo-cpu-0")))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert not p.ready and "NodeSet cpu: 1/2 Slurm nodes up" in p.message
+    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+
+
+def test_a_not_responding_node_is_not_up():
+    obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+NOT_RESPONDING")))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert not p.ready and p.nodesets["cpu"]["down"] == 1
+
+
+def test_scale_in_drains_the_victims_first_and_keeps_their_pods():
+    obs = dict(steady(3), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2")))
+    p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
+    assert p.drain == {converge.REASON_SCALE_IN: ["demo-cpu-2", "demo-cpu-1"]}
+    assert rendered_replicas(p, "demo-cpu") == 3
+    assert p.requeue_after == converge.REQUEUE_DRAINING and not p.ready
+
+
+def test_scale_in_removes_only_from_the_top_what_is_drained_and_idle():
+    obs = dict(steady(3), slurm=slurm(
+        line("demo-cpu-0"),
+        line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_SCALE_IN),
+        line("demo-cpu-2", "MIXED+DRAIN", converge.REASON_SCALE_IN, cpus_alloc=1)))
+    p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
+    assert rendered_replicas(p, "demo-cpu") == 3  # ordinal 2 still runs a job: nothing can go yet
+    assert not p.drain
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_SCALE_IN, cpus_alloc=1),
+                         line("demo-cpu-2", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
+    assert rendered_replicas(p, "demo-cpu") == 2
+    assert "demo-cpu-1" in " ".join(p.pending)
+
+
+def test_scale_in_gives_a_job_up_only_after_drain_timeout():
+    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_SCALE_IN, when=NOW - 601, cpus_alloc=1)
+    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), busy))
+    assert rendered_replicas(converge.plan(cluster(), [nodeset(1, drainTimeout="10m")], obs, NOW), "demo-cpu") == 1
+    assert rendered_replicas(converge.plan(cluster(), [nodeset(1, drainTimeout="11m")], obs, NOW), "demo-cpu") == 2
+
+
+def test_scale_in_without_slurm_keeps_every_pod_and_still_applies_the_rest():
+    p = converge.plan(cluster(), [nodeset(1)], dict(steady(3), slurm=None), NOW)
+    assert rendered_replicas(p, "demo-cpu") == 3
+    assert any("waits for slurmctld" in why for why in p.pending)
+    assert p.requeue_after == converge.REQUEUE_DRAINING or p.requeue_after == converge.REQUEUE_SLURM_UNREACHABLE
+    assert any(m["kind"] == "ConfigMap" for m in p.manifests)
+
+
+def test_scale_out_needs_no_slurm_and_resumes_a_cancelled_scale_in():
+    p = converge.plan(cluster(), [nodeset(4)], dict(steady(2), slurm=None), NOW)
+    assert rendered_replicas(p, "demo-cpu") == 4 and not p.changes_slurm
+    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_SCALE_IN)))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.resume == ["demo-cpu-1"]
+
+
+def test_an_admin_drain_is_never_resumed_nor_overwritten():
+    admin = line("demo-cpu-1", "IDLE+DRAIN", "bad dimm")
+    p = converge.plan(cluster(), [nodeset(2)], dict(steady(2), slurm=slurm(line("demo-cpu-0"), admin)), NOW)
+    assert not p.resume and not p.drain
+    p = converge.plan(cluster(maintenance=True), [nodeset(2)],
+                      dict(steady(2), slurm=slurm(line("demo-cpu-0"), admin)), NOW)
+    assert p.drain == {converge.REASON_MAINTENANCE: ["demo-cpu-0"]}
+
+
+def test_records_of_pods_gone_for_good_are_deleted_unless_busy():
+    obs = steady(2)
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2"),
+                         line("demo-cpu-3", "ALLOCATED", cpus_alloc=2), line("demo-gone-0"), line("other-x-0"))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    # demo-cpu-3 still runs a job (a later pass deletes it); other-x-0 is no pod of this cluster's sets.
+    assert p.delete_nodes == ["demo-cpu-2", "demo-gone-0"]
+
+
+def test_a_node_whose_pod_exists_is_never_forgotten():
+    obs = steady(2, extra_pods=("demo-cpu-2",))
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    assert converge.plan(cluster(), [nodeset(2)], obs, NOW).delete_nodes == []
+
+
+def test_maintenance_drains_first_then_scales_everything_to_zero():
+    nodes = [line("demo-cpu-0"), line("demo-cpu-1", "MIXED", cpus_alloc=1)]
+    p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(steady(2), slurm=slurm(*nodes)), NOW)
+    assert p.drain == {converge.REASON_MAINTENANCE: ["demo-cpu-0", "demo-cpu-1"]}
+    assert all(m["spec"]["replicas"] > 0 for m in p.manifests if m["kind"] == "StatefulSet")
+    assert not p.ready and p.requeue_after == converge.REQUEUE_DRAINING
+    drained = [line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE),
+               line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_MAINTENANCE)]
+    p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(steady(2), slurm=slurm(*drained)), NOW)
+    assert all(m["spec"]["replicas"] == 0 for m in p.manifests if m["kind"] == "StatefulSet")
+    assert p.phase == converge.PHASE_MAINTENANCE and p.ready and not p.delete_nodes
+
+
+def test_maintenance_with_the_controller_already_down_needs_no_slurm():
+    obs = steady(2)
+    obs["statefulsets"]["demo-controller"] = sts("demo-controller", 0)
+    p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(obs, slurm=None), NOW)
+    assert all(m["spec"]["replicas"] == 0 for m in p.manifests if m["kind"] == "StatefulSet")
+
+
+def test_leaving_maintenance_resumes_only_our_maintenance_drains():
+    nodes = [line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE), line("demo-cpu-1", "IDLE+DRAIN", "admin")]
+    p = converge.plan(cluster(), [nodeset(2)], dict(steady(2), slurm=slurm(*nodes)), NOW)
+    assert p.resume == ["demo-cpu-0"]
+
+
+def test_one_invalid_nodeset_is_left_alone_and_the_others_converge():
+    bad = nodeset(2, name="gpu", partitions=["nope"])
+    obs = steady(2)
+    obs["statefulsets"]["demo-gpu"] = sts("demo-gpu", 2)
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-gpu-0"), line("demo-gpu-1"))
+    p = converge.plan(cluster(), [nodeset(2), bad], obs, NOW)
+    assert "gpu" in p.invalid and "spec.partitions[0]" in p.invalid["gpu"]
+    assert not any(m["metadata"]["name"] == "demo-gpu" for m in p.manifests)
+    assert ("StatefulSet", "demo-gpu") in p.keep
+    assert p.delete_nodes == []  # its nodes keep their records
+    assert not p.ready
+
+
+def test_an_invalid_cluster_raises_with_the_field():
+    with pytest.raises(SpecErrors) as err:
+        converge.plan(cluster(slurm={"slurmConf": {"SlurmctldHost": "x"}}), [nodeset(1)], {}, NOW)
+    assert "spec.slurm.slurmConf" in str(err.value)
+
+
+def test_a_nodeset_being_deleted_drains_then_goes():
+    leaving = nodeset(2, name="old")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    obs = steady(1)
+    obs["statefulsets"]["demo-old"] = sts("demo-old", 2)
+    obs["pods"].update({"demo-old-0": {}, "demo-old-1": {}})
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-old-0"), line("demo-old-1", "MIXED", cpus_alloc=1))
+    p = converge.plan(cluster(), [nodeset(1), leaving], obs, NOW)
+    assert p.drain == {converge.REASON_SCALE_IN: ["demo-old-1", "demo-old-0"]}
+    assert not any(m["metadata"]["name"] == "demo-old" for m in p.manifests)
+    assert ("StatefulSet", "demo-old") in p.keep and p.scale == {} and not p.release
+    # both drained and idle: scale to zero
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-old-0", "IDLE+DRAIN", converge.REASON_SCALE_IN),
+                         line("demo-old-1", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    p = converge.plan(cluster(), [nodeset(1), leaving], obs, NOW)
+    assert p.scale == {"demo-old": 0} and not p.release
+    # pods gone: forget the nodes, then release
+    obs["statefulsets"]["demo-old"] = sts("demo-old", 0)
+    del obs["pods"]["demo-old-0"], obs["pods"]["demo-old-1"]
+    p = converge.plan(cluster(), [nodeset(1), leaving], obs, NOW)
+    assert p.delete_nodes == ["demo-old-0", "demo-old-1"] and not p.release
+    obs["slurm"] = slurm(line("demo-cpu-0"))
+    p = converge.plan(cluster(), [nodeset(1), leaving], obs, NOW)
+    assert p.release == ["old"] and p.ready
+
+
+def test_split_errors_sorts_problems_by_owner():
+    from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+
+    cluster_errs, per = converge.split_errors([SpecError("spec.x", "a"), SpecError("nodesets[gpu].spec.y", "b")])
+    assert [e.path for e in cluster_errs] == ["spec.x"] and list(per) == ["gpu"]
