@@ -50,6 +50,16 @@ def parse_args(argv=None):
     return args
 
 
+def add_collections_to_path():
+    """The runtime imports the collection's pure core (the renderer): make ``ansible_collections`` importable
+    from the same paths Ansible searches."""
+    paths = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
+    paths += [os.path.expanduser("~/.ansible/collections"), "/usr/share/ansible/collections"]
+    for path in reversed(paths):
+        if os.path.isdir(os.path.join(path, "ansible_collections")) and path not in sys.path:
+            sys.path.insert(0, path)
+
+
 def default_identity():
     return os.environ.get("POD_NAME") or "%s_%d" % (socket.gethostname(), os.getpid())
 
@@ -58,6 +68,7 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
+    add_collections_to_path()
     # Imported here so --help works without the kubernetes client.
     from .controller import Controller
     from .kube import Kube, api_client, own_namespace
@@ -68,7 +79,8 @@ def main(argv=None):
     watches = load_watches(args.watches)
     identity = args.identity or default_identity()
     metrics = OperatorMetrics()
-    kube = Kube(api_client(args.kubeconfig, args.context), identity=identity)
+    lease_call_timeout = max(1.0, parse_duration(args.renew_deadline) / 2)
+    kube = Kube(api_client(args.kubeconfig, args.context), identity=identity, lease_timeout=lease_call_timeout)
     env = {}
     if args.kubeconfig:
         env.update(KUBECONFIG=os.path.abspath(args.kubeconfig), K8S_AUTH_KUBECONFIG=os.path.abspath(args.kubeconfig))
@@ -92,9 +104,14 @@ def main(argv=None):
         controller.start()
 
     def lost_leadership():
+        # As client-go's leader election: stop at once. Runs in flight are killed (SSA and scontrol are
+        # idempotent, the new leader redoes whatever was cut short) and the process exits; the pod restarts.
         metrics.leader.set(0)
-        state["exit"] = 1
-        done.set()
+        log.error("lost leadership: cancelling runs in flight and exiting")
+        controller.abort()
+        runner.close()
+        logging.shutdown()
+        os._exit(1)
 
     elector = None
     if args.leader_elect:
@@ -127,6 +144,9 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    # The warm forkserver imports Ansible and the Kubernetes client once (a few CPU-seconds): standbys too,
+    # so that a takeover reconciles at once.
+    threading.Thread(target=runner.start, daemon=True, name="warm-up").start()
     if elector is not None:
         elector.start()
     else:

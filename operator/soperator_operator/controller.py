@@ -1,6 +1,8 @@
-"""Orchestration: watch events -> work queue -> role runs -> status, Events, finalizers.
+"""Orchestration: watch caches -> work queue -> (is a run needed?) -> role runs -> status, Events, finalizers.
 
-Never renders manifests: everything the cluster should look like is decided by the roles.
+Never renders manifests for the cluster: the roles decide and apply everything. For a watch with
+``x-soperator-drift-check`` the runtime asks the collection's pure core whether a run would change anything
+(``drift.needs_run``) before starting one, so a resync with nothing to do costs a render in memory.
 """
 
 import logging
@@ -9,19 +11,33 @@ import time
 
 from kubernetes.client.rest import ApiException
 
-from . import classify as klass
+from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+
+from . import cache, classify, drift, triggers, workqueue
 from . import conditions as cond
-from . import triggers, workqueue
 from .extravars import extra_vars
-from .kube import describe, now_iso, status_code
+from .kube import describe, now_iso
 from .runner import new_ident
 
 log = logging.getLogger(__name__)
 
+# The kinds a SlurmCluster's converge applies, plus its pods (readiness), cached by the managed-by label.
+OWNED = tuple(cache.Resource(k.group, k.version, k.plural, k.kind) for k in kinds.applied() + (kinds.POD,))
+OWNED_SELECTOR = "%s=%s" % (names.LABEL_MANAGED_BY, names.MANAGED_BY)
+DRIFT_DELAY = 0.2        # coalesce a burst of owned-object events into one check
+MAX_PROGRESS_WAIT = 300  # longest requeue while a cluster is progressing without change
+
+
+def _pod_state(pod):
+    status = (pod or {}).get("status") or {}
+    ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
+    return status.get("phase"), tuple(ready), bool((pod or {}).get("metadata", {}).get("deletionTimestamp"))
+
 
 class Controller:
     def __init__(self, kube, runner, watches, namespaces=None, max_workers=4, metrics=None,
-                 clock=time.monotonic, backoff_base=1.0, backoff_cap=300.0):
+                 clock=time.monotonic, wall=time.time, backoff_base=1.0, backoff_cap=300.0):
         self.kube = kube
         self.runner = runner
         self.watches = watches
@@ -29,33 +45,40 @@ class Controller:
         self.namespaces = list(namespaces or []) or [None]  # None: all namespaces
         self.max_workers = max(1, int(max_workers))
         self.metrics = metrics
-        self.clock = clock
+        self.clock, self.wall = clock, wall
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         self.queue = workqueue.WorkQueue(clock=clock)
         self._seen = {}          # (kind, ns, name) -> triggers.Seen
         self._seen_lock = threading.Lock()
         self._failures = {}      # key -> consecutive transient failures
+        self._progress = {}      # key -> consecutive runs that left the cluster not ready and changed nothing
+        self._memo = {}          # key -> drift.Memo
+        self._last_full = {}     # key -> clock of the last role run
         self._stopping = threading.Event()   # no new work
         self._cancel = threading.Event()     # cancel runs in flight
-        self._threads = []
         self._workers = []
         self.synced = threading.Event()
+        self.informers = {}
+        for w in watches:
+            res = cache.Resource(w.group, w.version, w.plural, w.kind)
+            self.informers[w.kind] = cache.Informer(kube, res, self.namespaces,
+                                                    lambda t, o, n, w=w: self._on_cr(w, t, o, n),
+                                                    stopping=self._stopping)
+        self.owned = {}
+        if any(w.drift_check for w in watches):
+            for res in OWNED:
+                self.owned[res.kind] = cache.Informer(kube, res, self.namespaces, self._on_owned,
+                                                      selector=OWNED_SELECTOR, stopping=self._stopping)
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
     def start(self):
-        pending = []
-        for w in self.watches:
-            for ns in self.namespaces:
-                ready = threading.Event()
-                pending.append(ready)
-                t = threading.Thread(target=self._watch_loop, args=(w, ns, ready), daemon=True,
-                                     name="watch-%s-%s" % (w.kind, ns or "all"))
-                t.start()
-                self._threads.append(t)
-        # Workers start once every watch has listed: a cluster and its NodeSets seen at start coalesce into one
-        # run instead of a run plus an immediate rerun.
-        for ready in pending:
-            while not ready.wait(1.0):
+        informers = list(self.informers.values()) + list(self.owned.values())
+        for inf in informers:
+            inf.start()
+        # Workers start once every cache has listed: decisions are taken on complete caches, and a cluster and
+        # its NodeSets seen at start coalesce into one key.
+        for inf in informers:
+            while not inf.wait_synced(1.0):
                 if self._stopping.is_set():
                     return
         for i in range(self.max_workers):
@@ -77,71 +100,56 @@ class Controller:
             for t in self._workers:
                 t.join(self.runner.stop_grace + 5)
 
-    # --- watching ------------------------------------------------------------------------------------------------
-    def _watch_loop(self, w, namespace, ready):
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                items, rv = self.kube.list(w, namespace)
-                self._relisted(w, namespace, items)
-                ready.set()
-                failures = 0
-                while not self._stopping.is_set():
-                    for etype, obj in self.kube.watch(w, namespace, rv):
-                        if self._stopping.is_set():
-                            return
-                        rv = ((obj or {}).get("metadata") or {}).get("resourceVersion") or rv
-                        if etype in (triggers.ADDED, triggers.MODIFIED, triggers.DELETED):
-                            self._observe(w, etype, obj)
-            except ApiException as exc:
-                if exc.status == 410:
-                    log.info("watch of %s expired; relisting", w.kind)
-                    continue
-                failures += 1
-                log.warning("watch of %s failed %s; retrying", w.kind, describe(exc))
-            except Exception as exc:  # noqa: BLE001  network errors of any kind: relist after a backoff
-                failures += 1
-                log.warning("watch of %s failed: %s; retrying", w.kind, exc)
-            self._stopping.wait(klass.backoff(failures, 0.5, 30.0))
+    def abort(self):
+        """Leadership lost: no run may write any more. Kill them now (the process exits next)."""
+        self._stopping.set()
+        self._cancel.set()
+        self.queue.shutdown()
+        self.runner.cancel_all()
 
-    def _relisted(self, w, namespace, items):
-        live = set()
-        for obj in items:
-            meta = obj["metadata"]
-            live.add((w.kind, meta["namespace"], meta["name"]))
-            self._observe(w, triggers.ADDED, obj)
-        with self._seen_lock:
-            gone = [k for k in self._seen if k[0] == w.kind and (namespace is None or k[1] == namespace)
-                    and k not in live]
-        for key in gone:  # deleted while we were not watching
-            self._observe(w, triggers.DELETED, {"metadata": {"namespace": key[1], "name": key[2]}})
-
-    def _observe(self, w, etype, obj):
+    # --- events -----------------------------------------------------------------------------------------------
+    def _on_cr(self, w, etype, old, new):
+        obj = new if new is not None else old
         meta = obj.get("metadata") or {}
         ident = (w.kind, meta.get("namespace"), meta.get("name"))
         if self.metrics:
             self.metrics.events.inc(kind=w.kind, type=etype)
         owner = w.reconcile_owner.owner_name(obj) if w.reconcile_owner else None
-        current = None if etype == triggers.DELETED else triggers.seen_of(obj, owner)
+        current = None if etype == cache.DELETED else triggers.seen_of(obj, owner)
         with self._seen_lock:
             previous = self._seen.get(ident)
-            if etype == triggers.DELETED:
+            if etype == cache.DELETED:
                 self._seen.pop(ident, None)
             else:
                 self._seen[ident] = current
-        if not triggers.should_run(previous, current, etype) or (etype == triggers.DELETED and previous is None
-                                                                 and not w.reconcile_owner):
+        if not triggers.should_run(previous, current, etype):
             return
         if w.reconcile_owner:
             for name in triggers.owners_to_enqueue(previous, current):
                 self.queue.add((w.reconcile_owner.kind, ident[1], name), reason=workqueue.EVENT)
-        elif etype == triggers.DELETED:
+        elif etype == cache.DELETED:
             self.queue.forget(ident)
-            self._failures.pop(ident, None)
+            self._forget(ident)
         else:
             self.queue.add(ident, reason=workqueue.EVENT)
 
-    # --- working -------------------------------------------------------------------------------------------------
+    def _on_owned(self, etype, old, new):
+        obj = new if new is not None else old
+        cluster = cache.cluster_of(obj, names.LABEL_CLUSTER)
+        if not cluster:
+            return
+        if obj.get("kind") == "Pod" and etype == cache.MODIFIED and _pod_state(old) == _pod_state(new):
+            return  # pods change status often; only readiness and life matter
+        ident = (names.CLUSTER_KIND, obj["metadata"].get("namespace"), cluster)
+        if self.informers.get(names.CLUSTER_KIND) and self.informers[names.CLUSTER_KIND].store.get(ident[1],
+                                                                                                  cluster):
+            self.queue.add(ident, delay=DRIFT_DELAY, reason=workqueue.DRIFT)
+
+    def _forget(self, ident):
+        for table in (self._failures, self._progress, self._memo, self._last_full):
+            table.pop(ident, None)
+
+    # --- working ------------------------------------------------------------------------------------------------
     def _worker(self):
         while not self._stopping.is_set():
             item = self.queue.get(timeout=1.0)
@@ -152,99 +160,140 @@ class Controller:
             try:
                 requeue, why = self.reconcile(key, reasons)
             except Exception as exc:  # noqa: BLE001  an adapter error: retry with backoff, never kill the worker
-                failures = self._failures.get(key, 0) + 1
-                self._failures[key] = failures
-                requeue, why = klass.backoff(failures, self.backoff_base, self.backoff_cap), workqueue.RETRY
-                log.warning("reconcile of %s/%s/%s failed: %s (retry in %.0fs)", key[0], key[1], key[2], describe(exc),
-                            requeue, exc_info=not isinstance(exc, ApiException))
+                failures_count = self._failures.get(key, 0) + 1
+                self._failures[key] = failures_count
+                requeue, why = classify.backoff(failures_count, self.backoff_base, self.backoff_cap), \
+                    workqueue.RETRY
+                log.warning("reconcile of %s/%s/%s failed: %s (retry in %.0fs)", key[0], key[1], key[2],
+                            describe(exc), requeue, exc_info=not isinstance(exc, ApiException))
             finally:
                 if self._stopping.is_set():
                     requeue = None
                 self.queue.done(key, requeue_after=requeue, reason=why)
 
+    def cached(self, kind, namespace, name):
+        inf = self.informers.get(kind)
+        return inf.store.get(namespace, name) if inf else None
+
     def dependents(self, w, obj):
         """(watch, object) pairs of the kinds that reconcile through this one and point at ``obj``."""
-        result = []
         meta = obj["metadata"]
+        result = []
         for dep in self.watches:
             if not dep.reconcile_owner or dep.reconcile_owner.kind != w.kind:
                 continue
-            items, _ = self.kube.list(dep, meta["namespace"])
+            items = self.informers[dep.kind].store.list(meta["namespace"])
             result.extend((dep, item) for item in items if dep.reconcile_owner.owner_name(item) == meta["name"])
         return result
+
+    def live_children(self, namespace, cluster_name):
+        live = {}
+        for kind, inf in self.owned.items():
+            for obj in inf.store.list(namespace, lambda o: cache.cluster_of(o, names.LABEL_CLUSTER) == cluster_name):
+                live[(kind, obj["metadata"]["name"])] = obj
+        return live
 
     def reconcile(self, key, reasons):
         """One reconciliation of ``key``; returns (requeue_after seconds or None, reason)."""
         kind, namespace, name = key
         w = self.by_kind[kind]
-        obj = self.kube.get(w, namespace, name)
+        obj = self.cached(kind, namespace, name)
         if obj is None:
             self._orphaned(w, namespace, name)
             return None, workqueue.RESYNC
         meta = obj["metadata"]
         if meta.get("deletionTimestamp"):
             return self._finalize(w, obj)
-        if w.finalizer:
+        if w.finalizer and w.finalizer.name not in (meta.get("finalizers") or []):
             obj = self.kube.add_finalizer(w, obj, w.finalizer.name)
             meta = obj["metadata"]
-        generation = int(meta.get("generation") or 0)
         deps = self.dependents(w, obj)
-        loud = self._needs_announcing(obj) or any(self._needs_announcing(d) for _, d in deps)
-        if loud:
-            log.info("reconciling %s %s/%s generation %d (%s)", kind, namespace, name, generation,
-                     ",".join(sorted(reasons)))
-        if loud and workqueue.EVENT in reasons:  # retries of the same generation are not news
+        forced = reasons & {workqueue.RETRY, workqueue.REQUEUE} or not w.drift_check
+        full_due = self.clock() - self._last_full.get(key, self.clock()) >= w.full_run_period
+        memo = self._memo.setdefault(key, drift.Memo())
+        why = "periodic full run" if full_due else ",".join(sorted(reasons))
+        if w.drift_check and not forced and not full_due:
+            nodesets = [d for _, d in deps]
+            why = drift.needs_run(obj, nodesets, self.live_children(namespace, name), memo, int(self.wall()))
+            if self.metrics:
+                self.metrics.checks.inc(kind=kind, result="run" if why else "skip")
+            if why is None:
+                log.debug("%s %s/%s: in sync, nothing to run", kind, namespace, name)
+                return w.reconcile_period, workqueue.RESYNC
+        return self._reconcile_run(w, key, obj, deps, memo, why)
+
+    def _reconcile_run(self, w, key, obj, deps, memo, why):
+        kind, namespace, name = key
+        generation = int(obj["metadata"].get("generation") or 0)
+        gens = drift.generations(obj, [d for _, d in deps])
+        new_generation = memo.generations.get(kind) != generation
+        log.info("reconciling %s %s/%s generation %d (%s)", kind, namespace, name, generation, why)
+        if new_generation:
             self.kube.event(obj, "Normal", "Reconciling", "Running %s for generation %d" % (w.role or w.playbook,
                                                                                               generation))
             if w.manage_status:
                 self.kube.update_status(w, namespace, name,
                                         lambda old, _o: cond.running_status(old, generation, now_iso()))
-        else:
-            log.debug("resync of %s %s/%s", kind, namespace, name)
+        self._last_full[key] = self.clock()
         result = self._run(w, obj, w.role, w.playbook, w.vars, key)
         if result.status == "canceled" and self._cancel.is_set():
             return None, workqueue.RESYNC
         if result.ok:
             self._failures.pop(key, None)
-            outcome = cond.Outcome(ok=True, message="Applied by %s in %.1fs" % (w.role or w.playbook,
-                                                                                result.duration))
-            log.info("%s %s/%s reconciled in %.1fs (%d changed)", kind, namespace, name, result.duration,
-                     result.changed)
-            if loud:
+            memo.generations, memo.ready, memo.invalid_generation = gens, result.ready, None
+            log.info("%s %s/%s reconciled in %.1fs (%d changed%s)", kind, namespace, name, result.duration,
+                     result.changed, "" if result.ready is None else ", ready" if result.ready else ", not ready")
+            if new_generation:
                 self.kube.event(obj, "Normal", "Reconciled", "Generation %d reconciled in %.1fs (%d changed)" % (
                     generation, result.duration, result.changed))
             elif result.changed:
-                self.kube.event(obj, "Normal", "DriftRepaired", "Resync changed %d task(s)" % result.changed)
-            self._write_status(w, obj, deps, outcome)
+                self.kube.event(obj, "Normal", "DriftRepaired", "%s: %d task(s) changed" % (why, result.changed))
+            if w.manage_status:
+                self.kube.update_status(w, namespace, name, lambda old, _o: cond.finished_status(
+                    old, generation, cond.Outcome(ok=True), now_iso()))
+            return self._after_success(w, key, result)
+        return self._after_failure(w, key, obj, memo, gens, result)
+
+    def _after_success(self, w, key, result):
+        if result.requeue_after is None:
+            self._progress.pop(key, None)
             return w.reconcile_period, workqueue.RESYNC
-        verdict = klass.classify(result.message, result.field)
-        permanent = verdict == klass.PERMANENT
+        # Under way (drains) or not ready yet: look again soon; slower while nothing changes.
+        stalled = self._progress.get(key, 0) + 1 if not result.changed else 0
+        self._progress[key] = stalled
+        delay = min(MAX_PROGRESS_WAIT, result.requeue_after * (2 ** min(stalled, 6) if stalled > 2 else 1))
+        return delay, workqueue.REQUEUE
+
+    def _after_failure(self, w, key, obj, memo, gens, result):
+        kind, namespace, name = key
+        generation = int(obj["metadata"].get("generation") or 0)
+        reason = result.reason
+        retry = result.retryable if result.retryable is not None else failures.retryable(reason)
+        verdict = klass_of(retry)
         if self.metrics:
             self.metrics.failures.inc(kind=kind, **{"class": verdict})
-        message = result.message if not result.task else "%s (task: %s)" % (result.message, result.task)
-        if permanent:
-            message = result.message  # the role names the field; the task name adds nothing
-        log.warning("%s %s/%s failed (%s): %s", kind, namespace, name, verdict, message)
-        outcome = cond.Outcome(ok=False, message=message, permanent=permanent)
+        message = result.message if result.field or not result.task else "%s (task: %s)" % (result.message,
+                                                                                          result.task)
+        log.warning("%s %s/%s failed (%s%s): %s", kind, namespace, name, verdict,
+                    ", " + reason if reason else "", message)
         previous = cond.get_condition((obj.get("status") or {}).get("conditions"), "Failure")
         repeated = previous is not None and previous.get("message") == message and \
             previous.get("observedGeneration") == generation
         if not repeated:
-            self.kube.event(obj, "Warning", "InvalidSpec" if permanent else "ReconcileError", message)
-        self._write_status(w, obj, deps, outcome)
-        if permanent:
+            self.kube.event(obj, "Warning", "InvalidSpec" if not retry else "ReconcileError", message)
+        if w.manage_status:
+            outcome = cond.Outcome(ok=False, message=message, permanent=not retry, reason=reason or "")
+            self.kube.update_status(w, namespace, name,
+                                    lambda old, _o: cond.finished_status(old, generation, outcome, now_iso()))
+        if not retry:
             self._failures.pop(key, None)
+            memo.generations, memo.ready = gens, False
+            memo.invalid_generation = generation if reason == failures.INVALID_SPEC else None
             return w.reconcile_period, workqueue.RESYNC
-        failures = self._failures.get(key, 0) + 1
-        self._failures[key] = failures
-        return klass.backoff(failures, self.backoff_base, self.backoff_cap), workqueue.RETRY
-
-    def _needs_announcing(self, obj):
-        """A run is announced (Running condition, Events) unless it is a resync of an already-Ready generation."""
-        status = obj.get("status") or {}
-        generation = int((obj.get("metadata") or {}).get("generation") or 0)
-        ready = cond.get_condition(status.get("conditions"), "Ready")
-        return status.get("observedGeneration") != generation or not ready or ready.get("status") != "True"
+        memo.ready = False
+        failures_count = self._failures.get(key, 0) + 1
+        self._failures[key] = failures_count
+        return classify.backoff(failures_count, self.backoff_base, self.backoff_cap), workqueue.RETRY
 
     def _run(self, w, obj, role, playbook, extra, key):
         variables = extra_vars(obj, w.group, w.kind, extra)
@@ -261,32 +310,14 @@ class Controller:
             log.debug("ansible output of failed run:\n%s", result.stdout_tail)
         return result
 
-    def _write_status(self, w, obj, deps, outcome):
-        meta = obj["metadata"]
-        generation = int(meta.get("generation") or 0)
-        if w.manage_status:
-            self.kube.update_status(w, meta["namespace"], meta["name"],
-                                    lambda old, _o: cond.finished_status(old, generation, outcome, now_iso()))
-        for dep_w, dep in deps:
-            if not dep_w.manage_status:
-                continue
-            dmeta = dep["metadata"]
-            dgen = int(dmeta.get("generation") or 0)
-            sts = self.kube.get_statefulset(dmeta["namespace"], "%s-%s" % (meta["name"], dmeta["name"])) \
-                if outcome.ok else None
-            self.kube.update_status(
-                dep_w, dmeta["namespace"], dmeta["name"],
-                lambda old, _o, g=dgen, s=sts: cond.nodeset_status(old, g, outcome, s, now_iso()))
-
     def _orphaned(self, w, namespace, name):
         """The owner is gone: say so on the dependents that still point at it."""
         outcome = cond.Outcome(ok=False, message="%s %s not found in namespace %s" % (w.kind, name, namespace),
                                reason=cond.REASON_CLUSTER_NOT_FOUND)
         for dep in self.watches:
-            if not dep.reconcile_owner or dep.reconcile_owner.kind != w.kind or not dep.manage_status:
+            if not dep.reconcile_owner or dep.reconcile_owner.kind != w.kind:
                 continue
-            items, _ = self.kube.list(dep, namespace)
-            for item in items:
+            for item in self.informers[dep.kind].store.list(namespace):
                 if dep.reconcile_owner.owner_name(item) != name or item["metadata"].get("deletionTimestamp"):
                     continue
                 gen = int(item["metadata"].get("generation") or 0)
@@ -312,24 +343,26 @@ class Controller:
         if result.ok:
             self.kube.remove_finalizer(w, obj, fin.name)
             log.info("%s %s/%s finalized and released", w.kind, meta["namespace"], meta["name"])
-            self._failures.pop(key, None)
+            self._forget(key)
             return None, workqueue.RESYNC
-        failures = self._failures.get(key, 0) + 1
-        self._failures[key] = failures
+        failures_count = self._failures.get(key, 0) + 1
+        self._failures[key] = failures_count
         self.kube.event(obj, "Warning", "FinalizeFailed", result.message)
         if w.manage_status:
             gen = int(meta.get("generation") or 0)
             outcome = cond.Outcome(ok=False, message=result.message, reason="FinalizeFailed")
             self.kube.update_status(w, meta["namespace"], meta["name"],
                                     lambda old, _o: cond.finished_status(old, gen, outcome, now_iso()))
-        return klass.backoff(failures, self.backoff_base, self.backoff_cap), workqueue.RETRY
+        return classify.backoff(failures_count, self.backoff_base, self.backoff_cap), workqueue.RETRY
 
     # --- introspection ---------------------------------------------------------------------------------------
     def update_gauges(self):
         if self.metrics:
             self.metrics.queue_depth.set(self.queue.depth())
             self.metrics.running.set(self.queue.running())
+            self.metrics.cached.set(sum(len(i.store) for i in list(self.informers.values())
+                                        + list(self.owned.values())))
 
 
-def api_error_is_transient(exc):
-    return klass.is_transient_api_status(status_code(exc))
+def klass_of(retry):
+    return classify.TRANSIENT if retry else classify.PERMANENT

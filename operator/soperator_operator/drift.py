@@ -17,11 +17,11 @@ nothing. Safe: anything the adapter would send a request for is a difference her
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, objects
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, kinds, names, objects
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
-# Kinds a converge applies and prunes, as the runtime caches them: kind -> (cache name).
-CACHED_KINDS = ("StatefulSet", "Service", "ConfigMap", "PodDisruptionBudget", "Job")
+# Kinds a converge applies and prunes: the runtime caches them (by the managed-by label).
+CACHED_KINDS = tuple(k.kind for k in kinds.applied())
 
 
 @dataclass

@@ -66,27 +66,37 @@ class Kube:
         self.lease_timeout = (min(3.0, lease_timeout), lease_timeout)
 
     # --- raw REST (the watch caches) ------------------------------------------------------------------------
+    def _raw(self, method, path, params, body, timeout):
+        """The urllib3 response of one request (streamed, not read); raises ApiException on an error status."""
+        method, url, headers, body, post = self.api.param_serialize(
+            method, path, query_params=list((params or {}).items()),
+            header_params={"Accept": "application/json", "Content-Type": "application/json"}, body=body,
+            auth_settings=["BearerToken"])
+        resp = self.api.call_api(method, url, header_params=headers, body=body, post_params=post,
+                                 _request_timeout=timeout)
+        raw = resp.response
+        if resp.status >= 400:
+            try:
+                raise ApiException(http_resp=raw)
+            finally:
+                raw.release_conn()
+        return raw
+
     def request_json(self, method, path, params=None, body=None, timeout=60):
         """One request to ``path``; the decoded JSON body. Raises ApiException on an error status."""
-        resp = self.api.call_api(path, method, query_params=list((params or {}).items()), body=body,
-                                 header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                                 auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-                                 _request_timeout=(10, timeout))
+        raw = self._raw(method, path, params, body, (10, timeout))
         try:
-            data = resp.data
+            data = raw.data
         finally:
-            resp.release_conn()
+            raw.release_conn()
         return json.loads(data.decode("utf-8")) if data else {}
 
     def stream_json(self, path, params, read_timeout, stopping):
         """Yield the JSON lines of a watch until the server ends it (or ``stopping`` is set)."""
-        resp = self.api.call_api(path, "GET", query_params=list(params.items()),
-                                 header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                                 _preload_content=False, _return_http_data_only=True,
-                                 _request_timeout=(10, read_timeout))
+        raw = self._raw("GET", path, params, None, (10, read_timeout))
         buf = b""
         try:
-            for chunk in resp.stream(65536, decode_content=True):
+            for chunk in raw.stream(65536, decode_content=True):
                 if stopping.is_set():
                     return
                 buf += chunk
@@ -97,7 +107,7 @@ class Kube:
             if buf.strip():
                 yield json.loads(buf.decode("utf-8"))
         finally:
-            resp.release_conn()
+            raw.release_conn()
 
     # --- custom resources -------------------------------------------------------------------------------------
     def get(self, w, namespace, name):

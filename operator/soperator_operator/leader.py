@@ -25,6 +25,7 @@ class LeaderElector:
         self.is_leader = False
         self.api_ok = threading.Event()   # at least one successful round trip (readiness)
         self._stop = threading.Event()
+        self._lose_lock = threading.Lock()
         self._thread = None
         self._observed = None   # (record version, local time first seen)
         self._last_renewed = None
@@ -34,6 +35,26 @@ class LeaderElector:
     def start(self):
         self._thread = threading.Thread(target=self._loop, daemon=True, name="leader-election")
         self._thread.start()
+        # The renew deadline is checked apart from the loop: a Lease call that hangs must not keep a replica
+        # that may have lost the Lease reconciling (every call also has a timeout).
+        threading.Thread(target=self._watchdog, daemon=True, name="leader-watchdog").start()
+
+    def _watchdog(self):
+        tick = min(0.25, self.retry_period / 2)
+        while not self._stop.wait(tick):
+            if self.is_leader and not L.still_leader(self._last_renewed, self.clock(), self.renew_deadline):
+                self._lose("could not renew lease %s/%s within %.1fs" % (self.namespace, self.name,
+                                                                         self.renew_deadline))
+                return
+
+    def _lose(self, why):
+        with self._lose_lock:
+            if not self.is_leader:
+                return
+            log.error("%s: stopping", why)
+            self.is_leader = False
+            self._stop.set()
+        self.on_stopped()
 
     def stop(self, release=True):
         self._stop.set()
@@ -49,10 +70,8 @@ class LeaderElector:
             except Exception as exc:  # noqa: BLE001  API unavailable: keep trying until the renew deadline
                 log.warning("leader election round failed: %s", exc)
             if self.is_leader and not L.still_leader(self._last_renewed, self.clock(), self.renew_deadline):
-                log.error("could not renew lease %s/%s within %.0fs: stopping", self.namespace, self.name,
-                          self.renew_deadline)
-                self.is_leader = False
-                self.on_stopped()
+                self._lose("could not renew lease %s/%s within %.1fs" % (self.namespace, self.name,
+                                                                         self.renew_deadline))
                 return
             self._stop.wait(self.retry_period)
 
@@ -67,10 +86,7 @@ class LeaderElector:
         decision = L.decide(record, self.identity, now, self._observed[1] if self._observed else None)
         if decision.action == L.WAIT:
             if self.is_leader:  # someone else took it (we were too slow)
-                log.error("lease %s taken by %s", self.name, record.holder)
-                self.is_leader = False
-                self.on_stopped()
-                self._stop.set()
+                self._lose("lease %s taken by %s" % (self.name, record.holder))
             return
         spec = L.next_spec(record, self.identity, decision.action, self.wall(), self.lease_duration)
         try:

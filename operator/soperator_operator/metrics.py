@@ -134,3 +134,7 @@ class OperatorMetrics:
         self.leader = reg(Gauge("soperator_operator_leader", "1 while this replica holds the Lease."))
         self.events = reg(Counter("soperator_operator_watch_events", "Watch events seen by kind and type.",
                                   ("kind", "type")))
+        self.checks = reg(Counter("soperator_operator_drift_checks",
+                                  "In-memory checks of a resource against the caches, by result (run or skip).",
+                                  ("kind", "result")))
+        self.cached = reg(Gauge("soperator_operator_cached_objects", "Objects held in the watch caches."))

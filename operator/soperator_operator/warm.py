@@ -5,6 +5,7 @@ collection finder are configured with ``ANSIBLE_COLLECTIONS_PATH``; the plugins 
 and the Kubernetes client and the collection's converge code are imported. A child then only runs its play.
 """
 
+import sys
 import warnings
 
 # A child's ansible-playbook configures the collection finder again; it is already configured here.
@@ -16,20 +17,28 @@ from ansible.executor import playbook_executor, task_queue_manager  # noqa: E402
 from ansible.plugins import loader  # noqa: E402
 
 loader.init_plugin_loader([])
-for name in C.INVENTORY_ENABLED:
-    loader.inventory_loader.get(name)
+# Loading a plugin parses its DOCUMENTATION for its configuration (YAML, the slowest part of a run): do it
+# here for every plugin a run enumerates or uses, so that children find the definitions already registered.
+for plugin_loader in (loader.inventory_loader, loader.vars_loader, loader.connection_loader, loader.shell_loader,
+                      loader.become_loader, loader.callback_loader):
+    list(plugin_loader.all(class_only=True))
+    for plugin in plugin_loader.all(class_only=True):
+        plugin_loader._load_config_defs(plugin._load_name, sys.modules[plugin.__module__],
+                                        sys.modules[plugin.__module__].__file__)
 for name in ("ansible.builtin.normal", "ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.debug",
-             "ansible.builtin.include_role", "soperator.slurm.slurm_cluster"):
+             "ansible.builtin.include_role", "ansible.builtin.validate_argument_spec",
+             "soperator.slurm.slurm_cluster"):
     loader.action_loader.get(name, class_only=True)
-loader.callback_loader.get("ansible.builtin.default", class_only=True)
+loader.cache_loader.get("ansible.builtin.memory")
 loader.strategy_loader.get("ansible.builtin.linear", class_only=True)
-loader.connection_loader.get("ansible.builtin.local", class_only=True)
 list(loader.filter_loader.all(class_only=True))
 list(loader.test_loader.all(class_only=True))
 
 import kubernetes.client  # noqa: E402,F401
 import kubernetes.dynamic  # noqa: E402,F401
 import kubernetes.stream  # noqa: E402,F401
+from kubernetes.client import ApiClient, Configuration, CoreV1Api  # noqa: E402,F401  (the client loads lazily)
+from kubernetes.config import kube_config, incluster_config  # noqa: E402,F401
 
 try:  # the converge code the action plugin runs in-process
     from ansible_collections.soperator.slurm.plugins.module_utils import _converge  # noqa: F401

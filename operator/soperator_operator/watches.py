@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 DEFAULT_RECONCILE_PERIOD = 600.0  # seconds; operator-sdk's own default is 10h, ours repairs drift sooner
+DEFAULT_FULL_RUN_PERIOD = 6 * 3600.0  # with drift checks: a role run regardless, for what caches cannot see
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -67,6 +68,10 @@ class Watch:
     manage_status: bool = True
     finalizer: Optional[Finalizer] = None
     reconcile_owner: Optional[OwnerRef] = None
+    # Our extensions: compare the render with the watch caches and run the role only when something differs
+    # (the SlurmCluster entry); run it anyway once per full_run_period.
+    drift_check: bool = False
+    full_run_period: float = DEFAULT_FULL_RUN_PERIOD
 
     @property
     def api_version(self) -> str:
@@ -113,6 +118,8 @@ def parse_watches(entries) -> List[Watch]:
             manage_status=_bool(entry.get("manageStatus"), True),
             finalizer=finalizer,
             reconcile_owner=OwnerRef(kind=owner["kind"], name_field=owner["nameField"]) if owner else None,
+            drift_check=_bool(entry.get("x-soperator-drift-check"), False),
+            full_run_period=parse_duration(entry.get("x-soperator-full-run-period") or DEFAULT_FULL_RUN_PERIOD),
         ))
     kinds = {(w.group, w.kind) for w in watches}
     for w in watches:

@@ -16,8 +16,10 @@ import threading
 import time
 
 EVENT = "event"      # the object (or one of its NodeSets) was created, changed generation or is being deleted
+DRIFT = "drift"      # an object the cluster owns changed (or went)
 RESYNC = "resync"    # the reconcile period elapsed
 RETRY = "retry"      # a transient failure's backoff elapsed
+REQUEUE = "requeue"  # the role asked to be run again (something under way, or not ready yet)
 
 
 class QueueState:
