@@ -196,7 +196,7 @@ class Converger(object):
                 slurm_error = e.msg
         else:
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
-        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes}
+        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error}
         return marked, observed, slurm_error
 
     def act(self, plan, slurm_error):

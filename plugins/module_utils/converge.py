@@ -244,7 +244,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     * ``statefulsets``: ``{name: object}`` of the cluster's StatefulSets;
     * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
     * ``slurm``: ``{node name: node}`` as ``scale_in.parse_show_node`` returns it, or ``None`` when
-      slurmctld did not answer (or was not asked, as in the operator's cache check).
+      slurmctld did not answer (or was not asked, as in the operator's cache check);
+    * ``slurm_error``: why it did not answer, for the status message.
 
     ``now``: epoch seconds. Raises SpecErrors when the SlurmCluster itself is invalid.
     """
@@ -354,11 +355,11 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
             if name in p.resume:
                 p.resume.remove(name)
 
-    _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name)
+    _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
     return p
 
 
-def _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name):
+def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
     """Ready: nothing pending, every StatefulSet's pods ready, every worker a serving Slurm node."""
     if p.invalid:
         p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
@@ -377,7 +378,8 @@ def _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name):
         if live is None or ready < want or _replicas(live) != want:
             problems.append("%s: %d/%d pods ready" % (_name(obj), ready if live else 0, want))
     if slurm is None:
-        problems.append("slurmctld does not answer")
+        why = observed_error or ""
+        problems.append("slurmctld does not answer" + (": " + why if why else ""))
     else:
         for set_name, facts in sorted(p.nodesets.items()):
             want = facts["replicas"] if not facts["leaving"] else 0

@@ -79,6 +79,7 @@ def operator_rules(allow_data_deletion=False):
     rules.append({"apiGroups": [""], "resources": sorted(k.plural for k in data()), "verbs": data_verbs})
     # The runtime caches pods (readiness); the reconciler runs scontrol in the controller pod.
     rules.append({"apiGroups": [""], "resources": [POD.plural], "verbs": ["get", "list", "watch"]})
-    rules.append({"apiGroups": [""], "resources": [POD.plural + "/exec"], "verbs": ["create"]})
+    # exec over a WebSocket is an upgraded GET: it needs `get` besides `create`.
+    rules.append({"apiGroups": [""], "resources": [POD.plural + "/exec"], "verbs": ["get", "create"]})
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
     return rules

@@ -1,9 +1,9 @@
 """End to end: real pods on the local cluster's real node, running the project's images and real Slurm.
 
-One session fixture brings it up on a private instance (``SOPERATOR_E2E_DIR`` to reuse a kept one): the local
-cluster with a real node, the images built (cached) and imported into its containerd, and
-``examples/cpu-cluster-local.yaml`` converged by ``playbooks/site.yml`` until ``sinfo`` shows the workers idle.
-Needs root (containerd, kubelet, the images' dockerd).
+One real-node cluster serves every end-to-end suite of a session: the local cluster ``make demo`` (or
+``make test``) started, when it has a real node; else ``SOPERATOR_E2E_DIR``; else a private instance started
+here and stopped at the end. The project's images are built (cached) and imported once. Each suite works in
+namespaces of its own, so a demo cluster living in namespace ``slurm`` is never touched. Needs root.
 """
 
 import json
@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -19,8 +20,9 @@ from polling import wait_until  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
-NAMESPACE = "slurm"
+NAMESPACE = "e2e-site"
 IMAGES = ("slurm-controller", "slurm-worker", "slurm-login", "jail", "populate-jail")
+TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 
 
 def versions():
@@ -29,8 +31,9 @@ def versions():
 
 
 class E2E:
-    def __init__(self, state_dir):
+    def __init__(self, state_dir, namespace=NAMESPACE):
         self.state_dir = state_dir
+        self.namespace = namespace
         self.kubeconfig = os.path.join(state_dir, "kubeconfig")
         cache = os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator"))
         self.kubectl_bin = os.path.join(cache, "kubernetes-" + versions()["KUBERNETES_VERSION"], "bin", "kubectl")
@@ -41,19 +44,27 @@ class E2E:
         self.env.pop("SOPERATOR_KUBECONFIG", None)
 
     # --- Kubernetes -------------------------------------------------------------------------------------
-    def kubectl(self, *args, check=True, timeout=120):
+    def kubectl(self, *args, check=True, timeout=120, input=None):
         res = subprocess.run([self.kubectl_bin, "--kubeconfig", self.kubeconfig] + list(args), capture_output=True,
-                             text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                             text=True, timeout=timeout, input=input,
+                             stdin=None if input is not None else subprocess.DEVNULL)
         if check and res.returncode:
             raise AssertionError("kubectl %s: %s" % (" ".join(args), res.stderr))
         return res
 
     def get(self, *args):
-        res = self.kubectl("get", "-n", NAMESPACE, "-o", "json", *args, check=False)
+        res = self.kubectl("get", "-n", self.namespace, "-o", "json", *args, check=False)
         return json.loads(res.stdout) if res.returncode == 0 else None
 
+    def get_in(self, namespace, *args):
+        res = self.kubectl("get", "-n", namespace, "-o", "json", *args, check=False)
+        return json.loads(res.stdout) if res.returncode == 0 else None
+
+    def explain_in(self, namespace):
+        return self.kubectl("get", "all", "-n", namespace, "-o", "wide", check=False).stdout
+
     def exec(self, pod, container, command, timeout=120):
-        return self.kubectl("exec", "-n", NAMESPACE, pod, "-c", container, "--", "sh", "-c", command,
+        return self.kubectl("exec", "-n", self.namespace, pod, "-c", container, "--", "sh", "-c", command,
                             check=False, timeout=timeout)
 
     # --- Slurm ------------------------------------------------------------------------------------------
@@ -77,14 +88,17 @@ class E2E:
         return res.stdout if res.returncode == 0 else ""
 
     def explain(self):
-        out = [self.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide", check=False).stdout,
+        out = [self.kubectl("get", "pods", "-n", self.namespace, "-o", "wide", check=False).stdout,
                self.slurm("sinfo -N; squeue").stdout]
         return "\n".join(out)
 
     # --- the collection ---------------------------------------------------------------------------------
     def definition(self, replicas=None, slurm=None):
+        """The local example, in this suite's namespace."""
         with open(EXAMPLE) as f:
             docs = [d for d in yaml.safe_load_all(f) if d]
+        for doc in docs:
+            doc["metadata"]["namespace"] = self.namespace
         if replicas is not None:
             docs[1]["spec"]["replicas"] = replicas
         if slurm:
@@ -92,8 +106,8 @@ class E2E:
         return docs
 
     def site(self, docs, wait=True, background=False, extra=None):
-        varfile = os.path.join(self.state_dir, "site-%d.json" % time.monotonic_ns())
-        with open(varfile, "w") as f:
+        handle, varfile = tempfile.mkstemp(prefix="site-", suffix=".json")
+        with os.fdopen(handle, "w") as f:
             json.dump(dict({"soperator_clusters": [{"resources": docs, "wait": wait}]}, **(extra or {})), f)
         argv = ["ansible-playbook", os.path.join(ROOT, "playbooks", "site.yml"), "-e", "@" + varfile]
         if background:
@@ -103,37 +117,74 @@ class E2E:
         assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
         return res
 
+    def playbook(self, name, *extra_vars, check=True):
+        """ansible-playbook playbooks/<name> with JSON extra vars, from the checkout's collection."""
+        argv = ["ansible-playbook", os.path.join(ROOT, "playbooks", name)]
+        for item in extra_vars:
+            argv += ["-e", json.dumps(item)]
+        res = subprocess.run(argv, env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if check:
+            assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+        return res
+
     def wait_idle(self, nodes, timeout=240):
         return wait_until(lambda: all(self.sinfo().get(n) == "idle" for n in nodes) and self.sinfo(), timeout,
                           "%s idle in sinfo" % ", ".join(nodes), self.explain)
 
 
 def _tool(env, *args):
-    subprocess.run([sys.executable, os.path.join(ROOT, "hack", "localcluster.py")] + list(args), env=env, check=True,
-                   stdin=subprocess.DEVNULL)
+    subprocess.run([sys.executable, TOOL] + list(args), env=env, check=True, stdin=subprocess.DEVNULL)
+
+
+def _has_real_node(env):
+    state_dir = env.get("SOPERATOR_LOCALCLUSTER_DIR") or os.path.expanduser("~/.local/state/soperator/localcluster")
+    if subprocess.run([sys.executable, TOOL, "status"], env=env, capture_output=True,
+                      stdin=subprocess.DEVNULL).returncode != 0:
+        return False
+    with open(os.path.join(state_dir, "state.json")) as f:
+        return bool(json.load(f).get("real_node"))
 
 
 @pytest.fixture(scope="session")
-def e2e(tmp_path_factory):
+def real_node_cluster(tmp_path_factory):
+    """The state dir of a local cluster with a real node, the project's images imported into it."""
     if os.geteuid() != 0:
         pytest.skip("the end-to-end tests need root (kubelet, containerd, the images' dockerd)")
-    state_dir = os.environ.get("SOPERATOR_E2E_DIR") or str(tmp_path_factory.mktemp("e2e") / "lc")
-    cluster = E2E(state_dir)
-    started = subprocess.run([sys.executable, os.path.join(ROOT, "hack", "localcluster.py"), "status"],
-                             env=cluster.env, capture_output=True, stdin=subprocess.DEVNULL).returncode != 0
-    t0 = time.monotonic()
-    if started:
-        _tool(cluster.env, "up", "--real-node", "--nodes", "1", "--gpu-nodes", "0")
+    env = dict(os.environ)
+    env.pop("SOPERATOR_KUBECONFIG", None)
+    candidates = [os.environ.get("SOPERATOR_LOCALCLUSTER_DIR") or os.path.expanduser(
+        "~/.local/state/soperator/localcluster")]
+    if os.environ.get("SOPERATOR_E2E_DIR"):
+        candidates.insert(0, os.environ["SOPERATOR_E2E_DIR"])
+    state_dir, started = None, False
+    for candidate in candidates:
+        if _has_real_node(dict(env, SOPERATOR_LOCALCLUSTER_DIR=candidate)):
+            state_dir = candidate
+            break
+    if state_dir is None:
+        state_dir = os.environ.get("SOPERATOR_E2E_DIR") or str(tmp_path_factory.mktemp("e2e") / "lc")
+        _tool(dict(env, SOPERATOR_LOCALCLUSTER_DIR=state_dir), "up", "--real-node", "--nodes", "1", "--gpu-nodes", "0")
+        started = True
+    env["SOPERATOR_LOCALCLUSTER_DIR"] = state_dir
     subprocess.run([os.path.join(ROOT, "hack", "images.sh"), "build", "save"], check=True, stdin=subprocess.DEVNULL)
     images = os.path.join(os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator")), "images")
-    _tool(cluster.env, "import-image", *[os.path.join(images, "%s-0.1.0.tar" % i) for i in IMAGES])
+    _tool(env, "import-image", *[os.path.join(images, "%s-0.1.0.tar" % i) for i in IMAGES])
+    try:
+        yield state_dir
+    finally:
+        if started and os.environ.get("SOPERATOR_KEEP_E2E") != "1":
+            _tool(env, "down")
+
+
+@pytest.fixture(scope="session")
+def e2e(real_node_cluster):
+    """The local example converged by playbooks/site.yml in its own namespace, workers idle in sinfo."""
+    cluster = E2E(real_node_cluster)
     t_apply = time.monotonic()
     cluster.site(cluster.definition())
     cluster.wait_idle(["demo-cpu-0", "demo-cpu-1"])
-    print("\ne2e: cluster up %.0f s; example applied -> all nodes idle in sinfo %.1f s" % (
-        t_apply - t0, time.monotonic() - t_apply))
+    print("\ne2e: example applied -> all nodes idle in sinfo %.1f s" % (time.monotonic() - t_apply))
     try:
         yield cluster
     finally:
-        if started and os.environ.get("SOPERATOR_KEEP_E2E") != "1":
-            _tool(cluster.env, "down")
+        cluster.kubectl("delete", "namespace", cluster.namespace, "--wait=false", check=False)

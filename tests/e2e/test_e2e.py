@@ -9,7 +9,7 @@ import re
 import subprocess
 import time
 
-from conftest import NAMESPACE, ROOT, wait_until
+from conftest import ROOT, wait_until
 
 
 def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
@@ -134,7 +134,7 @@ def test_a_slurm_setting_change_takes_effect_without_losing_queued_jobs(e2e):
 def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):
     job = _held_job(e2e)
     before = _controller_uid(e2e)
-    e2e.kubectl("delete", "pod", "-n", NAMESPACE, "demo-controller-0", "--wait=false")
+    e2e.kubectl("delete", "pod", "-n", e2e.namespace, "demo-controller-0", "--wait=false")
     wait_until(lambda: _controller_uid(e2e) not in (None, before), 120, "a new slurmctld pod")
     wait_until(lambda: "JobState=PENDING" in e2e.slurm("scontrol show job %s" % job).stdout, 180,
                "the held job back in the queue", e2e.explain)
@@ -147,7 +147,7 @@ def test_teardown_keeps_the_jail_and_its_data(e2e):
     claim = e2e.get("pvc", "demo-jail")
     volume = e2e.kubectl("get", "pv", claim["spec"]["volumeName"], "-o", "jsonpath={.spec.hostPath.path}").stdout
     res = subprocess.run(["ansible-playbook", os.path.join(ROOT, "playbooks", "teardown.yml"), "-e",
-                          "slurm_cluster=demo", "-e", "slurm_namespace=" + NAMESPACE], env=e2e.env,
+                          "slurm_cluster=demo", "-e", "slurm_namespace=" + e2e.namespace], env=e2e.env,
                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stdout[-4000:]
     wait_until(lambda: not e2e.get("statefulset")["items"], 120, "the StatefulSets gone")

@@ -1,0 +1,251 @@
+"""The operator as users run it: its image built and imported, installed by playbooks/operator.yml (namespaced,
+for a namespace that does not exist yet), its two replicas on the real node under their own ServiceAccount and
+the RBAC the role installs, drains on. From then on only kubectl: the README's operator section, step by step.
+
+Figures (seconds) are printed for the closing note: apply -> Ready, scale-out -> idle, scale-in with a running
+job -> node gone, leader killed -> converged.
+"""
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+import yaml
+
+from conftest import E2E, ROOT, wait_until
+
+OPERATOR_NS = "soperator-e2e"
+WATCHED = "e2e-operator"
+IMAGE = "soperator/operator:0.1.0"
+REAL = {"soperator.dev/localcluster": "real"}
+
+
+def install_params(**extra):
+    params = {"operator_image": IMAGE, "operator_namespace": OPERATOR_NS, "operator_watch_namespaces": [WATCHED],
+              "operator_node_selector": REAL}
+    params.update(extra)
+    return params
+
+
+@pytest.fixture(scope="module")
+def op(real_node_cluster):
+    e = E2E(real_node_cluster, WATCHED)
+    for ns in (WATCHED, OPERATOR_NS):  # left over by an interrupted run
+        e.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", timeout=300)
+    build = subprocess.run([os.path.join(ROOT, "hack", "build-operator-image.sh")], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    cache = os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator"))
+    subprocess.run(["python3", os.path.join(ROOT, "hack", "localcluster.py"), "import-image",
+                    os.path.join(cache, "images", "operator-0.1.0.tar")], env=e.env, check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+    assert e.kubectl("get", "namespace", WATCHED, check=False).returncode != 0  # namespaced mode creates it
+    e.playbook("operator.yml", install_params())
+    wait_until(lambda: (e.get_in(OPERATOR_NS, "deployment", "soperator-operator") or {}).get("status", {})
+               .get("availableReplicas") == 2, 180, "both operator replicas available", lambda: e.explain_in(OPERATOR_NS))
+    try:
+        yield e
+    finally:
+        if os.environ.get("SOPERATOR_SHOW_OPERATOR_LOGS") == "1":
+            print(e.kubectl("logs", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/name=soperator-operator",
+                            "--tail=300", "--prefix", check=False).stdout)
+        e.playbook("operator.yml", install_params(operator_state="absent"), check=False)
+        e.kubectl("delete", "namespace", WATCHED, OPERATOR_NS, "--ignore-not-found", "--wait=false", check=False)
+
+
+def operator_pods(e):
+    return (e.get_in(OPERATOR_NS, "pods", "-l", "app.kubernetes.io/name=soperator-operator") or {}).get("items", [])
+
+
+def leader(e):
+    lease = e.get_in(OPERATOR_NS, "lease", "soperator-operator") or {}
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def ready(e, kind="slurmcluster", name="demo"):
+    obj = e.get(kind, name)
+    if not obj:
+        return False
+    conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+    return (conds.get("Ready", {}).get("status") == "True"
+            and obj["status"].get("observedGeneration") == obj["metadata"]["generation"] and obj)
+
+
+def kubectl_apply(e, docs):
+    e.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+
+
+def test_installed_as_shipped(op):
+    """Pods on the real node, as the role's ServiceAccount, with namespaced RBAC only."""
+    pods = operator_pods(op)
+    assert len(pods) == 2 and {p["spec"]["nodeName"] for p in pods} == {"real-node-0"}
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {"soperator-operator"}
+    assert all(p["spec"]["containers"][0]["image"].endswith(IMAGE) for p in pods)
+    assert op.get_in(WATCHED, "role", "soperator-operator") is not None
+    assert op.kubectl("get", "clusterrole", "soperator-operator", check=False).returncode != 0
+    role = op.get_in(WATCHED, "role", "soperator-operator")
+    secrets = [r for r in role["rules"] if "secrets" in r["resources"]]
+    assert secrets and all("list" not in r["verbs"] and "delete" not in r["verbs"] for r in secrets)
+    assert any("pods/exec" in r["resources"] for r in role["rules"])
+
+
+def test_lifecycle_through_kubectl_only(op):
+    figures = {}
+    docs = op.definition()
+
+    # apply -> Ready only once every pod is ready and every Slurm node is up
+    t0 = time.monotonic()
+    kubectl_apply(op, docs)
+    wait_until(lambda: ready(op), 300, "SlurmCluster Ready", op.explain)
+    figures["apply -> Ready"] = time.monotonic() - t0
+    assert set(op.sinfo().items()) == {("demo-cpu-0", "idle"), ("demo-cpu-1", "idle")}
+    nodeset = op.get("nodeset", "cpu")
+    assert (nodeset["status"]["readyReplicas"], nodeset["status"]["idle"]) == (2, 2)
+    step = op.jail("timeout 120 srun -N2 --immediate=60 cat /etc/soperator/jail-image | sort -u")
+    assert step.stdout.strip() == "soperator/jail:0.1.0", step.stderr + op.explain()
+
+    # scale out: kubectl scale is all it takes
+    t0 = time.monotonic()
+    op.kubectl("scale", "nodeset", "cpu", "-n", WATCHED, "--replicas=3")
+    op.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"])
+    figures["scale-out -> idle"] = time.monotonic() - t0
+    wait_until(lambda: ready(op, "nodeset", "cpu") and op.get("nodeset", "cpu")["status"].get("idle") == 3, 60,
+               "NodeSet status: 3 idle")
+
+    # scale in while a job runs on a node that goes: drained with our reason, the job completes, no ghost
+    submit = op.jail("cd /root && sbatch --parsable -w demo-cpu-2 -o /root/scale-in.out "
+                     "--wrap 'sleep 25; echo finished-on-$(hostname)'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    wait_until(lambda: "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
+    t0 = time.monotonic()
+    op.kubectl("scale", "nodeset", "cpu", "-n", WATCHED, "--replicas=1")
+    drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(op.node("demo-cpu-2")), 60, "demo-cpu-2 draining",
+                         op.explain)
+    assert "Reason=soperator: scale-in" in drained
+    assert "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout
+    assert op.get("pod", "demo-cpu-2") is not None
+    wait_until(lambda: set(op.sinfo()) == {"demo-cpu-0"} and op.get("pod", "demo-cpu-2") is None
+               and op.get("pod", "demo-cpu-1") is None, 240, "scale-in done, no ghost", op.explain)
+    figures["scale-in with a running job -> node gone"] = time.monotonic() - t0
+    assert op.jail("cat /root/scale-in.out").stdout.strip() == "finished-on-demo-cpu-2"
+    assert "JobState=COMPLETED" in op.slurm("scontrol show job %s" % job).stdout
+    wait_until(lambda: ready(op), 120, "Ready at 1 replica", op.explain)
+
+    # a Slurm setting through kubectl: applied, the queue kept
+    held = op.jail("cd /root && sbatch --parsable --hold --wrap true").stdout.strip()
+    op.kubectl("patch", "slurmcluster", "demo", "-n", WATCHED, "--type=merge", "-p",
+               json.dumps({"spec": {"slurm": {"killWait": 45}}}))
+    wait_until(lambda: "KillWait                = 45 sec" in op.slurm("scontrol show config").stdout, 240,
+               "KillWait applied", op.explain)
+    assert "JobState=PENDING" in op.slurm("scontrol show job %s" % held).stdout
+    wait_until(lambda: ready(op), 180, "Ready after the setting change", op.explain)
+
+    # the leader is killed in the middle of a reconcile (it scaled the StatefulSet; the new node is not up yet):
+    # another replica takes the Lease over and finishes the job
+    first = leader(op)
+    op.kubectl("scale", "nodeset", "cpu", "-n", WATCHED, "--replicas=2")
+    wait_until(lambda: op.get("statefulset", "demo-cpu")["spec"]["replicas"] == 2, 60, "the leader at work")
+    t0 = time.monotonic()
+    op.kubectl("delete", "pod", "-n", OPERATOR_NS, first, "--wait=false", "--grace-period=0", "--force")
+    wait_until(lambda: leader(op) not in (None, first), 120, "another replica leading")
+    figures["leader killed -> lease taken over"] = time.monotonic() - t0
+    op.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    wait_until(lambda: ready(op) and op.get("nodeset", "cpu")["status"].get("idle") == 2, 180,
+               "Ready after the leader was killed", op.explain)
+    figures["leader killed -> converged"] = time.monotonic() - t0
+
+    # maintenance: drained first, everything scaled to zero; then back to the same state
+    op.kubectl("patch", "slurmcluster", "demo", "-n", WATCHED, "--type=merge", "-p",
+               json.dumps({"spec": {"maintenance": True}}))
+    wait_until(lambda: (op.get("slurmcluster", "demo").get("status") or {}).get("phase") == "Maintenance"
+               and ready(op), 300, "maintenance reached", op.explain)
+    assert all(s["spec"]["replicas"] == 0 for s in op.get("statefulset")["items"])
+    wait_until(lambda: not [p for p in op.get("pod")["items"] if not p["metadata"]["name"].startswith(
+        "demo-populate")], 180, "every Slurm pod gone")
+    op.kubectl("patch", "slurmcluster", "demo", "-n", WATCHED, "--type=merge", "-p",
+               json.dumps({"spec": {"maintenance": False}}))
+    wait_until(lambda: ready(op) and op.get("slurmcluster", "demo")["status"]["phase"] == "Ready", 300,
+               "back from maintenance", op.explain)
+    assert set(op.sinfo().items()) == {("demo-cpu-0", "idle"), ("demo-cpu-1", "idle")}
+    assert "JobState=PENDING" in op.slurm("scontrol show job %s" % held).stdout
+
+    # delete the SlurmCluster: its finalizer tears it down, the jail and the secrets stay
+    op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300)
+    assert not op.get("statefulset")["items"]
+    assert op.get("pvc", "demo-jail") is not None
+    assert op.get("secret", "demo-munge-key") is not None and op.get("secret", "demo-ssh-host-keys") is not None
+    for name, seconds in figures.items():
+        print("e2e-operator: %s %.1f s" % (name, seconds))
+
+
+PAYLOAD = "{{lookup('pipe','id>/tmp/soperator-pwned-%s')}}"
+
+
+def _string_leaves(value, path=()):
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from _string_leaves(sub, path + (key,))
+    elif isinstance(value, list):
+        for index, sub in enumerate(value):
+            yield from _string_leaves(sub, path + (index,))
+    elif isinstance(value, str):
+        yield path
+
+
+def _set(doc, path, value):
+    for key in path[:-1]:
+        doc = doc[key]
+    doc[path[-1]] = value
+
+
+def test_template_payloads_in_a_resource_are_never_evaluated(op):
+    """Every string field the API server accepts carries a template; annotations too; labels are refused."""
+    tag = uuid.uuid4().hex[:8]
+    payload = PAYLOAD % tag
+    docs = op.definition()
+    for doc in docs:
+        doc["metadata"]["name"] = "evil" if doc["kind"] == "SlurmCluster" else "evilnodes"
+        if doc["kind"] == "NodeSet":
+            doc["spec"]["clusterRef"]["name"] = "evil"
+        doc["spec"].setdefault("slurm", {}) if doc["kind"] == "SlurmCluster" else None
+    docs[0]["spec"]["slurm"]["slurmConf"] = {"MinJobAge": payload}
+    docs[0]["spec"]["login"]["sshdConfig"] = {"Banner": payload}
+    accepted = {}
+    for doc in docs:
+        doc["metadata"]["annotations"] = {"note": payload}
+        # labels cannot carry a template: the API server refuses them, naming the field
+        bad = json.loads(json.dumps(doc))
+        bad["metadata"]["labels"] = {"x": payload}
+        refused = op.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(bad), check=False)
+        assert refused.returncode != 0 and "metadata.labels" in refused.stderr, refused.stderr
+        kept = []
+        for path in list(_string_leaves(doc["spec"])):
+            if path[-1:] == ("name",) and "clusterRef" in path:
+                continue
+            trial = json.loads(json.dumps(doc))
+            _set(trial["spec"], path, payload)
+            res = op.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(trial), check=False)
+            if res.returncode == 0:
+                _set(doc["spec"], path, payload)
+                kept.append(".".join(map(str, path)))
+        accepted[doc["kind"]] = kept
+    assert accepted["SlurmCluster"], "the API server accepted no templated spec string"
+    kubectl_apply(op, docs)
+    # The operator has looked at it (a Failure naming a field, or a status of its own) ...
+    wait_until(lambda: (op.get("slurmcluster", "evil").get("status") or {}).get("conditions"), 120,
+               "the operator's verdict on the templated cluster", op.explain)
+    status = op.get("slurmcluster", "evil")["status"]
+    # ... and nothing was evaluated, in any operator pod
+    for pod in operator_pods(op):
+        listing = op.kubectl("exec", "-n", OPERATOR_NS, pod["metadata"]["name"], "--", "ls", "/tmp").stdout
+        assert "soperator-pwned-" + tag not in listing, (pod["metadata"]["name"], listing)
+    stored = op.get("slurmcluster", "evil")
+    assert stored["metadata"]["annotations"]["note"] == payload
+    print("e2e-operator: templated fields accepted by the API server: %s; verdict: %s" % (
+        accepted, [(c["type"], c["status"], c.get("message", "")[:120]) for c in status["conditions"]]))
+    op.kubectl("delete", "slurmcluster", "evil", "-n", WATCHED, "--wait=true", timeout=180)
+    op.kubectl("delete", "nodeset", "evilnodes", "-n", WATCHED, "--wait=false", check=False)
