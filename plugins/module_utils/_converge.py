@@ -277,7 +277,7 @@ class Converger(object):
             counts[entry["action"]] = counts.get(entry["action"], 0) + 1
         result = {
             "changed": changed, "ready": plan.ready, "phase": plan.phase, "message": plan.message,
-            "pending": plan.pending, "requeue_after": plan.requeue_after if not plan.ready or plan.pending else None,
+            "pending": plan.pending, "requeue_after": plan.requeue_after,
             "invalid": plan.invalid, "objects": list(objects_seen.values()), "counts": counts, "slurm": totals,
             "nodesets": plan.nodesets, "passes": passes,
         }

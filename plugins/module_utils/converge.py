@@ -385,8 +385,8 @@ def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
             want = facts["replicas"] if not facts["leaving"] else 0
             if facts["serving"] < want:
                 problems.append("NodeSet %s: %d/%d Slurm nodes up" % (set_name, facts["serving"], want))
-    if problems and p.requeue_after is None:
-        p.requeue_after = REQUEUE_PROGRESSING
+    # Nothing is requeued for readiness alone: a worker pod turns Ready when its Slurm node is up (its probe),
+    # and that pod event is what brings the next look. Only work under way asks for a timed look.
     p.ready = not problems
     p.phase = PHASE_READY if p.ready else PHASE_PROGRESSING
     p.message = "every pod ready and every Slurm node up" if p.ready else "; ".join(problems)

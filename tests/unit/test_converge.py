@@ -60,7 +60,8 @@ def test_a_new_cluster_renders_everything_and_is_not_ready_yet():
                      "StatefulSet"]
     assert rendered_replicas(p, "demo-cpu") == 2
     assert not p.ready and p.phase == converge.PHASE_PROGRESSING
-    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    # Readiness alone asks for no timed requeue: worker pods turn Ready (their probe) when their nodes are up.
+    assert p.requeue_after is None
     assert not p.drain and not p.resume and not p.delete_nodes
     assert "slurmctld does not answer" in p.message
 
@@ -78,7 +79,7 @@ def test_a_worker_whose_slurmd_did_not_register_keeps_the_cluster_not_ready():
     obs = dict(steady(), slurm=slurm(line("demo-cpu-0")))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
     assert not p.ready and "NodeSet cpu: 1/2 Slurm nodes up" in p.message
-    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    assert p.requeue_after is None
 
 
 def test_a_not_responding_node_is_not_up():
