@@ -41,6 +41,8 @@ def parse_args(argv=None):
     p.add_argument("--shutdown-timeout", default="60s", help="on SIGTERM, how long a run in flight may finish")
     p.add_argument("--run-timeout", default="1h", help="a run longer than this is cancelled")
     p.add_argument("--backoff-cap", default="5m", help="longest wait between retries of a transient failure")
+    p.add_argument("--reconcile-period", default=os.environ.get("RECONCILE_PERIOD") or None,
+                   help="override every watch's reconcilePeriod (for drift-checked kinds: the in-memory check)")
     p.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     p.add_argument("--version", action="version", version=__version__)
     args = p.parse_args(argv)
@@ -77,6 +79,10 @@ def main(argv=None):
     from .server import serve
 
     watches = load_watches(args.watches)
+    if args.reconcile_period:
+        import dataclasses
+        period = parse_duration(args.reconcile_period)
+        watches = [dataclasses.replace(w, reconcile_period=period) for w in watches]
     identity = args.identity or default_identity()
     metrics = OperatorMetrics()
     lease_call_timeout = max(1.0, parse_duration(args.renew_deadline) / 2)

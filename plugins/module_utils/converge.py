@@ -180,6 +180,20 @@ def _resume_ours(p, slurm, node_names, reasons):
             p.resume.append(name)
 
 
+def _beyond(name, kept_ordinals, cluster_name=None):
+    """Whether ``name`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
+    the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
+    sts_name, _, ordinal = name.rpartition("-")
+    if not ordinal.isdigit() or (ordinal != "0" and ordinal.startswith("0")):
+        return False
+    if sts_name in kept_ordinals:
+        return int(ordinal) >= kept_ordinals[sts_name]
+    if cluster_name is None:
+        return False
+    return sts_name.startswith(cluster_name + "-") and sts_name not in (names.controller_name(cluster_name),
+                                                                        names.login_name(cluster_name))
+
+
 def _drain_timeout(nodeset):
     return nodes_core.duration_seconds(nodeset["spec"]["drainTimeout"])
 
@@ -338,22 +352,24 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     for set_name in invalid:
         sts_name = names.worker_name(cluster_name, set_name)
         kept_ordinals[sts_name] = _replicas(statefulsets.get(sts_name)) if sts_name in statefulsets else 0
+    # A removal is done only when the pods are gone AND Slurm has forgotten their nodes: until then it is under
+    # way (a pod's end is seen through the pod watch, a node record's only through Slurm).
+    going = sorted(n for n in pods if _beyond(n, kept_ordinals))
+    if going:
+        p.wait(REQUEUE_PROGRESSING, "pods going: %s" % ", ".join(going))
     if slurm is not None:
         for node_name, node in sorted(slurm.items()):
-            sts_name, _, ordinal = node_name.rpartition("-")
-            if not ordinal.isdigit() or node_name in pods or node["busy"]:
+            if node_name in pods or not _beyond(node_name, kept_ordinals, cluster_name):
                 continue
-            known = sts_name in kept_ordinals
-            if known and int(ordinal) < kept_ordinals[sts_name]:
-                continue
-            if not known and not (sts_name.startswith(cluster_name + "-")
-                                  and sts_name not in (names.controller_name(cluster_name),
-                                                       names.login_name(cluster_name))):
+            if node["busy"]:
+                p.wait(REQUEUE_DRAINING, "%s: its pod is gone but Slurm still counts a job on it" % node_name)
                 continue
             p.delete_nodes.append(node_name)
         for name in p.delete_nodes:
             if name in p.resume:
                 p.resume.remove(name)
+        if p.delete_nodes:
+            p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
 
     _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
     return p

@@ -24,8 +24,9 @@ REAL = {"soperator.dev/localcluster": "real"}
 
 
 def install_params(**extra):
+    # A short period: the periodic in-memory check runs often enough to be seen doing nothing.
     params = {"operator_image": IMAGE, "operator_namespace": OPERATOR_NS, "operator_watch_namespaces": [WATCHED],
-              "operator_node_selector": REAL}
+              "operator_node_selector": REAL, "operator_reconcile_period": "5s"}
     params.update(extra)
     return params
 
@@ -63,6 +64,19 @@ def operator_pods(e):
 def leader(e):
     lease = e.get_in(OPERATOR_NS, "lease", "soperator-operator") or {}
     return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def metric(e, name, **labels):
+    """Sum of a metric's samples on the leading replica (read from inside its pod: nothing listens outside)."""
+    script = ("import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:8080/metrics',timeout=5)"
+              ".read().decode())")
+    text = e.kubectl("exec", "-n", OPERATOR_NS, leader(e), "--", "python3", "-c", script).stdout
+    total = 0.0
+    for line in text.splitlines():
+        if (line.startswith(name + "{") or line.startswith(name + " ")) and \
+                all('%s="%s"' % kv in line for kv in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def ready(e, kind="slurmcluster", name="demo"):
@@ -106,6 +120,13 @@ def test_lifecycle_through_kubectl_only(op):
     assert (nodeset["status"]["readyReplicas"], nodeset["status"]["idle"]) == (2, 2)
     step = op.jail("timeout 120 srun -N2 --immediate=60 cat /etc/soperator/jail-image | sort -u")
     assert step.stdout.strip() == "soperator/jail:0.1.0", step.stderr + op.explain()
+
+    # settled: the periodic check (every 5 s here) compares the caches with the render and starts no run
+    runs = metric(op, "soperator_operator_runs_total")
+    skips = metric(op, "soperator_operator_drift_checks_total", result="skip")
+    wait_until(lambda: metric(op, "soperator_operator_drift_checks_total", result="skip") >= skips + 3, 60,
+               "three periodic checks")
+    assert metric(op, "soperator_operator_runs_total") == runs
 
     # scale out: kubectl scale is all it takes
     t0 = time.monotonic()

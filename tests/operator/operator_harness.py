@@ -39,12 +39,11 @@ def holds_for(predicate, seconds, interval=0.25):
 
 
 def write_watches(path, reconcile_period="5s"):
+    """The repository's watches file, unchanged but for the period (drains on, as shipped)."""
     with open(os.path.join(ROOT, "operator", "watches.yaml"), encoding="utf-8") as handle:
         entries = yaml.safe_load(handle)
     for entry in entries:
         entry["reconcilePeriod"] = reconcile_period
-        # kwok nodes run no Slurm: there is no slurmctld to drain nodes with (tested against real Slurm instead).
-        entry.setdefault("vars", {})["cluster_scale_in_drain"] = False
     with open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(entries, handle)
     return path
@@ -155,6 +154,8 @@ class Cluster:
             docs = [d for d in yaml.safe_load_all(handle) if d]
         for doc in docs:
             doc["metadata"]["namespace"] = self.ns
+            if doc["kind"] == "SlurmCluster":  # kwok nodes only: a real node may be up too (make demo)
+                doc["spec"]["placement"] = {"nodeSelector": {"soperator.dev/localcluster": "kwok"}}
             extra = cluster_spec if doc["kind"] == "SlurmCluster" else nodeset_spec
             for key, value in (extra or {}).items():
                 doc["spec"][key] = value

@@ -6,14 +6,16 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 
+from soperator_operator import cache
 from soperator_operator import classify as C
 from soperator_operator import conditions as K
 from soperator_operator import lease as L
 from soperator_operator import triggers as T
 from soperator_operator import workqueue as Q
-from soperator_operator.extravars import extra_vars, object_var_name, snake_case, snake_case_keys
+from soperator_operator.extravars import UNSAFE_KEY, extra_vars, mark_unsafe, object_var_name, snake_case, \
+    snake_case_keys
 from soperator_operator.metrics import OperatorMetrics
-from soperator_operator.runner import changed_from_events, failure_from_events
+from soperator_operator.runner import RunResult, summarize
 from soperator_operator.watches import load_watches, parse_duration, parse_watches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,18 +50,37 @@ def test_snake_case_is_recursive_through_maps_and_lists():
 def test_extra_vars_follow_the_operator_sdk_contract():
     obj = {"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster",
            "metadata": {"name": "demo", "namespace": "slurm"}, "spec": {"jail": {"storageClassName": "x"}}}
-    ev = extra_vars(obj, "slurm.soperator.dev", "SlurmCluster", {"cluster_object": "{{ x }}"})
-    assert ev["jail"] == {"storage_class_name": "x"}
-    assert ev["ansible_operator_meta"] == {"name": "demo", "namespace": "slurm"}
-    assert ev["_slurm_soperator_dev_slurmcluster"] is obj
-    assert ev["_slurm_soperator_dev_slurmcluster_spec"] == obj["spec"]
-    assert ev["cluster_object"] == "{{ x }}"
+    ev = extra_vars(obj, "slurm.soperator.dev", "SlurmCluster", {"cluster_ref": {"name": "{{ x }}"}})
+    assert ev["jail"] == {"storage_class_name": {UNSAFE_KEY: "x"}}
+    assert ev["ansible_operator_meta"] == {"name": {UNSAFE_KEY: "demo"}, "namespace": {UNSAFE_KEY: "slurm"}}
+    assert ev["_slurm_soperator_dev_slurmcluster"] == mark_unsafe(obj)
+    assert ev["_slurm_soperator_dev_slurmcluster_spec"] == mark_unsafe(obj["spec"])
+    assert ev["cluster_ref"] == {"name": "{{ x }}"}  # the installer's own watch vars stay templates
     assert object_var_name("cache.example-app.com", "Memcached") == "_cache_example_app_com_memcached"
 
 
+def test_everything_from_the_object_is_marked_unsafe():
+    payload = "{{ lookup('pipe', 'id') }}"
+    obj = {"metadata": {"name": "a", "namespace": "b", "annotations": {"x": payload}, "labels": {"l": "v"}},
+           "spec": {"list": [payload, {"deep": payload}], "n": 3, "flag": True, "none": None}}
+    ev = extra_vars(obj, "g.io", "K")
+
+    def strings(value):
+        if isinstance(value, dict) and set(value) == {UNSAFE_KEY}:
+            return []
+        if isinstance(value, dict):
+            return [s for v in value.values() for s in strings(v)]
+        if isinstance(value, list):
+            return [s for v in value for s in strings(v)]
+        return [value] if isinstance(value, str) else []
+
+    assert strings(ev) == []  # no plain (templatable) string anywhere
+    assert ev["list"][1]["deep"] == {UNSAFE_KEY: payload} and ev["n"] == 3 and ev["flag"] is True
+
+
 def test_watch_vars_win_over_spec_keys():
-    obj = {"metadata": {"name": "a", "namespace": "b"}, "spec": {"clusterObject": 1}}
-    assert extra_vars(obj, "g.io", "K", {"cluster_object": 2})["cluster_object"] == 2
+    obj = {"metadata": {"name": "a", "namespace": "b"}, "spec": {"clusterRef": 1}}
+    assert extra_vars(obj, "g.io", "K", {"cluster_ref": 2})["cluster_ref"] == 2
 
 
 # --- watches.yaml ------------------------------------------------------------------------------------------------
@@ -80,7 +101,11 @@ def test_repository_watches_file():
     by_kind = {w.kind: w for w in watches}
     cluster, nodeset = by_kind["SlurmCluster"], by_kind["NodeSet"]
     assert cluster.role == "soperator.slurm.cluster"
-    assert cluster.vars == {"cluster_object": "{{ _slurm_soperator_dev_slurmcluster }}"}
+    # The role gets the cluster by name only, and makes one pass (the operator requeues).
+    assert cluster.vars == {"cluster_ref": {"name": "{{ ansible_operator_meta.name }}",
+                                            "namespace": "{{ ansible_operator_meta.namespace }}"},
+                            "cluster_wait_timeout": 0, "cluster_nodeset_finalizer": True}
+    assert cluster.drift_check and cluster.full_run_period == 6 * 3600
     assert cluster.finalizer.name == "slurm.soperator.dev/finalizer"
     assert cluster.finalizer.role == "soperator.slurm.teardown"
     assert cluster.finalizer.vars["teardown_delete_resources"] is False
@@ -176,38 +201,9 @@ def test_workqueue_threads_get_and_shutdown():
 
 
 # --- classifier ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("message,field,expected", [
-    ("spec.slurm.maxNodeCount: total NodeSet replicas (2) exceed maxNodeCount (1)", None, C.PERMANENT),
-    ("spec.partitions[1].name: must be unique", None, C.PERMANENT),
-    ("anything", "spec.slurm.slurmConf.Foo", C.PERMANENT),
-    ("the definition must hold exactly one SlurmCluster (found 0)", None, C.PERMANENT),
-    ("Failed to patch object: (422) Reason: Unprocessable Entity", None, C.PERMANENT),
-    ("spec.slurm.maxNodeCount: total replicas (600) exceed maxNodeCount (500)", None, C.PERMANENT),
-    ("HTTPSConnectionPool(host='127.0.0.1', port=6443): Max retries exceeded with url: /api "
-     "(Caused by NewConnectionError('Failed to establish a new connection: [Errno 111] Connection refused'))",
-     None, C.TRANSIENT),
-    ("Failed to apply object: (503) Reason: Service Unavailable", None, C.TRANSIENT),
-    ("(500) Reason: Internal Server Error", None, C.TRANSIENT),
-    ("Operation cannot be fulfilled on slurmclusters: the object has been modified; please apply your changes",
-     None, C.TRANSIENT),
-    ("(409) Reason: Conflict", None, C.TRANSIENT),
-    ("Read timed out. (read timeout=20)", None, C.TRANSIENT),
-    ("something nobody anticipated", None, C.TRANSIENT),
-    ("", None, C.TRANSIENT),
-])
-def test_classify(message, field, expected):
-    assert C.classify(message, field) == expected
-
-
 def test_backoff_doubles_and_caps():
     assert [C.backoff(n, 1, 30) for n in range(0, 8)] == [0, 1, 2, 4, 8, 16, 30, 30]
     assert C.backoff(1000, 1, 300) == 300
-
-
-@pytest.mark.parametrize("code,expected", [(0, True), (409, True), (429, True), (500, True), (503, True),
-                                           (400, False), (403, False), (404, False), (422, False)])
-def test_transient_api_status(code, expected):
-    assert C.is_transient_api_status(code) is expected
 
 
 # --- leases ----------------------------------------------------------------------------------------------------
@@ -249,58 +245,41 @@ def types(status):
     return {c["type"]: c for c in status["conditions"]}
 
 
-def test_success_conditions():
-    old = {"conditions": [{"type": "Custom", "status": "True"},
+def test_success_conditions_leave_ready_to_the_reconciler():
+    old = {"conditions": [{"type": "Custom", "status": "True"}, {"type": "Ready", "status": "False"},
                           {"type": "Failure", "status": "True", "message": "x"}]}
     new = K.finished_status(old, 3, K.Outcome(ok=True), "T")
     c = types(new)
-    assert set(c) == {"Custom", "Running", "Successful", "Ready", "Degraded"}   # Failure cleared, Custom kept
-    assert c["Ready"]["status"] == "True" and c["Ready"]["observedGeneration"] == 3
+    assert set(c) == {"Custom", "Ready", "Running", "Successful"}   # Failure cleared, Custom kept
+    assert c["Ready"] == {"type": "Ready", "status": "False"}           # the converge module's, untouched
     assert c["Running"]["reason"] == "Successful" and c["Running"]["message"] == "Awaiting next reconciliation"
-    assert c["Degraded"]["status"] == "False"
-    assert new["observedGeneration"] == 3 and new["phase"] == "Ready"
+    assert "observedGeneration" not in new and "phase" not in new
 
 
-def test_permanent_failure_conditions_name_the_field():
+def test_failure_conditions_name_the_field_and_degrade():
     msg = "spec.slurm.maxNodeCount: total NodeSet replicas (3) exceed maxNodeCount (2)"
-    new = K.finished_status({}, 4, K.Outcome(ok=False, message=msg, permanent=True), "T")
+    new = K.finished_status({}, 4, K.Outcome(ok=False, message=msg, permanent=True, reason="InvalidSpec"), "T")
     c = types(new)
     assert c["Failure"]["status"] == "True" and c["Failure"]["message"] == msg
-    assert c["Ready"]["status"] == "False" and c["Ready"]["reason"] == "InvalidSpec"
-    assert c["Degraded"]["status"] == "True" and c["Degraded"]["message"] == msg
+    assert c["Degraded"]["status"] == "True" and c["Degraded"]["reason"] == "InvalidSpec"
     assert c["Successful"]["status"] == "False"
-    assert new["observedGeneration"] == 4 and new["phase"] == "Failed"
-
-
-def test_transient_failure_does_not_claim_the_generation():
-    new = K.finished_status({"observedGeneration": 1}, 2, K.Outcome(ok=False, message="(503)"), "T")
-    assert new["observedGeneration"] == 1 and types(new)["Ready"]["reason"] == "ReconcileError"
+    transient = types(K.finished_status({}, 2, K.Outcome(ok=False, message="(503)"), "T"))
+    assert transient["Degraded"]["reason"] == "ReconcileError"
 
 
 def test_transition_time_moves_only_on_status_change():
     a = K.finished_status({}, 1, K.Outcome(ok=True), "T1")
     b = K.finished_status(a, 2, K.Outcome(ok=True), "T2")
-    assert types(b)["Ready"]["lastTransitionTime"] == "T1" and types(b)["Ready"]["observedGeneration"] == 2
+    assert types(b)["Successful"]["lastTransitionTime"] == "T1" and types(b)["Successful"]["observedGeneration"] == 2
     c = K.finished_status(b, 2, K.Outcome(ok=False, message="m", permanent=True), "T3")
-    assert types(c)["Ready"]["lastTransitionTime"] == "T3"
+    assert types(c)["Successful"]["lastTransitionTime"] == "T3"
     assert K.same_status(b, K.finished_status(b, 2, K.Outcome(ok=True), "T9"))
     assert not K.same_status(b, c)
 
 
 def test_running_status():
     s = K.running_status({}, 1, "T")
-    assert types(s)["Running"]["status"] == "True" and s["phase"] == "Provisioning"
-    assert K.running_status({"phase": "Ready"}, 2, "T")["phase"] == "Ready"
-
-
-def test_nodeset_status_from_statefulset():
-    sts = {"spec": {"selector": {"matchLabels": {"slurm.soperator.dev/nodeset": "cpu",
-                                                 "app.kubernetes.io/instance": "demo"}}},
-           "status": {"replicas": 3, "readyReplicas": 2}}
-    s = K.nodeset_status({}, 5, K.Outcome(ok=True), sts, "T")
-    assert s["replicas"] == 3 and s["readyReplicas"] == 2 and s["observedGeneration"] == 5
-    assert s["selector"] == "app.kubernetes.io/instance=demo,slurm.soperator.dev/nodeset=cpu"
-    assert "replicas" not in K.nodeset_status({}, 5, K.Outcome(ok=True), None, "T")
+    assert types(s)["Running"]["status"] == "True"
 
 
 # --- triggers ----------------------------------------------------------------------------------------------------
@@ -328,23 +307,37 @@ def test_owner_moves_enqueue_both_owners():
 
 
 # --- runner events and metrics ------------------------------------------------------------------------------
-def test_failure_message_is_the_last_failed_task():
+def test_run_summary_from_the_callback_events():
     events = [
-        {"event": "runner_on_failed", "counter": 3, "event_data": {"task": "t1", "res": {"msg": "first"},
-                                                                   "ignore_errors": True}},
-        {"event": "runner_on_ok", "counter": 4, "event_data": {}},
-        {"event": "runner_on_failed", "counter": 9, "event_data": {
-            "task": "Render", "res": {"msg": "spec.x: bad", "field": "spec.x"}}},
-        {"event": "runner_on_failed", "counter": 7, "event_data": {"task": "t2", "res": {"msg": "older"}}},
-        {"event": "playbook_on_stats", "counter": 10, "event_data": {"changed": {"localhost": 2},
-                                                                     "failures": {"localhost": 1}}},
+        {"event": "failed", "task": "t1", "ignored": True, "res": {"msg": "first"}},
+        {"event": "ok", "task": "Converge", "res": {"requeue_after": 15, "ready": False}},
+        {"event": "ok", "task": "Converge again", "res": {"requeue_after": 5, "ready": True}},
+        {"event": "failed", "task": "Converge", "res": {"msg": "spec.x: bad", "field": "spec.x",
+                                                        "reason": "InvalidSpec", "retryable": False}},
+        {"event": "stats", "stats": {"changed": 2, "failures": 1}},
     ]
-    assert failure_from_events(events) == ("spec.x: bad", "spec.x", "Render")
-    assert changed_from_events(events)[0] == 2
-    assert failure_from_events([{"event": "runner_on_ok"}]) is None
-    looped = [{"event": "runner_on_failed", "counter": 1, "event_data": {"res": {"results": [
-        {"failed": False}, {"failed": True, "msg": "item broke"}]}}}]
-    assert failure_from_events(looped)[0] == "item broke"
+    r = summarize(events, RunResult(ok=False, status="failed"))
+    assert (r.message, r.field, r.reason, r.retryable, r.task) == ("spec.x: bad", "spec.x", "InvalidSpec", False,
+                                                                   "Converge")
+    assert r.changed == 2 and r.requeue_after == 5 and r.ready is True
+    quiet = summarize([{"event": "stats", "stats": {"changed": 0}}], RunResult(ok=True, status="successful"))
+    assert quiet.requeue_after is None and quiet.ready is None and quiet.message == ""
+
+
+def test_store_replace_reports_changes_and_removals():
+    store = cache.Store()
+    a1 = {"metadata": {"namespace": "n", "name": "a", "resourceVersion": "1"}}
+    b1 = {"metadata": {"namespace": "n", "name": "b", "resourceVersion": "1"}}
+    other = {"metadata": {"namespace": "m", "name": "c", "resourceVersion": "1"}}
+    assert store.replace("n", [a1, b1]) == ([(None, a1), (None, b1)], [])
+    store.put(other)
+    a2 = dict(a1, metadata=dict(a1["metadata"], resourceVersion="2"))
+    changed, removed = store.replace("n", [a2])
+    assert changed == [(a1, a2)] and removed == [b1]
+    assert store.get("m", "c") is other and len(store) == 2   # another namespace's list left it alone
+    assert cache.Resource("apps", "v1", "statefulsets", "StatefulSet").path("x") == \
+        "/apis/apps/v1/namespaces/x/statefulsets"
+    assert cache.Resource("", "v1", "pods", "Pod").path() == "/api/v1/pods"
 
 
 def test_metrics_exposition():

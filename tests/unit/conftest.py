@@ -30,32 +30,7 @@ import yaml  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "corpus"))
 
-API = "slurm.soperator.dev/v1alpha1"
-
-
-def make_cluster(spec=None, name="demo", namespace="hpc", uid=None):
-    """A SlurmCluster object with a jail unless ``spec`` gives one."""
-    body = {"jail": {"storageClassName": "standard", "size": "10Gi"}}
-    body.update(copy.deepcopy(spec or {}))
-    md = {"name": name, "namespace": namespace}
-    if uid:
-        md["uid"] = uid
-    return {"apiVersion": API, "kind": "SlurmCluster", "metadata": md, "spec": body}
-
-
-def make_nodeset(name="cpu", spec=None, cluster="demo", namespace="hpc", uid=None):
-    body = {"clusterRef": {"name": cluster}}
-    body.update(copy.deepcopy(spec or {}))
-    md = {"name": name, "namespace": namespace}
-    if uid:
-        md["uid"] = uid
-    return {"apiVersion": API, "kind": "NodeSet", "metadata": md, "spec": body}
-
-
-def load_example(name):
-    with open(os.path.join(ROOT, "examples", name)) as handle:
-        docs = [d for d in yaml.safe_load_all(handle) if d]
-    return docs[0], docs[1:]
+from resources import API, load_example, make_cluster, make_nodeset  # noqa: E402,F401  (shared with suites)
 
 
 @pytest.fixture(autouse=True)

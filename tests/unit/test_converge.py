@@ -4,7 +4,7 @@ Slurm's node table is given as `scontrol show node -o` lines and parsed by the r
 """
 
 import pytest
-from conftest import make_cluster, make_nodeset
+from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge, scale_in
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
@@ -234,3 +234,20 @@ def test_split_errors_sorts_problems_by_owner():
 
     cluster_errs, per = converge.split_errors([SpecError("spec.x", "a"), SpecError("nodesets[gpu].spec.y", "b")])
     assert [e.path for e in cluster_errs] == ["spec.x"] and list(per) == ["gpu"]
+
+
+def test_a_removal_is_under_way_until_pods_and_node_records_are_gone():
+    # The StatefulSet already shrank to 1; pod demo-cpu-1 is still terminating, its node still known.
+    obs = steady(1, extra_pods=("demo-cpu-1",))
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
+    assert not p.ready and p.underway == ["pods going: demo-cpu-1"] and p.delete_nodes == []
+    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    # without Slurm's view (the operator's cache check) the terminating pod is still seen
+    assert converge.plan(cluster(), [nodeset(1)], dict(obs, slurm=None), NOW).underway == ["pods going: demo-cpu-1"]
+    # the pod is gone: its record is deleted, and one more look confirms
+    obs = dict(steady(1), slurm=obs["slurm"])
+    p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
+    assert p.delete_nodes == ["demo-cpu-1"] and not p.ready and p.requeue_after == converge.REQUEUE_PROGRESSING
+    p = converge.plan(cluster(), [nodeset(1)], dict(steady(1), slurm=slurm(line("demo-cpu-0"))), NOW)
+    assert p.ready and p.requeue_after is None

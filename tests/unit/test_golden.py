@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ansible_collections.soperator.slurm.plugins.module_utils import render
-from conftest import load_example
+from resources import load_example
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 

@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.soperator.slurm.plugins.module_utils import render
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from conftest import make_cluster, make_nodeset
+from resources import make_cluster, make_nodeset
 
 EVIL_VALUES = ["x\nSlurmUser=root", "x\rSlurmUser=root", "x\x00", "x SlurmUser=root", "x\tSlurmUser=root", "x\\",
                "x#"]

@@ -1,5 +1,5 @@
 from ansible_collections.soperator.slurm.plugins.module_utils import plan, render
-from conftest import load_example
+from resources import load_example
 
 
 def _live(kind, name, api="v1", cluster="demo", managed=True, namespace="slurm"):

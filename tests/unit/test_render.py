@@ -4,7 +4,8 @@ import pytest
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names, render
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from conftest import load_example, make_cluster, make_nodeset
+from resources import load_example
+from resources import make_cluster, make_nodeset
 
 
 def _by(objects, kind, name):

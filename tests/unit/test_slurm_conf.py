@@ -2,7 +2,7 @@ import pytest
 
 from ansible_collections.soperator.slurm.plugins.module_utils import slurm_conf, spec
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
-from conftest import make_cluster, make_nodeset
+from resources import make_cluster, make_nodeset
 
 
 def _validated(cluster_spec=None, nodesets=()):

@@ -4,7 +4,7 @@ import pytest
 
 from ansible_collections.soperator.slurm.plugins.module_utils import schema, spec
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from conftest import make_cluster, make_nodeset
+from resources import make_cluster, make_nodeset
 
 
 def errors_of(func, *args):

@@ -2,7 +2,7 @@ import pytest
 
 from ansible_collections.soperator.slurm.plugins.module_utils import spec, sshd_conf
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
-from conftest import make_cluster
+from resources import make_cluster
 
 
 def _render(sshd=None):

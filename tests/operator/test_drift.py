@@ -1,0 +1,115 @@
+"""The runtime's "is a run needed?" check against caches, with the collection's own renderer. Pure."""
+
+import copy
+
+import pytest
+
+from soperator_operator import drift
+
+from resources import make_cluster, make_nodeset
+
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, objects
+
+NOW = 1_700_000_000
+
+
+def converged_state(replicas=2, ready=True):
+    """A SlurmCluster and NodeSet as the API stores them once converged, and the caches of their objects."""
+    cluster = make_cluster(uid="c-uid")
+    cluster["metadata"].update(generation=3)
+    nodeset = make_nodeset("cpu", {"replicas": replicas}, uid="n-uid")
+    nodeset["metadata"].update(generation=7)
+    plan = converge.plan(cluster, [nodeset], {"statefulsets": {}, "pods": {}, "slurm": None}, NOW)
+    live = {}
+    for desired in plan.manifests:
+        if objects.is_create_only(desired):
+            continue
+        obj = objects.with_applied_hash(desired)
+        obj["metadata"].update(resourceVersion="11", uid="u-" + desired["metadata"]["name"])  # server fields
+        if desired["kind"] == "StatefulSet":
+            obj["spec"]["revisionHistoryLimit"] = 10                   # a defaulted field we never set
+            obj["status"] = {"replicas": obj["spec"]["replicas"], "readyReplicas": obj["spec"]["replicas"]}
+        live[(desired["kind"], desired["metadata"]["name"])] = obj
+    cluster["status"] = {"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "True" if ready else
+                                                                  "False"}]}
+    nodeset["status"] = {"observedGeneration": 7}
+    return cluster, [nodeset], live
+
+
+def check(cluster, nodesets, live, memo=None):
+    return drift.needs_run(cluster, nodesets, live, memo or drift.Memo(), NOW)
+
+
+def test_a_converged_ready_cluster_needs_no_run():
+    assert check(*converged_state()) is None
+
+
+def test_a_new_generation_runs_unless_this_runtime_just_converged_it():
+    cluster, nodesets, live = converged_state()
+    cluster["metadata"]["generation"] = 4
+    assert check(cluster, nodesets, live) == "generation 4 of the SlurmCluster"
+    # The run wrote status, but the cache has not caught up yet: no second run for the same generation.
+    memo = drift.Memo(generations=drift.generations(cluster, nodesets), ready=True)
+    assert check(cluster, nodesets, live, memo) is None
+
+
+def test_a_nodeset_generation_and_a_nodeset_being_deleted_run():
+    cluster, nodesets, live = converged_state()
+    nodesets[0]["metadata"]["generation"] = 8
+    assert check(cluster, nodesets, live) == "generation 8 of NodeSet cpu"
+    cluster, nodesets, live = converged_state()
+    nodesets[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert check(cluster, nodesets, live) == "NodeSet cpu is being deleted"
+
+
+def test_not_ready_runs():
+    assert check(*converged_state(ready=False)) == "not ready yet"
+    cluster, nodesets, live = converged_state(ready=False)
+    assert check(cluster, nodesets, live, drift.Memo(generations=drift.generations(cluster, nodesets),
+                                                    ready=True)) is None
+
+
+def test_a_statefulset_scaled_by_hand_is_scaled_back_after_draining():
+    cluster, nodesets, live = converged_state()
+    live[("StatefulSet", "demo-cpu")]["spec"]["replicas"] = 5   # kubectl scale statefulset, behind our back
+    assert check(cluster, nodesets, live) == "under way: NodeSet cpu: 5 -> 2 waits for slurmctld to answer " \
+                                             "(to drain first)"
+
+
+@pytest.mark.parametrize("edit", [
+    lambda live: live[("ConfigMap", "demo-slurm-config")]["data"].update({"slurm.conf": "x"}),
+    lambda live: live[("Service", "demo-login")]["metadata"]["annotations"].clear(),    # applied-hash gone
+    lambda live: live[("StatefulSet", "demo-controller")]["spec"]["template"]["spec"]["containers"][0].update(
+        image="evil:latest"),
+])
+def test_an_edited_object_runs(edit):
+    cluster, nodesets, live = converged_state()
+    edit(live)
+    assert check(cluster, nodesets, live).endswith("differs")
+
+
+def test_a_deleted_object_runs_and_a_stray_one_is_pruned():
+    cluster, nodesets, live = converged_state()
+    del live[("ConfigMap", "demo-slurm-config")]
+    assert check(cluster, nodesets, live) == "ConfigMap demo-slurm-config is missing"
+    cluster, nodesets, live = converged_state()
+    stray = copy.deepcopy(live[("Service", "demo-cpu")])
+    stray["metadata"]["name"] = "demo-old"
+    live[("Service", "demo-old")] = stray
+    assert check(cluster, nodesets, live) == "Service demo-old is no longer rendered"
+
+
+def test_a_scale_in_in_progress_runs():
+    cluster, nodesets, live = converged_state(replicas=3)
+    nodesets[0]["spec"]["replicas"] = 1  # stored spec changed, generation observed by a run that kept 3 pods
+    why = check(cluster, nodesets, live)
+    assert why.startswith("under way: NodeSet cpu: 3 -> 1 waits for slurmctld")
+
+
+def test_an_invalid_generation_judged_once_runs_no_more():
+    cluster, nodesets, live = converged_state()
+    cluster["metadata"]["generation"] = 9
+    cluster["spec"]["slurm"] = {"maxNodeCount": 1}
+    memo = drift.Memo(invalid_generation=9)
+    assert check(cluster, nodesets, live, memo) is None
+    assert check(cluster, nodesets, live) == "generation 9 of the SlurmCluster"
