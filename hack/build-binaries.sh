@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the pinned Kubernetes control plane, kubectl, etcd and kwok from the Go module proxy.
 # Cached under ${SOPERATOR_CACHE:-~/.cache/soperator}/<component>-<version>/bin; a cached build is reused.
-# Usage: hack/build-binaries.sh [control-plane|node|all]
+# Usage: hack/build-binaries.sh [control-plane|node|ansible-operator|all]
 #   node = what `hack/localcluster.py up --real-node` needs: kubelet, kube-proxy, CoreDNS (a build with only
 #   the plugins we use, hack/realnode/coredns/main.go) and the static pause binary (hack/realnode/pause.c).
 set -euo pipefail
@@ -16,6 +16,7 @@ k8s_dir=$cache/kubernetes-$KUBERNETES_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 kwok_dir=$cache/kwok-$KWOK_VERSION
 coredns_dir=$cache/coredns-$COREDNS_VERSION
+ansible_operator_dir=$cache/ansible-operator-$ANSIBLE_OPERATOR_VERSION
 # The pause binary is our own source: keyed by its hash, so an edit rebuilds it.
 pause_dir=$cache/pause-$(sha256sum "$here/realnode/pause.c" | cut -c1-12)
 kubeget_dir=$cache/kubeget-$(sha256sum "$here/realnode/kubeget/main.go" | cut -c1-12)
@@ -80,6 +81,20 @@ build_kwok() {
   echo "built: kwok -> $kwok_dir/bin"
 }
 
+# operator-sdk's ansible-operator (github.com/operator-framework/ansible-operator-plugins), for the upstream tests.
+build_ansible_operator() {
+  [ -x "$ansible_operator_dir/bin/ansible-operator" ] && { echo "cached: ansible-operator in $ansible_operator_dir/bin"; return 0; }
+  local work; work=$(mktemp -d)
+  printf 'module soperator.local/aobuild\ngo 1.22\nrequire github.com/operator-framework/ansible-operator-plugins %s\n' \
+    "$ANSIBLE_OPERATOR_VERSION" >"$work/go.mod"
+  mkdir -p "$ansible_operator_dir/bin"
+  (cd "$work" && GOTOOLCHAIN=auto go get "github.com/operator-framework/ansible-operator-plugins@$ANSIBLE_OPERATOR_VERSION" \
+     >/dev/null 2>&1 && GOTOOLCHAIN=auto go build -trimpath -ldflags "-s -w" -o "$ansible_operator_dir/bin/ansible-operator" \
+     github.com/operator-framework/ansible-operator-plugins/cmd/ansible-operator)
+  rm -rf "$work"
+  echo "built: ansible-operator -> $ansible_operator_dir/bin"
+}
+
 build_coredns() {
   [ -x "$coredns_dir/bin/coredns" ] && { echo "cached: coredns in $coredns_dir/bin"; return 0; }
   local work; work=$(mktemp -d)
@@ -122,6 +137,8 @@ case $what in
     build_coredns
     build_pause
     build_kubeget ;;
+  ansible-operator)
+    build_ansible_operator ;;
   all) "$0" control-plane; "$0" node ;;
-  *) echo "usage: $0 [control-plane|node|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [control-plane|node|ansible-operator|all]" >&2; exit 2 ;;
 esac

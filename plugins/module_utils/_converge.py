@@ -592,7 +592,7 @@ def teardown(conv, params):
         conv.sleep(1.0)
     return {"changed": bool(deleted), "deleted": deleted, "kept": {"jail": not delete["jail"],
                                                                     "secrets": not delete["secrets"]},
-            "warnings": warnings, "name": conv.name, "namespace": conv.namespace}
+            "data_kept": warnings, "name": conv.name, "namespace": conv.namespace}
 
 
 def release_finalizers(client, namespaces, check_mode=False):
