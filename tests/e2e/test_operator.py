@@ -19,6 +19,7 @@ from conftest import E2E, ROOT, wait_until
 
 OPERATOR_NS = "soperator-e2e"
 WATCHED = "e2e-operator"
+CLUSTER_WIDE_NS = "e2e-operator-cw"  # in no watch list: only a cluster-wide install sees it
 IMAGE = "soperator/operator:0.1.0"
 REAL = {"soperator.dev/localcluster": "real"}
 
@@ -53,8 +54,10 @@ def op(real_node_cluster):
         if os.environ.get("SOPERATOR_SHOW_OPERATOR_LOGS") == "1":
             print(e.kubectl("logs", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/name=soperator-operator",
                             "--tail=300", "--prefix", check=False).stdout)
+        e.playbook("operator.yml", install_params(operator_state="absent", operator_cluster_wide=True), check=False)
         e.playbook("operator.yml", install_params(operator_state="absent"), check=False)
-        e.kubectl("delete", "namespace", WATCHED, OPERATOR_NS, "--ignore-not-found", "--wait=false", check=False)
+        e.kubectl("delete", "namespace", WATCHED, OPERATOR_NS, CLUSTER_WIDE_NS, "--ignore-not-found", "--wait=false",
+                  check=False)
 
 
 def operator_pods(e):
@@ -232,9 +235,12 @@ def test_template_payloads_in_a_resource_are_never_evaluated(op):
         doc["metadata"]["name"] = "evil" if doc["kind"] == "SlurmCluster" else "evilnodes"
         if doc["kind"] == "NodeSet":
             doc["spec"]["clusterRef"]["name"] = "evil"
-        doc["spec"].setdefault("slurm", {}) if doc["kind"] == "SlurmCluster" else None
-    docs[0]["spec"]["slurm"]["slurmConf"] = {"MinJobAge": payload}
-    docs[0]["spec"]["login"]["sshdConfig"] = {"Banner": payload}
+            # optional string fields too, so that the API server can accept (or refuse) each of them
+            doc["spec"].update(image="x", features=["x"], placement={"nodeSelector": {"k": "v"}})
+    cluster_spec = docs[0]["spec"]
+    cluster_spec.setdefault("slurm", {})["slurmConf"] = {"MinJobAge": payload}
+    cluster_spec["login"]["sshdConfig"] = {"Banner": payload}
+    cluster_spec["images"] = dict((c, "x") for c in ("controller", "worker", "login", "jail", "populateJail"))
     accepted = {}
     for doc in docs:
         doc["metadata"]["annotations"] = {"note": payload}
@@ -256,9 +262,10 @@ def test_template_payloads_in_a_resource_are_never_evaluated(op):
         accepted[doc["kind"]] = kept
     assert accepted["SlurmCluster"], "the API server accepted no templated spec string"
     kubectl_apply(op, docs)
-    # The operator has looked at it (a Failure naming a field, or a status of its own) ...
-    wait_until(lambda: (op.get("slurmcluster", "evil").get("status") or {}).get("conditions"), 120,
-               "the operator's verdict on the templated cluster", op.explain)
+    # The operator has judged it: a run finished (Successful, or a Failure naming a field) ...
+    verdict = wait_until(lambda: [c for c in (op.get("slurmcluster", "evil").get("status") or {}).get(
+        "conditions", []) if c["type"] in ("Successful", "Failure") and c["status"] == "True"], 180,
+        "the operator's verdict on the templated cluster", op.explain)
     status = op.get("slurmcluster", "evil")["status"]
     # ... and nothing was evaluated, in any operator pod
     for pod in operator_pods(op):
@@ -266,7 +273,32 @@ def test_template_payloads_in_a_resource_are_never_evaluated(op):
         assert "soperator-pwned-" + tag not in listing, (pod["metadata"]["name"], listing)
     stored = op.get("slurmcluster", "evil")
     assert stored["metadata"]["annotations"]["note"] == payload
+    # ... and each templated value was refused naming its field, or kept literally in what was rendered.
+    if verdict[0]["type"] == "Failure":
+        assert verdict[0]["message"].startswith(("spec.", "nodesets[")), verdict[0]["message"]
+    else:
+        config = op.get("configmap", "evil-slurm-config")["data"]["slurm.conf"]
+        assert "MinJobAge=" + payload in config
     print("e2e-operator: templated fields accepted by the API server: %s; verdict: %s" % (
         accepted, [(c["type"], c["status"], c.get("message", "")[:120]) for c in status["conditions"]]))
     op.kubectl("delete", "slurmcluster", "evil", "-n", WATCHED, "--wait=true", timeout=180)
     op.kubectl("delete", "nodeset", "evilnodes", "-n", WATCHED, "--wait=false", check=False)
+
+
+def test_cluster_wide_install_watches_every_namespace(op):
+    """The same image, reinstalled with operator_cluster_wide: a ClusterRole, and a namespace nobody listed."""
+    op.playbook("operator.yml", install_params(operator_cluster_wide=True, operator_watch_namespaces=[]))
+    assert op.kubectl("get", "clusterrole", "soperator-operator", check=False).returncode == 0
+    wait_until(lambda: all(not c["env"] or {"name": "WATCH_NAMESPACE", "value": ""} in c["env"]
+                           for p in operator_pods(op) for c in p["spec"]["containers"])
+               and len(operator_pods(op)) == 2 and all(
+                   s.get("ready") for p in operator_pods(op) for s in p.get("status", {}).get("containerStatuses", [])),
+               240, "the cluster-wide replicas rolled out")
+    other = E2E(op.state_dir, CLUSTER_WIDE_NS)
+    other.kubectl("create", "namespace", CLUSTER_WIDE_NS)
+    kubectl_apply(other, other.definition())
+    wait_until(lambda: ready(other), 300, "a cluster in an unlisted namespace Ready", other.explain)
+    assert set(other.sinfo().items()) == {("demo-cpu-0", "idle"), ("demo-cpu-1", "idle")}
+    other.kubectl("delete", "slurmcluster", "demo", "-n", CLUSTER_WIDE_NS, "--wait=true", timeout=300)
+    op.playbook("operator.yml", install_params(operator_state="absent", operator_cluster_wide=True))
+    assert op.kubectl("get", "clusterrole", "soperator-operator", check=False).returncode != 0

@@ -1,0 +1,147 @@
+"""operator-sdk's upstream ansible-operator (v1.37.1, built from its Go module) with operator/watches.yaml unchanged.
+
+Its API proxy injects owner references into every object a run creates, by default. The munge key, the SSH host
+keys and the jail claim are created without one on purpose (they must outlive the SlurmCluster); with the
+injection they become owned by the resource the run was for, and garbage collection deletes users' data with
+it. The first test shows that with upstream's default; the second, that `--inject-owner-ref=false` (what the
+shipped upstream Dockerfile passes) keeps the data through a deletion.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from operator_harness import ROOT, Cluster, kill_processes_mentioning, wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def versions():
+    with open(os.path.join(ROOT, "hack", "versions.env")) as handle:
+        return dict(line.strip().split("=", 1) for line in handle if "=" in line and not line.startswith("#"))
+
+
+@pytest.fixture(scope="module")
+def ansible_operator():
+    subprocess.run([os.path.join(ROOT, "hack", "build-binaries.sh"), "ansible-operator"], check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+    cache = os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator"))
+    return os.path.join(cache, "ansible-operator-" + versions()["ANSIBLE_OPERATOR_VERSION"], "bin",
+                        "ansible-operator")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Upstream:
+    def __init__(self, binary, tmp_path, kubeconfig, collections_path, namespace, inject_owner_ref):
+        self.log_path = str(tmp_path / "ansible-operator.log")
+        self.home = str(tmp_path / "home")
+        os.makedirs(self.home, exist_ok=True)
+        bindir = os.path.join(ROOT, ".venv", "bin")
+        env = dict(os.environ, KUBECONFIG=kubeconfig, ANSIBLE_COLLECTIONS_PATH=collections_path, HOME=self.home,
+                   PATH=bindir + os.pathsep + os.environ["PATH"], ANSIBLE_GATHERING="explicit",
+                   ANSIBLE_PYTHON_INTERPRETER=os.path.join(bindir, "python"), ANSIBLE_LOCAL_TEMP=self.home)
+        cmd = [binary, "run", "--watches-file", os.path.join(ROOT, "operator", "watches.yaml"),
+               "--inject-owner-ref=%s" % ("true" if inject_owner_ref else "false"),
+               "--metrics-bind-address", "127.0.0.1:%d" % free_port(),
+               "--health-probe-bind-address", "127.0.0.1:%d" % free_port(),
+               "--proxy-port", str(free_port())]
+        env["WATCH_NAMESPACE"] = namespace
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.home,
+                                     start_new_session=True, stdin=subprocess.DEVNULL)
+
+    def logs(self):
+        with open(self.log_path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        kill_processes_mentioning(self.home)
+        self._log.close()
+
+
+@pytest.fixture
+def upstream(ansible_operator, tmp_path, kubeconfig, collections_path, namespace, k8s, kubectl):
+    crd_dir = os.path.join(ROOT, "roles", "crds", "files")
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "soperator-tests", "-f", crd_dir)
+    started = []
+
+    def start(inject_owner_ref):
+        op = Upstream(ansible_operator, tmp_path, kubeconfig, collections_path, namespace, inject_owner_ref)
+        started.append(op)
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+    Cluster(k8s, namespace).release_finalizers()
+
+
+def owners(cluster, kind, name):
+    reader = {"Secret": cluster.core.read_namespaced_secret,
+              "PersistentVolumeClaim": cluster.core.read_namespaced_persistent_volume_claim}[kind]
+    refs = reader(name, cluster.ns).metadata.owner_references or []
+    return [(r.kind, r.name) for r in refs]
+
+
+DATA = [("Secret", "demo-munge-key"), ("Secret", "demo-ssh-host-keys"), ("PersistentVolumeClaim", "demo-jail")]
+
+
+def converged_children(cluster):
+    return cluster.names("statefulsets") == ["demo-controller", "demo-cpu", "demo-login"] and \
+        cluster.names("secrets") == ["demo-munge-key", "demo-ssh-host-keys"] and "demo-jail" in cluster.names("pvcs")
+
+
+def test_upstream_default_injects_owner_references_into_the_data(upstream, k8s, namespace):
+    cluster = Cluster(k8s, namespace)
+    op = upstream(inject_owner_ref=True)
+    for doc in cluster.example():
+        cluster.create(doc)
+    wait_for(lambda: converged_children(cluster), 240, what="upstream converged the cluster")
+    # The danger the shipped flag removes: the data is now owned by a custom resource.
+    injected = {obj: owners(cluster, *obj) for obj in DATA}
+    assert all(injected.values()), (injected, op.logs()[-3000:])
+
+
+def test_upstream_with_inject_owner_ref_false_keeps_the_data(upstream, k8s, namespace):
+    cluster = Cluster(k8s, namespace)
+    op = upstream(inject_owner_ref=False)
+    for doc in cluster.example():
+        cluster.create(doc)
+    wait_for(lambda: converged_children(cluster), 240, what="upstream converged the cluster")
+    assert {obj: owners(cluster, *obj) for obj in DATA} == {obj: [] for obj in DATA}
+    # A NodeSet run (upstream reconciles each NodeSet with the cluster role) must not take the data either.
+    cluster.scale("cpu", 3)
+    wait_for(lambda: cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns).spec.replicas == 3, 120,
+             what="upstream applied the scale")
+    assert {obj: owners(cluster, *obj) for obj in DATA} == {obj: [] for obj in DATA}
+    # Deleting the SlurmCluster runs the teardown role as the finalizer: workloads go, the data stays.
+    cluster.delete("SlurmCluster", "demo")
+    wait_for(lambda: cluster.get("SlurmCluster", "demo") is None, 240, what="upstream finalized the cluster",
+             )
+    wait_for(lambda: cluster.names("statefulsets") == [], 120, what="workloads deleted")
+    assert cluster.names("secrets") == ["demo-munge-key", "demo-ssh-host-keys"], op.logs()[-3000:]
+    assert "demo-jail" in cluster.names("pvcs")
+
+
+def test_the_shipped_upstream_image_passes_the_flag_and_the_tested_version():
+    """operator/Containerfile.upstream is what users build: the flag tested above, the version built above."""
+    with open(os.path.join(ROOT, "operator", "Containerfile.upstream")) as handle:
+        text = handle.read()
+    assert "FROM quay.io/operator-framework/ansible-operator:%s\n" % versions()["ANSIBLE_OPERATOR_VERSION"] in text
+    entrypoint = [line for line in text.replace("\\\n", " ").splitlines() if line.startswith("ENTRYPOINT")]
+    assert len(entrypoint) == 1 and '"--inject-owner-ref=false"' in entrypoint[0]
