@@ -51,8 +51,9 @@ class Upstream:
         cmd = [binary, "run", "--watches-file", os.path.join(ROOT, "operator", "watches.yaml"),
                "--inject-owner-ref=%s" % ("true" if inject_owner_ref else "false"),
                "--metrics-bind-address", "127.0.0.1:%d" % free_port(),
-               "--health-probe-bind-address", "127.0.0.1:%d" % free_port(),
-               "--proxy-port", str(free_port())]
+               "--health-probe-bind-address", "127.0.0.1:%d" % free_port()]
+        # The API proxy stays on its default port 8888: v1.37.1's generated kubeconfig names 8888 whatever
+        # --proxy-port says.
         env["WATCH_NAMESPACE"] = namespace
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.home,
