@@ -57,10 +57,10 @@ def needs_run(cluster, nodesets, live, memo: Memo, now) -> Optional[str]:
     Pods), all in the cluster's namespace.
     """
     gens = generations(cluster, nodesets)
+    if memo.invalid_generation is not None and memo.generations == gens:
+        return None  # judged invalid, and nothing was edited since: only a new generation can help
     if _observed(cluster) != gens[names.CLUSTER_KIND] and memo.generations.get(names.CLUSTER_KIND) != \
             gens[names.CLUSTER_KIND]:
-        if memo.invalid_generation == gens[names.CLUSTER_KIND]:
-            return None
         return "generation %d of the SlurmCluster" % gens[names.CLUSTER_KIND]
     for ns in nodesets:
         key = "%s/%s" % (names.NODESET_KIND, ns["metadata"]["name"])

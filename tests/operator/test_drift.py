@@ -110,6 +110,8 @@ def test_an_invalid_generation_judged_once_runs_no_more():
     cluster, nodesets, live = converged_state()
     cluster["metadata"]["generation"] = 9
     cluster["spec"]["slurm"] = {"maxNodeCount": 1}
-    memo = drift.Memo(invalid_generation=9)
+    memo = drift.Memo(generations=drift.generations(cluster, nodesets), ready=False, invalid_generation=9)
     assert check(cluster, nodesets, live, memo) is None
     assert check(cluster, nodesets, live) == "generation 9 of the SlurmCluster"
+    nodesets[0]["metadata"]["generation"] = 8  # a NodeSet edit may be the fix: look again
+    assert check(cluster, nodesets, live, memo) == "generation 8 of NodeSet cpu"

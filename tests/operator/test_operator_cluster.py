@@ -90,7 +90,9 @@ def test_lifecycle_create_scale_repair_delete(operators, cluster, tmp_path):
     assert "demo-slurm-config" in cluster.names("configmaps")
     assert cluster.names("secrets") == ["demo-munge-key", "demo-ssh-host-keys"]
     assert "demo-jail" in cluster.names("pvcs")
-    wait_for(lambda: converged(cluster, "NodeSet", "cpu", generation=1), 30, what="NodeSet status")
+    # status.replicas counts the pods that exist (the scale subresource's status): they come up after the apply
+    wait_for(lambda: converged(cluster, "NodeSet", "cpu", generation=1)
+             and cluster.get("NodeSet", "cpu")["status"]["replicas"] == 2, 60, what="NodeSet status: 2 pods")
     ns_obj = cluster.get("NodeSet", "cpu")
     assert "slurm.soperator.dev/finalizer" in ns_obj["metadata"]["finalizers"]  # deleting it drains first
     ns_status = ns_obj["status"]
