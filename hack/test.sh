@@ -11,8 +11,9 @@ py=.venv/bin/python
 mkdir -p .cache/collections/ansible_collections/soperator
 ln -sfn "$root" .cache/collections/ansible_collections/soperator/slurm
 
-started_cluster=0
+started_cluster=0 started_real=0
 cleanup() {
+  if [ "$started_real" = 1 ]; then SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py down || true; fi
   if [ "$started_cluster" = 1 ]; then python3 hack/localcluster.py down || true; fi
 }
 trap cleanup EXIT
@@ -28,20 +29,48 @@ stage "unit tests (branch coverage of the pure core >= 90%)"
 $py -m pytest -q -ra -p no:cacheprovider tests/unit --cov --cov-config=.coveragerc --cov-report=term \
   --cov-fail-under=90
 
-if [ -z "${SOPERATOR_KUBECONFIG:-}" ] && ! python3 hack/localcluster.py status >/dev/null 2>&1; then
-  stage "local cluster up"
-  python3 hack/localcluster.py up
+stage "real node: kubelet, containerd, CNI, kube-proxy, CoreDNS on a private local cluster (and a clean down)"
+hack/build-binaries.sh node
+$py -m pytest -q -ra -p no:cacheprovider tests/realnode
+
+# One local cluster for every suite from here on, with a real node (so that real Slurm runs in pods): the one
+# already running if any (make demo's), else started now and stopped at the end. A running cluster without a real
+# node (make cluster-up) is used by the kwok suites and left alone; the real-node suites then get one of their own.
+state_dir=${SOPERATOR_LOCALCLUSTER_DIR:-$HOME/.local/state/soperator/localcluster}
+has_real_node() { grep -q '"real_node"' "$1/state.json" 2>/dev/null; }
+real_dir=$state_dir
+if [ -n "${SOPERATOR_KUBECONFIG:-}" ]; then
+  real_dir=""
+elif ! python3 hack/localcluster.py status >/dev/null 2>&1; then
+  stage "local cluster up, with a real node"
+  python3 hack/localcluster.py up --real-node
   started_cluster=1
+elif ! has_real_node "$state_dir"; then
+  real_dir=$root/.cache/test-realnode
+  if ! SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py status >/dev/null 2>&1; then
+    stage "a second local cluster, with a real node (the running one has none)"
+    SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py up --real-node --nodes 1 --gpu-nodes 0
+    started_real=1
+  fi
 fi
 kubeconfig=${SOPERATOR_KUBECONFIG:-$(python3 hack/localcluster.py kubeconfig)}
 export K8S_AUTH_KUBECONFIG=$kubeconfig
 k8s_version=$(sed -n 's/^KUBERNETES_VERSION=//p' hack/versions.env)
 export KUBECTL="$HOME/.cache/soperator/kubernetes-$k8s_version/bin/kubectl"
 
+stage "images: built (cached), imported into the real node"
+hack/images.sh build save
+if [ -n "$real_dir" ]; then
+  export SOPERATOR_E2E_DIR=$real_dir
+  SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py import-image \
+    "$HOME"/.cache/soperator/images/{slurm-controller,slurm-worker,slurm-login,jail,populate-jail}-0.1.0.tar
+fi
+
 stage "integration tests against the real kube-apiserver"
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/integration
 
-stage "operator: runtime unit tests and runs against the real kube-apiserver"
+stage "operator: runtime unit tests, the runtime on the host, and upstream's ansible-operator"
+hack/build-binaries.sh ansible-operator
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/operator
 
 stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd"
@@ -51,18 +80,14 @@ $py -m pytest -q -ra -p no:cacheprovider tests/slurm
 stage "login into the jail: Debian's OpenSSH with the rendered sshd_config"
 $py -m pytest -q -ra -p no:cacheprovider tests/login
 
-stage "images: entrypoints on the host, then the five images built (cached) and run"
+stage "images: entrypoints on the host, then the images run"
 $py -m pytest -q -ra -p no:cacheprovider tests/images
 
-stage "real node: kubelet, containerd, CNI, kube-proxy, CoreDNS on a private local cluster"
-hack/build-binaries.sh node
-$py -m pytest -q -ra -p no:cacheprovider tests/realnode
-
-stage "end to end: Slurm jobs in pods on the real node, through the jail; scale, reconfigure, tear down"
+stage "end to end on the real node: site.yml, then the operator image in-cluster, kubectl only"
 $py -m pytest -q -ra -s -p no:cacheprovider tests/e2e
 
-stage "molecule default scenario"
-molecule test -s default
+stage "molecule default scenario (real Slurm on the real node)"
+K8S_AUTH_KUBECONFIG=${real_dir:+$real_dir/kubeconfig} molecule test -s default
 
 stage "molecule kind scenario"
 hack/molecule-kind.sh

@@ -72,8 +72,9 @@ def host_snapshot(state_dir, real):
 def realnode(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("the real node needs root")
-    existing = os.environ.get("SOPERATOR_LOCALCLUSTER_DIR")
-    if existing and os.path.exists(os.path.join(existing, "state.json")):
+    # One real node per host: a running one (make demo's, or SOPERATOR_LOCALCLUSTER_DIR's) is reused.
+    existing = os.environ.get("SOPERATOR_LOCALCLUSTER_DIR") or os.path.expanduser("~/.local/state/soperator/localcluster")
+    if os.path.exists(os.path.join(existing, "state.json")):
         inst = Instance(existing, private=False)
         if inst.state.get("real_node") and subprocess.run(
                 [sys.executable, TOOL, "status"], env=inst.env, capture_output=True).returncode == 0:

@@ -24,7 +24,8 @@ import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
-from ansible_collections.soperator.slurm.plugins.module_utils import names, objects, spec as specs, status as st
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names, objects, spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import _api_message, _body, apply_manifests
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError, clients
@@ -44,8 +45,6 @@ except ImportError:  # the module reports the missing library first
         pass
 
 FINALIZER = names.GROUP + "/finalizer"
-# Kinds the renderer produces and a converge prunes (Secrets and claims hold data: never pruned).
-PRUNE_KINDS = ("apps/v1/StatefulSet", "v1/Service", "v1/ConfigMap", "policy/v1/PodDisruptionBudget", "batch/v1/Job")
 
 
 class InvalidDefinition(Exception):
@@ -197,7 +196,7 @@ class Converger(object):
                 slurm_error = e.msg
         else:
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
-        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes}
+        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error}
         return marked, observed, slurm_error
 
     def act(self, plan, slurm_error):
@@ -213,7 +212,7 @@ class Converger(object):
         keep = set(plan.keep)
         applied = apply_manifests(
             self.client, plan.manifests, self.field_manager, prune_selector="%s=%s" % (names.LABEL_CLUSTER, self.name),
-            prune_kinds=list(PRUNE_KINDS), prune_namespaces=[self.namespace], check_mode=self.check_mode,
+            prune_kinds=kinds.prune_kinds(), prune_namespaces=[self.namespace], check_mode=self.check_mode,
             diff=self.diff, on_secret=self.on_secret, keep=keep)
         sts_res = self.resource("apps/v1", "StatefulSet")
         for sts_name, replicas in sorted(plan.scale.items()):
@@ -242,6 +241,10 @@ class Converger(object):
                 raise KubernetesError("SlurmCluster %s/%s not found" % (self.namespace, self.name), status=404)
             nodesets, observed, slurm_error = self.observe(cluster, retire)
             try:
+                # A deletion policy this reconciler could not honour is refused now, not at deletion time.
+                problems = data_deletion_problems(self, (cluster.get("spec") or {}).get("deletionPolicy"))
+                if problems:
+                    raise SpecErrors(problems)
                 plan = core.plan(cluster, nodesets, observed, int(self.clock()))
             except SpecErrors as e:
                 message = str(e)
@@ -274,7 +277,7 @@ class Converger(object):
             counts[entry["action"]] = counts.get(entry["action"], 0) + 1
         result = {
             "changed": changed, "ready": plan.ready, "phase": plan.phase, "message": plan.message,
-            "pending": plan.pending, "requeue_after": plan.requeue_after if not plan.ready or plan.pending else None,
+            "pending": plan.pending, "requeue_after": plan.requeue_after,
             "invalid": plan.invalid, "objects": list(objects_seen.values()), "counts": counts, "slurm": totals,
             "nodesets": plan.nodesets, "passes": passes,
         }
@@ -521,7 +524,7 @@ def teardown(conv, params):
         delete[problem.path.rpartition(".")[2]] = False
     deleted = []
     selector = "%s=%s" % (names.LABEL_CLUSTER, conv.name)
-    kinds = list(PRUNE_KINDS) + (["v1/PersistentVolumeClaim"] if delete["jail"] else [])
+    prune_kinds = kinds.prune_kinds()
     nodesets = conv.nodesets()
     if params.get("delete_resources", True):
         res = conv.resource(names.API_VERSION, names.NODESET_KIND)
@@ -536,7 +539,7 @@ def teardown(conv, params):
             live = conv.get_cr(names.NODESET_KIND, ns["metadata"]["name"])
             if live is not None:
                 conv.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or [] if f != FINALIZER])
-    for kind_text in kinds:
+    for kind_text in prune_kinds:
         api_version, kind = objects.parse_kind(kind_text)
         res = conv.resource(api_version, kind)
         for item in conv.list(api_version, kind, selector):
@@ -550,19 +553,29 @@ def teardown(conv, params):
                 except NotFoundError:
                     continue
             deleted.append("%s %s" % (kind, item["metadata"]["name"]))
+    # Data is deleted by name (never listed): the Secrets and claims the renderer creates, and no claim the
+    # user brought (jail.existingClaim).
+    data_objects = []
     if delete["secrets"]:
-        res = conv.resource("v1", "Secret")
-        for secret in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name)):
-            try:
-                if not conv.check_mode:
-                    conv._call("delete Secret %s/%s" % (conv.namespace, secret), res.delete, name=secret,
-                               namespace=conv.namespace, expect=NotFoundError)
-                elif conv._call("get Secret", res.get, name=secret, namespace=conv.namespace,
-                                expect=NotFoundError) is None:
-                    continue
-            except NotFoundError:
-                continue
-            deleted.append("Secret %s" % secret)
+        data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name))]
+    if delete["jail"]:
+        existing = ((((cluster or {}).get("spec") or {}).get("jail") or {}).get("existingClaim"))
+        claims = ["spool-%s-0" % names.controller_name(conv.name)]
+        if not existing:
+            claims.append(names.jail_claim_name(conv.name))
+        data_objects += [("PersistentVolumeClaim", n) for n in claims]
+    for kind_name, obj_name in data_objects:
+        res = conv.resource("v1", kind_name)
+        try:
+            if not conv.check_mode:
+                conv._call("delete %s %s/%s" % (kind_name, conv.namespace, obj_name), res.delete, name=obj_name,
+                           namespace=conv.namespace, expect=NotFoundError)
+            else:
+                conv._call("get %s" % kind_name, res.get, name=obj_name, namespace=conv.namespace,
+                           expect=NotFoundError)
+        except NotFoundError:
+            continue
+        deleted.append("%s %s" % (kind_name, obj_name))
     if params.get("delete_resources", True) and cluster is not None and not cluster["metadata"].get(
             "deletionTimestamp"):
         res = conv.resource(names.API_VERSION, names.CLUSTER_KIND)
@@ -572,11 +585,33 @@ def teardown(conv, params):
         deleted.append("SlurmCluster %s" % conv.name)
     deadline = conv.clock() + (params.get("wait_timeout") or 0)
     while deleted and not conv.check_mode and conv.clock() < deadline:
-        left = [i for k in kinds for i in conv.list(*(objects.parse_kind(k) + (selector,)))
+        left = [i for k in prune_kinds for i in conv.list(*(objects.parse_kind(k) + (selector,)))
                 if (i["metadata"].get("labels") or {}).get(names.LABEL_MANAGED_BY) == names.MANAGED_BY]
         if not left:
             break
         conv.sleep(1.0)
     return {"changed": bool(deleted), "deleted": deleted, "kept": {"jail": not delete["jail"],
                                                                     "secrets": not delete["secrets"]},
-            "warnings": warnings, "name": conv.name, "namespace": conv.namespace}
+            "data_kept": warnings, "name": conv.name, "namespace": conv.namespace}
+
+
+def release_finalizers(client, namespaces, check_mode=False):
+    """Remove our finalizer from every SlurmCluster and NodeSet in ``namespaces`` (all when empty), so that
+    removing the operator strands no resource. Returns ``[(kind, namespace, name)]`` released."""
+    released = []
+    for kind in (names.CLUSTER_KIND, names.NODESET_KIND):
+        res = client.resources.get(api_version=names.API_VERSION, kind=kind)
+        for namespace in (namespaces or [None]):
+            conv = Converger(client, namespace, None, "soperator.slurm", None, check_mode=check_mode)
+            body = _body(conv._call("list %s" % kind, res.get, namespace=namespace, serialize=False))
+            for item in body.get("items") or []:
+                md = item["metadata"]
+                if FINALIZER not in (md.get("finalizers") or []):
+                    continue
+                released.append((kind, md["namespace"], md["name"]))
+                if check_mode:
+                    continue
+                item.setdefault("kind", kind)
+                conv.namespace = md["namespace"]
+                conv.patch_finalizers(item, [f for f in md["finalizers"] if f != FINALIZER])
+    return released

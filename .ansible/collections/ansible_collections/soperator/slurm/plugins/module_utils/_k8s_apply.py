@@ -363,8 +363,8 @@ def apply_manifests(client, manifests, field_manager, prune_selector=None, prune
                 kinds = [objects.parse_kind(k) for k in prune_kinds]
             except ValueError as e:
                 raise KubernetesError("prune.kinds: %s" % e)
-        else:
-            kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired))
+        else:  # protected kinds are never pruned: no need to list them (nor the right to list Secrets)
+            kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired if o["kind"] not in protect))
         namespaces = prune_namespaces or sorted(set(o["metadata"]["namespace"] for o in desired
                                                     if o["metadata"].get("namespace")))
         for api_version, kind in kinds:

@@ -95,6 +95,9 @@ class KubernetesExecTransport(object):
                 return 124, ws.read_stdout(), ws.read_stderr() + "timed out after %ss" % self.timeout
             rc = ws.returncode
             return (rc if rc is not None else 1), ws.read_stdout(), ws.read_stderr()
+        except Exception as e:  # a kubelet that answers exec with something else than a status (kwok's fake)
+            raise SlurmError("exec in pod %s/%s (container %s) gave no exit status: %s"
+                             % (self.namespace, self.pod, self.container, e), command=list(argv))
         finally:
             ws.close()
 

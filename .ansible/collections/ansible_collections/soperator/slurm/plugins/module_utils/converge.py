@@ -180,6 +180,20 @@ def _resume_ours(p, slurm, node_names, reasons):
             p.resume.append(name)
 
 
+def _beyond(name, kept_ordinals, cluster_name=None):
+    """Whether ``name`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
+    the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
+    sts_name, _, ordinal = name.rpartition("-")
+    if not ordinal.isdigit() or (ordinal != "0" and ordinal.startswith("0")):
+        return False
+    if sts_name in kept_ordinals:
+        return int(ordinal) >= kept_ordinals[sts_name]
+    if cluster_name is None:
+        return False
+    return sts_name.startswith(cluster_name + "-") and sts_name not in (names.controller_name(cluster_name),
+                                                                        names.login_name(cluster_name))
+
+
 def _drain_timeout(nodeset):
     return nodes_core.duration_seconds(nodeset["spec"]["drainTimeout"])
 
@@ -244,7 +258,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     * ``statefulsets``: ``{name: object}`` of the cluster's StatefulSets;
     * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
     * ``slurm``: ``{node name: node}`` as ``scale_in.parse_show_node`` returns it, or ``None`` when
-      slurmctld did not answer (or was not asked, as in the operator's cache check).
+      slurmctld did not answer (or was not asked, as in the operator's cache check);
+    * ``slurm_error``: why it did not answer, for the status message.
 
     ``now``: epoch seconds. Raises SpecErrors when the SlurmCluster itself is invalid.
     """
@@ -337,28 +352,30 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     for set_name in invalid:
         sts_name = names.worker_name(cluster_name, set_name)
         kept_ordinals[sts_name] = _replicas(statefulsets.get(sts_name)) if sts_name in statefulsets else 0
+    # A removal is done only when the pods are gone AND Slurm has forgotten their nodes: until then it is under
+    # way (a pod's end is seen through the pod watch, a node record's only through Slurm).
+    going = sorted(n for n in pods if _beyond(n, kept_ordinals))
+    if going:
+        p.wait(REQUEUE_PROGRESSING, "pods going: %s" % ", ".join(going))
     if slurm is not None:
         for node_name, node in sorted(slurm.items()):
-            sts_name, _, ordinal = node_name.rpartition("-")
-            if not ordinal.isdigit() or node_name in pods or node["busy"]:
+            if node_name in pods or not _beyond(node_name, kept_ordinals, cluster_name):
                 continue
-            known = sts_name in kept_ordinals
-            if known and int(ordinal) < kept_ordinals[sts_name]:
-                continue
-            if not known and not (sts_name.startswith(cluster_name + "-")
-                                  and sts_name not in (names.controller_name(cluster_name),
-                                                       names.login_name(cluster_name))):
+            if node["busy"]:
+                p.wait(REQUEUE_DRAINING, "%s: its pod is gone but Slurm still counts a job on it" % node_name)
                 continue
             p.delete_nodes.append(node_name)
         for name in p.delete_nodes:
             if name in p.resume:
                 p.resume.remove(name)
+        if p.delete_nodes:
+            p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
 
-    _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name)
+    _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
     return p
 
 
-def _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name):
+def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
     """Ready: nothing pending, every StatefulSet's pods ready, every worker a serving Slurm node."""
     if p.invalid:
         p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
@@ -377,14 +394,15 @@ def _readiness(p, spec, maintenance_ready, statefulsets, slurm, cluster_name):
         if live is None or ready < want or _replicas(live) != want:
             problems.append("%s: %d/%d pods ready" % (_name(obj), ready if live else 0, want))
     if slurm is None:
-        problems.append("slurmctld does not answer")
+        why = observed_error or ""
+        problems.append("slurmctld does not answer" + (": " + why if why else ""))
     else:
         for set_name, facts in sorted(p.nodesets.items()):
             want = facts["replicas"] if not facts["leaving"] else 0
             if facts["serving"] < want:
                 problems.append("NodeSet %s: %d/%d Slurm nodes up" % (set_name, facts["serving"], want))
-    if problems and p.requeue_after is None:
-        p.requeue_after = REQUEUE_PROGRESSING
+    # Nothing is requeued for readiness alone: a worker pod turns Ready when its Slurm node is up (its probe),
+    # and that pod event is what brings the next look. Only work under way asks for a timed look.
     p.ready = not problems
     p.phase = PHASE_READY if p.ready else PHASE_PROGRESSING
     p.message = "every pod ready and every Slurm node up" if p.ready else "; ".join(problems)

@@ -65,6 +65,7 @@ SSH_HOST_KEYS_MOUNT = "/etc/soperator/ssh-host-keys"
 SSHD_CONFIG_MOUNT = "/etc/soperator/sshd"
 POPULATE_TOOL_DIR = "/opt/soperator/bin"
 POPULATE_TOOL = "populate-jail"
+NODE_READY_PROBE = "/usr/local/bin/soperator-node-ready"  # images/lib/soperator-node-ready
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818

@@ -471,7 +471,10 @@ def _worker(c, nodeset):
                 ["/home", "/root"] + [sub["mountPath"] for sub in c.spec["jail"].get("subMounts") or ()])},
         ],
         "ports": [{"name": "slurmd", "containerPort": names.SLURMD_PORT, "protocol": "TCP"}],
-        "readinessProbe": _tcp_probe("slurmd"),
+        # Ready once its Slurm node is registered and responding: the pod's Ready condition carries what only
+        # Slurm knows, so the reconciler sees a node arrive through the pod watch instead of polling Slurm.
+        "readinessProbe": {"exec": {"command": [names.NODE_READY_PROBE]}, "periodSeconds": 5, "timeoutSeconds": 5,
+                           "failureThreshold": 2},
         "volumeMounts": jail_mounts + _run_mounts("slurmd-spool", names.SLURMD_SPOOL)
         + _run_mounts("munge-run", names.MUNGE_RUN_DIR) + _run_mounts("slurm-run", names.SLURM_RUN_DIR)
         + [{"name": "dshm", "mountPath": "/dev/shm"}],

@@ -222,6 +222,13 @@ kept:
   description: With O(state=absent), whether the jail and the secrets were kept.
   returned: with O(state=absent)
   type: dict
+data_kept:
+  description:
+    - With O(state=absent), data that was asked to go (option or deletion policy) but is kept because the caller
+      may not delete it, each with the reason.
+  returned: with O(state=absent)
+  type: list
+  elements: str
 field:
   description: The invalid field, for a failure of reason C(InvalidSpec).
   returned: failure

@@ -1,0 +1,19 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter ``operator_rbac_rules``: the operator's RBAC rules, from the collection's one table of owned kinds."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.soperator.slurm.plugins.module_utils.kinds import operator_rules
+
+
+def operator_rbac_rules(allow_data_deletion=False):
+    return operator_rules(bool(allow_data_deletion))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"operator_rbac_rules": operator_rbac_rules}

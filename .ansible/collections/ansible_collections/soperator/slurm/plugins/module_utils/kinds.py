@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every kind of object a Slurm cluster owns, and what the reconciler may do with it: the one table that
+pruning, teardown, the operator's watch caches and the operator's RBAC are all derived from. Pure.
+
+A test checks that the renderer produces no kind missing here, so a new kind cannot escape pruning,
+teardown or the RBAC.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections import namedtuple
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+
+# group "" is the core API. applied: server-side applied, pruned when no longer rendered, watched by the
+# operator. data: created once, never pruned; read by name only (never listed: Secrets), deleted only when the
+# deletion policy says so.
+Kind = namedtuple("Kind", "group version kind plural data")
+
+OWNED = (
+    Kind("apps", "v1", "StatefulSet", "statefulsets", False),
+    Kind("", "v1", "Service", "services", False),
+    Kind("", "v1", "ConfigMap", "configmaps", False),
+    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", False),
+    Kind("batch", "v1", "Job", "jobs", False),
+    Kind("", "v1", "Secret", "secrets", True),
+    Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
+)
+# Observed, never written (readiness, and the pod whose slurmctld the reconciler asks).
+POD = Kind("", "v1", "Pod", "pods", False)
+
+
+def api_version(kind):
+    return "%s/%s" % (kind.group, kind.version) if kind.group else kind.version
+
+
+def applied():
+    """Kinds a converge applies and prunes."""
+    return tuple(k for k in OWNED if not k.data)
+
+
+def data():
+    """Kinds that hold data: never pruned."""
+    return tuple(k for k in OWNED if k.data)
+
+
+def prune_kinds():
+    """``apiVersion/Kind`` strings, as the apply adapter takes them."""
+    return ["%s/%s" % (api_version(k), k.kind) for k in applied()]
+
+
+def by_name(kind_name):
+    for kind in OWNED + (POD,):
+        if kind.kind == kind_name:
+            return kind
+    raise KeyError(kind_name)
+
+
+def operator_rules(allow_data_deletion=False):
+    """The RBAC rules the operator needs in a namespace it watches: exactly what the roles and the runtime call."""
+    cr_plurals = [names.CLUSTER_PLURAL, names.NODESET_PLURAL]
+    rules = [
+        {"apiGroups": [names.GROUP], "resources": cr_plurals, "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [names.GROUP], "resources": [p + "/status" for p in cr_plurals],
+         "verbs": ["get", "patch", "update"]},
+        {"apiGroups": [names.GROUP], "resources": [p + "/finalizers" for p in cr_plurals], "verbs": ["update"]},
+    ]
+    grouped = {}
+    for kind in applied():
+        grouped.setdefault(kind.group, []).append(kind.plural)
+    for group in sorted(grouped):
+        rules.append({"apiGroups": [group], "resources": sorted(grouped[group]),
+                      "verbs": ["get", "list", "watch", "create", "patch", "delete"]})
+    data_verbs = ["get", "create"] + (["delete"] if allow_data_deletion else [])
+    rules.append({"apiGroups": [""], "resources": sorted(k.plural for k in data()), "verbs": data_verbs})
+    # The runtime caches pods (readiness); the reconciler runs scontrol in the controller pod.
+    rules.append({"apiGroups": [""], "resources": [POD.plural], "verbs": ["get", "list", "watch"]})
+    # exec over a WebSocket is an upgraded GET: it needs `get` besides `create`.
+    rules.append({"apiGroups": [""], "resources": [POD.plural + "/exec"], "verbs": ["get", "create"]})
+    rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
+    return rules
