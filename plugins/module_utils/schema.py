@@ -38,6 +38,11 @@ SLURM_TIME_PATTERN = (r"^(UNLIMITED|INFINITE|[0-9]+|[0-9]+:[0-9]{1,2}|[0-9]+:[0-
 GO_DURATION_PATTERN = r"^([0-9]+(ns|us|ms|s|m|h))+$"
 CIDR_PATTERN = r"^([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$"
 SELECT_TYPE_PARAMETERS_PATTERN = r"^[A-Za-z_]+(,[A-Za-z_]+)*$"
+# Kubernetes label values and keys (qualified names: an optional DNS subdomain prefix, then a name).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_KEY_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_KEYS_RULE_MESSAGE = "label keys must be qualified names ([prefix/]name, name at most 63 characters)"
 
 # Human explanations of patterns, appended to "should match" errors by the Python validator.
 PATTERN_HINTS = {
@@ -52,6 +57,7 @@ PATTERN_HINTS = {
     GO_DURATION_PATTERN: "a duration such as 30m, 1h30m, 90s",
     QUANTITY_PATTERN: "a quantity such as 500m, 2, 4Gi",
     CIDR_PATTERN: "a CIDR such as 203.0.113.0/24",
+    LABEL_VALUE_PATTERN: "a label value: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
 }
 
 MAX_SHORT = 63
@@ -132,7 +138,10 @@ def placement_schema(description):
     })
     return _o(description, {
         "nodeSelector": _m("Node labels the pods must match (merged over the cluster-wide ones; these win).",
-                           _s("Label value.", maxLength=MAX_SHORT), 32),
+                           _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), 32,
+                           **{"x-kubernetes-validations": [_rule(
+                               "self.all(k, size(k) <= 317 && k.matches('%s'))" % LABEL_KEY_PATTERN.replace(
+                                   "\\", "\\\\"), LABEL_KEYS_RULE_MESSAGE)]}),
         "tolerations": _a("Tolerations (added to the cluster-wide ones).", toleration, 32),
         "affinity": {
             "type": "object",

@@ -276,6 +276,12 @@ def _partition_names(partitions, path):
     return _unique(partitions, "name", path, "partition names must be unique")
 
 
+@_twin(schema.LABEL_KEYS_RULE_MESSAGE)
+def _label_keys(labels, path):
+    return [SpecError(child_path(path, key), schema.LABEL_KEYS_RULE_MESSAGE) for key in sorted(labels)
+            if len(key) > 317 or not re.match(schema.LABEL_KEY_PATTERN, key)]
+
+
 @_twin("healthCheckInterval requires healthCheckProgram")
 def _health_check(slurm, path):
     if slurm.get("healthCheckInterval") and "healthCheckProgram" not in slurm:
