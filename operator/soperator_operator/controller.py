@@ -214,7 +214,8 @@ class Controller:
         why = "periodic full run" if full_due else ",".join(sorted(reasons))
         if w.drift_check and not forced and not full_due:
             nodesets = [d for _, d in deps]
-            why = drift.needs_run(obj, nodesets, self.live_children(namespace, name), memo, int(self.wall()))
+            why = drift.needs_run(obj, nodesets, self.live_children(namespace, name), memo, int(self.wall()),
+                                  periodic=reasons <= {workqueue.RESYNC})
             if self.metrics:
                 self.metrics.checks.inc(kind=kind, result="run" if why else "skip")
             if why is None:

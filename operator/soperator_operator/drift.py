@@ -50,11 +50,14 @@ def _ready_in_status(obj):
     return False
 
 
-def needs_run(cluster, nodesets, live, memo: Memo, now) -> Optional[str]:
+def needs_run(cluster, nodesets, live, memo: Memo, now, periodic=False) -> Optional[str]:
     """Why the role must run (a short reason), or None when a run would change nothing.
 
     ``live``: ``{(kind, name): object}`` of the cluster's objects in the caches (kinds of CACHED_KINDS and
-    Pods), all in the cluster's namespace.
+    Pods), all in the cluster's namespace. ``periodic``: the check comes from the timer, not from an event. A
+    cluster that is only not Ready yet is then left alone: what makes it Ready arrives as events (a worker pod
+    turns Ready when its Slurm node is up, the controller's when slurmctld answers), and polling every cluster
+    that cannot become Ready (no Slurm on fake nodes, an image that never pulls) would cost a run each period.
     """
     gens = generations(cluster, nodesets)
     if memo.invalid_generation is not None and memo.generations == gens:
@@ -69,7 +72,7 @@ def needs_run(cluster, nodesets, live, memo: Memo, now) -> Optional[str]:
         if _observed(ns) != gens[key] and memo.generations.get(key) != gens[key]:
             return "generation %d of NodeSet %s" % (gens[key], ns["metadata"]["name"])
     ready = memo.ready if memo.ready is not None else _ready_in_status(cluster)
-    if not ready:
+    if not ready and not periodic:
         return "not ready yet"
     statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
     pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")

@@ -62,8 +62,10 @@ def test_a_nodeset_generation_and_a_nodeset_being_deleted_run():
     assert check(cluster, nodesets, live) == "NodeSet cpu is being deleted"
 
 
-def test_not_ready_runs():
+def test_not_ready_runs_on_events_not_on_the_timer():
     assert check(*converged_state(ready=False)) == "not ready yet"
+    cluster, nodesets, live = converged_state(ready=False)
+    assert drift.needs_run(cluster, nodesets, live, drift.Memo(), NOW, periodic=True) is None
     cluster, nodesets, live = converged_state(ready=False)
     assert check(cluster, nodesets, live, drift.Memo(generations=drift.generations(cluster, nodesets),
                                                     ready=True)) is None
