@@ -286,14 +286,22 @@ def test_template_payloads_in_a_resource_are_never_evaluated(op):
 
 
 def test_cluster_wide_install_watches_every_namespace(op):
-    """The same image, reinstalled with operator_cluster_wide: a ClusterRole, and a namespace nobody listed."""
+    """The same image, reinstalled with operator_cluster_wide: a ClusterRole, and a namespace nobody listed.
+
+    Cluster-wide means every SlurmCluster of the local cluster, make demo's too: converged by the same collection,
+    it is in sync (nothing applied), gets the NodeSet finalizer while the operator runs, and loses it again when the
+    operator is removed.
+    """
     op.playbook("operator.yml", install_params(operator_cluster_wide=True, operator_watch_namespaces=[]))
     assert op.kubectl("get", "clusterrole", "soperator-operator", check=False).returncode == 0
-    wait_until(lambda: all(not c["env"] or {"name": "WATCH_NAMESPACE", "value": ""} in c["env"]
-                           for p in operator_pods(op) for c in p["spec"]["containers"])
-               and len(operator_pods(op)) == 2 and all(
-                   s.get("ready") for p in operator_pods(op) for s in p.get("status", {}).get("containerStatuses", [])),
-               240, "the cluster-wide replicas rolled out")
+    def rolled_out():
+        deploy = op.get_in(OPERATOR_NS, "deployment", "soperator-operator")
+        st = deploy.get("status") or {}
+        watch = [e.get("value", "") for p in operator_pods(op) for e in p["spec"]["containers"][0]["env"]
+                 if e["name"] == "WATCH_NAMESPACE"]
+        return (st.get("observedGeneration") == deploy["metadata"]["generation"] and st.get("updatedReplicas") == 2
+                and st.get("availableReplicas") == 2 and st.get("replicas") == 2 and watch == ["", ""])
+    wait_until(rolled_out, 240, "the cluster-wide replicas rolled out")
     other = E2E(op.state_dir, CLUSTER_WIDE_NS)
     other.kubectl("create", "namespace", CLUSTER_WIDE_NS)
     kubectl_apply(other, other.definition())
