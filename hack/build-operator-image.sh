@@ -7,6 +7,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/^version: *//p' galaxy.yml)
 cache=${SOPERATOR_CACHE:-$HOME/.cache/soperator}
+archive=$cache/images/operator-$version.tar
+# The image is made of what git tracks: unchanged inputs reuse the saved archive (the tests build it twice).
+inputs=$( { git ls-files -z | xargs -0 sha256sum; cat /usr/local/share/ca-certificates/*.crt 2>/dev/null; } |
+          sha256sum | cut -c1-16)
+if [ -f "$archive" ] && [ "$(cat "$archive.inputs" 2>/dev/null)" = "$inputs" ]; then
+  echo "operator image soperator/operator:$version: up to date (inputs $inputs) in $archive"
+  # A running engine (the image tests') gets the image too, should its store have lost it.
+  if [ -S /run/soperator-docker/docker.sock ] &&
+     ! docker -H unix:///run/soperator-docker/docker.sock image inspect "soperator/operator:$version" >/dev/null 2>&1; then
+    docker -H unix:///run/soperator-docker/docker.sock load -q -i "$archive" >/dev/null
+  fi
+  exit 0
+fi
 hack/images.sh build
 running=0
 [ -S /run/soperator-docker/docker.sock ] && docker -H unix:///run/soperator-docker/docker.sock info >/dev/null 2>&1 && running=1
@@ -20,5 +33,6 @@ cp /usr/local/share/ca-certificates/*.crt "$ctx/operator/ca-certificates/" 2>/de
 DOCKER_BUILDKIT=0 docker build -q -f "$ctx/operator/Containerfile" --build-arg BASE_IMAGE="$base" \
   --build-arg COLLECTION_SOURCE=pypi -t "soperator/operator:$version" "$ctx" >/dev/null
 mkdir -p "$cache/images"
-docker save -o "$cache/images/operator-$version.tar" "soperator/operator:$version"
+docker save -o "$archive" "soperator/operator:$version"
+echo "$inputs" >"$archive.inputs"
 echo "operator image soperator/operator:$version ($(docker image inspect -f '{{.Size}}' "soperator/operator:$version" | awk '{printf "%d MB", $1/1e6}')) saved to $cache/images/operator-$version.tar"

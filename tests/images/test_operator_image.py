@@ -40,3 +40,13 @@ def test_operator_image_runs_as_non_root_with_the_runtime_and_the_collection(doc
     assert docs.returncode == 0 and "soperator.slurm.apply_manifests" in docs.stdout, docs.stderr
     watches = docker("cat /opt/ansible/watches.yaml")
     assert "role: soperator.slurm.cluster" in watches.stdout
+
+
+def test_the_runtime_imports_its_warm_runs_and_the_collection_core(docker):
+    """Python 3.13 in the image: the forkserver's preload (Ansible, kubernetes, the action plugin's code) and the
+    drift check's import of the collection's pure core both work from the installed collection."""
+    # Two processes, as in the operator: the runtime (the drift check) and its forkserver (warm runs).
+    check = docker("cd /tmp && python3 -c 'import soperator_operator.__main__ as m; m.add_collections_to_path(); "
+                   "import soperator_operator.drift' && python3 -c 'import soperator_operator.warm; print(\"ok\")'")
+    assert check.returncode == 0 and check.stdout.strip().endswith("ok"), check.stdout + check.stderr
+    assert docker("command -v ssh-keygen").returncode != 0  # host keys are generated in-process
