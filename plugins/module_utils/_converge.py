@@ -147,8 +147,8 @@ class Converger(object):
                 return
             except ConflictError:
                 if attempt + 1 == attempts:
-                    raise KubernetesError("status of %s %s/%s: kept losing the update race" % (kind, self.namespace,
-                                                                                             name), status=409)
+                    raise KubernetesError("status of %s %s/%s: kept losing the update race"
+                                          % (kind, self.namespace, name), status=409)
             except NotFoundError:
                 return
 
@@ -249,8 +249,8 @@ class Converger(object):
             except SpecErrors as e:
                 message = str(e)
                 self.patch_status(names.CLUSTER_KIND, self.name,
-                                  lambda old, obj: st.invalid_cluster_status(old, obj, message,
-                                                                            _now_iso(self.clock())))
+                                  lambda old, obj: st.invalid_cluster_status(
+                                      old, obj, message, _now_iso(self.clock())))
                 raise InvalidDefinition(e)
             if slurm_error and plan.pending:
                 plan.pending.append("slurm: %s" % slurm_error)
@@ -478,8 +478,8 @@ def _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sl
     converged["changed"] = converged["changed"] or result["changed"]
     result.update(converged)
     if params.get("wait") and not converged["ready"]:
-        raise Failure("SlurmCluster %s/%s not ready after %ss: %s" % (namespace, name, params.get("wait_timeout"),
-                                                                     converged["message"]),
+        raise Failure("SlurmCluster %s/%s not ready after %ss: %s"
+                      % (namespace, name, params.get("wait_timeout"), converged["message"]),
                       failures.UNAVAILABLE, pending=converged["pending"], phase=converged["phase"])
     return result
 
@@ -590,8 +590,8 @@ def teardown(conv, params):
         if not left:
             break
         conv.sleep(1.0)
-    return {"changed": bool(deleted), "deleted": deleted, "kept": {"jail": not delete["jail"],
-                                                                    "secrets": not delete["secrets"]},
+    kept = {"jail": not delete["jail"], "secrets": not delete["secrets"]}
+    return {"changed": bool(deleted), "deleted": deleted, "kept": kept,
             "data_kept": warnings, "name": conv.name, "namespace": conv.namespace}
 
 

@@ -30,7 +30,7 @@ import copy
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names, render, schema, spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
 REASON_SCALE_IN = names.DRAIN_REASON_PREFIX + " scale-in"
 REASON_MAINTENANCE = names.DRAIN_REASON_PREFIX + " maintenance"
@@ -183,7 +183,7 @@ def _resume_ours(p, slurm, node_names, reasons):
 def _beyond(name, kept_ordinals, cluster_name=None):
     """Whether ``name`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
     the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
-    sts_name, _, ordinal = name.rpartition("-")
+    sts_name, dummy, ordinal = name.rpartition("-")
     if not ordinal.isdigit() or (ordinal != "0" and ordinal.startswith("0")):
         return False
     if sts_name in kept_ordinals:
