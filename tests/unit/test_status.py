@@ -1,0 +1,77 @@
+"""Status written from a converge plan: conditions, phase, NodeSet counts (pure)."""
+
+from resources import make_cluster, make_nodeset
+
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, status as st
+
+NOW = 1_700_000_000
+
+
+def plan_for(ready=True, invalid=None, phase=None, facts=None):
+    p = converge.Plan()
+    p.ready = ready
+    p.phase = phase or (converge.PHASE_READY if ready else converge.PHASE_PROGRESSING)
+    p.message = "all good" if ready else "waiting"
+    p.invalid = invalid or {}
+    p.nodesets = facts or {}
+    return p
+
+
+def conds(status):
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def with_generation(obj, generation):
+    obj["metadata"]["generation"] = generation
+    return obj
+
+
+def test_cluster_status_ready_and_then_progressing_moves_the_transition():
+    cluster = with_generation(make_cluster(), 3)
+    ready = st.cluster_status({"conditions": [{"type": "Custom", "status": "True"}]}, cluster, plan_for(), "T1")
+    c = conds(ready)
+    assert (c["Ready"]["status"], c["Ready"]["reason"], c["Ready"]["observedGeneration"]) == ("True", "Reconciled", 3)
+    assert c["Degraded"]["status"] == "False" and c["Custom"]["status"] == "True"
+    assert ready["phase"] == "Ready" and ready["observedGeneration"] == 3
+    later = st.cluster_status(ready, cluster, plan_for(ready=False), "T2")
+    assert conds(later)["Ready"]["lastTransitionTime"] == "T2" and conds(later)["Ready"]["message"] == "waiting"
+    again = st.cluster_status(ready, cluster, plan_for(), "T9")
+    assert st.same_status(ready, again)  # only timestamps would change: no write
+
+
+def test_maintenance_and_invalid_nodesets():
+    cluster = with_generation(make_cluster(), 1)
+    s = st.cluster_status({}, cluster, plan_for(phase=converge.PHASE_MAINTENANCE), "T")
+    assert conds(s)["Ready"]["reason"] == "Maintenance" and s["phase"] == "Maintenance"
+    s = st.cluster_status({}, cluster, plan_for(invalid={"gpu": "spec.x: bad"}), "T")
+    assert conds(s)["Degraded"]["status"] == "True" and "NodeSet gpu: spec.x: bad" in conds(s)["Degraded"]["message"]
+    bad = st.invalid_cluster_status({}, cluster, "spec.y: wrong", "T")
+    assert conds(bad)["Ready"]["reason"] == "InvalidSpec" and bad["phase"] == "Invalid" and bad["observedGeneration"] == 1
+
+
+def test_nodeset_status_counts_and_selector():
+    nodeset = with_generation(make_nodeset("cpu"), 4)
+    facts = {"statefulset": "demo-cpu", "replicas": 2, "desired": 2, "readyReplicas": 2, "currentReplicas": 2,
+             "serving": 2, "idle": 1, "allocated": 1, "mixed": 0, "drained": 0, "down": 0, "leaving": False}
+    s = st.nodeset_status({}, nodeset, plan_for(), facts, "a=b", "T")
+    assert (s["replicas"], s["readyReplicas"], s["idle"], s["allocated"], s["selector"]) == (2, 2, 1, 1, "a=b")
+    assert conds(s)["Ready"]["status"] == "True" and s["observedGeneration"] == 4
+    shrinking = dict(facts, replicas=3, desired=1, currentReplicas=3, readyReplicas=3, serving=3)
+    s = st.nodeset_status({}, nodeset, plan_for(ready=False), shrinking, "a=b", "T")
+    assert conds(s)["Ready"]["status"] == "False" and "3 replicas kept until their nodes drain" in \
+        conds(s)["Ready"]["message"]
+    leaving = st.nodeset_status({}, nodeset, plan_for(), dict(facts, leaving=True), "a=b", "T")
+    assert conds(leaving)["Ready"]["reason"] == "Removing"
+    maint = st.nodeset_status({}, nodeset, plan_for(phase=converge.PHASE_MAINTENANCE), facts, "a=b", "T")
+    assert conds(maint)["Ready"]["reason"] == "Maintenance"
+    invalid = st.nodeset_status({}, nodeset, plan_for(invalid={"cpu": "spec.replicas: bad"}), facts, "a=b", "T")
+    assert conds(invalid)["Degraded"]["reason"] == "InvalidSpec" and "idle" not in invalid
+    without_slurm = {k: v for k, v in facts.items() if k not in st.COUNT_KEYS}
+    assert "idle" not in st.nodeset_status({}, nodeset, plan_for(), without_slurm, "", "T")
+
+
+def test_label_selector_and_conditions_helpers():
+    assert st.label_selector({"b": "2", "a": "1"}) == "a=1,b=2"
+    conditions = st.set_condition([], "X", "True", "R", "m", 1, "T")
+    assert st.get_condition(conditions, "X")["reason"] == "R" and st.get_condition(conditions, "Y") is None
+    assert st.remove_condition(conditions, "X") == []
