@@ -44,9 +44,8 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CACHE = os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator"))
-STATE = os.environ.get(
-    "SOPERATOR_LOCALCLUSTER_DIR", os.path.expanduser("~/.local/state/soperator/localcluster")
-)
+DEFAULT_STATE = os.path.expanduser("~/.local/state/soperator/localcluster")
+STATE = os.environ.get("SOPERATOR_LOCALCLUSTER_DIR", DEFAULT_STATE)
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -449,6 +448,9 @@ TEST_IMAGE = "soperator.local/realnode-test:1"
 CNI_BIN_DIR = "/usr/lib/cni"
 # Host paths the node's components write outside the state dir (not configurable in containerd 1.6 or the
 # kubelet). `down` removes what it left there, and the directory itself when `up` created it.
+# Which instance holds this host's real node (one per host: kube-proxy's chains and the kubelet's paths are global).
+# In /run: it lives exactly as long as the iptables rules and links it accounts for (a reboot clears both).
+REAL_NODE_OWNER = "/run/soperator-localcluster-real-node"
 HOST_DIRS = ("/var/log/containers", "/var/log/pods", "/var/lib/cni", "/run/containerd", "/var/lib/kubelet")
 # The kubelet's device-plugin socket ignores --root-dir.
 KUBELET_DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/kubelet.sock"
@@ -459,8 +461,8 @@ def read_text(path):
         return f.read()
 
 
-def run(*argv, check=True, input_data=None):
-    res = subprocess.run(list(argv), capture_output=True, text=True, input=input_data)
+def run(*argv, check=True, input_data=None, env=None):
+    res = subprocess.run(list(argv), capture_output=True, text=True, input=input_data, env=env)
     if check and res.returncode != 0:
         raise SystemExit("localcluster: %s failed (%d): %s" % (" ".join(argv[:3]), res.returncode,
                                                               (res.stderr or res.stdout).strip()))
@@ -489,12 +491,29 @@ def real_node_preflight(real):
                 if not os.access(os.path.join(CNI_BIN_DIR, p), os.X_OK)]
     if missing:
         raise SystemExit("localcluster: --real-node needs %s (run: hack/install-deps.sh)" % ", ".join(missing))
+    clean_dead_owner()
     if "KUBE-SERVICES" in rnhost.chains(run("iptables-save", "-t", "nat").stdout).get("nat", ()):
         raise SystemExit("localcluster: iptables already has KUBE-SERVICES: another kube-proxy (another "
                          "--real-node instance?) runs on this host; one real node per host")
     if run("ip", "-o", "-4", "route", "show", "to", "match", POD_GATEWAY).stdout.strip().count("\n") > 0 or \
             run("ip", "-o", "-4", "addr", "show", "to", POD_SUBNET).stdout.strip():
         raise SystemExit("localcluster: %s is already in use on this host" % POD_SUBNET)
+
+
+def clean_dead_owner():
+    """The real node's owner died without `down` (its processes killed, e.g. with the session that started it):
+    its host state (chains, bridge, mounts, cgroups) would block every new real node. `down` on it cleans up."""
+    owner = read_text(REAL_NODE_OWNER).strip() if os.path.exists(REAL_NODE_OWNER) else DEFAULT_STATE
+    if os.path.abspath(owner) == os.path.abspath(STATE) or \
+            '"real_node"' not in (read_text(os.path.join(owner, "state.json")) if os.path.exists(
+                os.path.join(owner, "state.json")) else ""):
+        return
+    env = dict(os.environ, SOPERATOR_LOCALCLUSTER_DIR=owner)
+    env.pop("SOPERATOR_KUBECONFIG", None)
+    if run(sys.executable, os.path.abspath(__file__), "status", env=env, check=False).returncode == 0:
+        return  # alive: a second real node must wait for its `down`
+    log("the real node of %s is dead (its processes are gone): cleaning it up first" % owner)
+    run(sys.executable, os.path.abspath(__file__), "down", env=env)
 
 
 def sysctl_path(name):
@@ -537,6 +556,8 @@ def real_node_host_setup(state):
     }
     real["cgroups"] = []
     save_state(state)
+    with open(REAL_NODE_OWNER, "w") as f:
+        f.write(STATE + "\n")
     br = real["bridge"]
     run("ip", "link", "add", "name", br, "type", "bridge")
     real["bridge_created"] = True
@@ -797,6 +818,8 @@ def real_node_host_cleanup(state):
         except OSError:
             pass
     cleanup_host_dirs(state, before.get("host_dirs"))
+    if os.path.exists(REAL_NODE_OWNER) and read_text(REAL_NODE_OWNER).strip() == STATE:
+        os.unlink(REAL_NODE_OWNER)
 
 
 def cleanup_host_dirs(state, existed):

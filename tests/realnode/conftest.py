@@ -36,9 +36,11 @@ class Instance:
         with open(os.path.join(self.dir, "state.json")) as f:
             return json.load(f)
 
-    def tool(self, *args):
-        return subprocess.run([sys.executable, TOOL] + list(args), env=self.env, check=True,
-                              capture_output=True, text=True)
+    def tool(self, *args, check=True):
+        res = subprocess.run([sys.executable, TOOL] + list(args), env=self.env, capture_output=True, text=True)
+        if check and res.returncode:
+            pytest.fail("localcluster %s failed (%d):\n%s%s" % (" ".join(args), res.returncode, res.stdout, res.stderr))
+        return res
 
     def kubectl(self, *args, check=True, timeout=60):
         res = subprocess.run([localcluster.binpaths()["kubectl"], "--kubeconfig", self.kubeconfig] + list(args),
@@ -80,6 +82,12 @@ def realnode(tmp_path_factory):
                 [sys.executable, TOOL, "status"], env=inst.env, capture_output=True).returncode == 0:
             yield inst
             return
+    # A dead real node (processes killed without `down`) is what `up` cleans first; done here so that the snapshot
+    # below is of the host without it.
+    owner = open(localcluster.REAL_NODE_OWNER).read().strip() if os.path.exists(localcluster.REAL_NODE_OWNER) else ""
+    for stale in {existing, owner} - {""}:
+        if os.path.exists(os.path.join(stale, "state.json")):
+            Instance(stale, private=False).tool("down")
     inst = Instance(str(tmp_path_factory.mktemp("realnode") / "lc"), private=True)
     inst.before = host_snapshot(inst.dir, {"cgroup_root": "/soperator-" + localcluster.instance_id(inst.dir)})
     t0 = time.monotonic()

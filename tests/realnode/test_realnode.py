@@ -4,6 +4,7 @@ volumes, imported images; and `down` leaves the host as it found it (that test r
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ import time
 import pytest
 from kubernetes import client
 
-from conftest import ROOT, host_snapshot, wait_until
+from conftest import ROOT, Instance, host_snapshot, wait_until
 
 sys.path.insert(0, os.path.join(ROOT, "hack"))
 import localcluster  # noqa: E402
@@ -204,3 +205,24 @@ def test_down_leaves_the_host_as_it_was(realnode):
     assert not os.path.exists(realnode.dir)
     for link in [real["bridge"]] + veths:
         assert subprocess.run(["ip", "link", "show", link], capture_output=True).returncode != 0, link
+
+
+def test_a_real_node_killed_without_down_is_cleaned_by_the_next_up(realnode, tmp_path):
+    """Runs after the clean down: a session that ends kills every process, yet the host keeps the dead instance's
+    chains, bridge and mounts, which would block every later real node. The next `up` cleans them first."""
+    if not realnode.private:
+        pytest.skip("reusing a running instance: not stopping it")
+    dead = Instance(str(tmp_path / "dead"), private=True)
+    dead.tool("up", "--real-node", "--nodes", "0")
+    state = dead.state
+    for pid in [p["pid"] for p in state["processes"].values()] + localcluster.shim_pids(state["real_node"]["socket"]):
+        os.kill(pid, signal.SIGKILL)
+    assert dead.tool("status", check=False).returncode != 0
+    nxt = Instance(str(tmp_path / "next"), private=True)
+    out = nxt.tool("up", "--real-node", "--nodes", "0")
+    assert "the real node of %s is dead" % dead.dir in out.stderr + out.stdout
+    assert not os.path.exists(dead.dir)
+    nxt_real = nxt.state["real_node"]
+    nxt.tool("down")
+    assert host_snapshot(dead.dir, state["real_node"]) == realnode.before
+    assert host_snapshot(nxt.dir, nxt_real) == realnode.before
