@@ -86,7 +86,8 @@ def main(argv=None):
     identity = args.identity or default_identity()
     metrics = OperatorMetrics()
     lease_call_timeout = max(1.0, parse_duration(args.renew_deadline) / 2)
-    kube = Kube(api_client(args.kubeconfig, args.context), identity=identity, lease_timeout=lease_call_timeout)
+    kube = Kube(api_client(args.kubeconfig, args.context, "soperator-operator/" + __version__), identity=identity,
+                lease_timeout=lease_call_timeout)
     env = {}
     if args.kubeconfig:
         env.update(KUBECONFIG=os.path.abspath(args.kubeconfig), K8S_AUTH_KUBECONFIG=os.path.abspath(args.kubeconfig))

@@ -19,6 +19,8 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+
 KUBERNETES_IMPORT_ERROR = None
 try:
     from kubernetes import client as k8s_client_lib
@@ -109,9 +111,13 @@ def configuration(params):
     return cfg
 
 
+USER_AGENT = "soperator.slurm/" + names.COLLECTION_VERSION
+
+
 def clients(params):
     """(DynamicClient, CoreV1Api) sharing one connection pool, for the auth options in ``params``."""
     api = k8s_client_lib.ApiClient(configuration(params))
+    api.user_agent = USER_AGENT
     try:
         return DynamicClient(api), k8s_client_lib.CoreV1Api(api)
     except Exception as e:  # discovery of /version and /api fails when the API is unreachable
@@ -122,6 +128,7 @@ def dynamic_client(params):
     """A DynamicClient for the auth options in ``params``. Discovery is cached on disk by the library
     (per API host), so repeated module runs do not rediscover the API."""
     api = k8s_client_lib.ApiClient(configuration(params))
+    api.user_agent = USER_AGENT
     try:
         return DynamicClient(api)
     except Exception as e:  # discovery of /version and /api fails when the API is unreachable
