@@ -11,10 +11,9 @@
 Uses its own namespace and removes it at the end (after the operator released every finalizer).
 """
 
+import argparse  # noqa: E402
 import os
 import sys
-
-import argparse  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402

@@ -22,6 +22,10 @@ stage() { printf '\n=== %s ===\n' "$*"; }
 stage "ansible-lint (production profile)"
 ansible-lint
 
+stage "ruff and mypy"
+ruff check .
+hack/typecheck.sh
+
 stage "spank_chroot: C unit tests, also under ASan/UBSan"
 make -C spank_chroot test asan
 

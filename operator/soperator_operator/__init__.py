@@ -1,8 +1,26 @@
 """soperator_operator: a small runtime that honours an operator-sdk watches.yaml and runs Ansible roles.
 
-Layers (imports point one way): pure decisions (``watches``, ``extravars``, ``workqueue``, ``classify``,
-``conditions``, ``lease``, ``metrics``) <- adapters (``kube``, ``runner``) <- orchestration (``controller``,
-``leader``, ``server``, ``__main__``). The pure modules import neither ``kubernetes`` nor ``ansible_runner``.
+Layers (imports point one way, checked by tests/unit/test_layers.py): pure decisions (``watches``, ``extravars``,
+``workqueue``, ``classify``, ``conditions``, ``lease``, ``metrics``, ``triggers``, ``drift``) <- adapters (``kube``,
+``cache``, ``runner``, ``warm``) <- orchestration (``controller``, ``leader``, ``server``, ``__main__``). The runtime
+imports the collection's pure core (``plugins/module_utils`` without a leading underscore) and nothing else of it;
+the pure modules import neither ``kubernetes`` nor Ansible.
 """
 
 __version__ = "0.1.0"
+
+
+def add_collections_to_path():
+    """The runtime imports the collection's pure core (its renderer, its duration parser): make
+    ``ansible_collections`` importable from the same paths Ansible searches."""
+    import os
+    import sys
+
+    paths = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
+    paths += [os.path.expanduser("~/.ansible/collections"), "/usr/share/ansible/collections"]
+    for path in reversed(paths):
+        if os.path.isdir(os.path.join(path, "ansible_collections")) and path not in sys.path:
+            sys.path.insert(0, path)
+
+
+add_collections_to_path()

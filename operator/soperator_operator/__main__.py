@@ -52,15 +52,6 @@ def parse_args(argv=None):
     return args
 
 
-def add_collections_to_path():
-    """The runtime imports the collection's pure core (the renderer): make ``ansible_collections`` importable
-    from the same paths Ansible searches."""
-    paths = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
-    paths += [os.path.expanduser("~/.ansible/collections"), "/usr/share/ansible/collections"]
-    for path in reversed(paths):
-        if os.path.isdir(os.path.join(path, "ansible_collections")) and path not in sys.path:
-            sys.path.insert(0, path)
-
 
 def default_identity():
     return os.environ.get("POD_NAME") or "%s_%d" % (socket.gethostname(), os.getpid())
@@ -70,7 +61,6 @@ def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
-    add_collections_to_path()
     # Imported here so --help works without the kubernetes client.
     from .controller import Controller
     from .kube import Kube, api_client, own_namespace

@@ -8,6 +8,7 @@ Never renders manifests for the cluster: the roles decide and apply everything. 
 import logging
 import threading
 import time
+from typing import Optional
 
 from kubernetes.client.rest import ApiException
 
@@ -211,7 +212,7 @@ class Controller:
         forced = reasons & {workqueue.RETRY, workqueue.REQUEUE} or not w.drift_check
         full_due = self.clock() - self._last_full.get(key, self.clock()) >= w.full_run_period
         memo = self._memo.setdefault(key, drift.Memo())
-        why = "periodic full run" if full_due else ",".join(sorted(reasons))
+        why: Optional[str] = "periodic full run" if full_due else ",".join(sorted(reasons))
         if w.drift_check and not forced and not full_due:
             nodesets = [d for _, d in deps]
             why = drift.needs_run(obj, nodesets, self.live_children(namespace, name), memo, int(self.wall()),

@@ -15,7 +15,7 @@ nothing. Safe: anything the adapter would send a request for is a difference her
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge, kinds, names, objects
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
@@ -86,12 +86,12 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, periodic=False) -> Optio
         return "under way: %s" % "; ".join(plan.underway)
     rendered = set()
     for desired in plan.manifests:
-        key = (desired["kind"], desired["metadata"]["name"])
-        rendered.add(key)
+        ident = (desired["kind"], desired["metadata"]["name"])
+        rendered.add(ident)
         if objects.is_create_only(desired) or desired["kind"] not in CACHED_KINDS:
             continue  # created once and never touched again; not cached (Secrets are not ours to list)
-        if objects.plan_object(desired, live.get(key)) != objects.SKIP:
-            return "%s %s differs" % key if key in live else "%s %s is missing" % key
+        if objects.plan_object(desired, live.get(ident)) != objects.SKIP:
+            return "%s %s differs" % ident if ident in live else "%s %s is missing" % ident
     keep = set(plan.keep)
     for (kind, name), obj in sorted(live.items()):
         if kind not in CACHED_KINDS or (kind, name) in rendered or (kind, name) in keep:
@@ -102,6 +102,3 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, periodic=False) -> Optio
         return "%s %s is no longer rendered" % (kind, name)
     return None
 
-
-def key_of(obj) -> Tuple[str, str]:
-    return obj.get("kind"), obj["metadata"]["name"]

@@ -6,7 +6,7 @@ import os
 import uuid
 from datetime import datetime, timezone
 
-from kubernetes import client, config, watch as kwatch
+from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 log = logging.getLogger(__name__)
@@ -34,11 +34,6 @@ def own_namespace(default="default"):
             return handle.read().strip() or default
     except OSError:
         return default
-
-
-def status_code(exc):
-    """HTTP status of an API error, 0 when there was no answer at all (connection refused, timeout)."""
-    return exc.status if isinstance(exc, ApiException) and exc.status else 0
 
 
 def describe(exc):
@@ -121,33 +116,6 @@ class Kube:
                 return None
             raise
 
-    def list(self, w, namespace=None, timeout=60):
-        if namespace:
-            body = self.custom.list_namespaced_custom_object(w.group, w.version, namespace, w.plural,
-                                                             _request_timeout=timeout)
-        else:
-            body = self.custom.list_cluster_custom_object(w.group, w.version, w.plural, _request_timeout=timeout)
-        return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion")
-
-    def watch(self, w, namespace, resource_version, timeout_seconds=240):
-        """Yield (type, object) until the server ends the watch; raises ApiException(410) when the RV expired."""
-        stream = kwatch.Watch()
-        if namespace:
-            func, args = self.custom.list_namespaced_custom_object, (w.group, w.version, namespace, w.plural)
-        else:
-            func, args = self.custom.list_cluster_custom_object, (w.group, w.version, w.plural)
-        try:
-            for event in stream.stream(func, *args, resource_version=resource_version,
-                                       timeout_seconds=timeout_seconds, allow_watch_bookmarks=True,
-                                       _request_timeout=timeout_seconds + 30):
-                obj = event.get("raw_object") or event.get("object")
-                if event.get("type") == "ERROR":
-                    code = (obj or {}).get("code", 500)
-                    raise ApiException(status=code, reason=(obj or {}).get("message", "watch error"))
-                yield event.get("type"), obj
-        finally:
-            stream.stop()
-
     def add_finalizer(self, w, obj, finalizer):
         meta = obj["metadata"]
         current = meta.get("finalizers")
@@ -208,14 +176,6 @@ class Kube:
         return None
 
     # --- children and events ----------------------------------------------------------------------------------
-    def get_statefulset(self, namespace, name):
-        try:
-            return self.api.sanitize_for_serialization(self.apps.read_namespaced_stateful_set(name, namespace))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
     def event(self, obj, event_type, reason, message):
         """A core/v1 Event on ``obj``; failures to record are logged, never raised."""
         meta = obj.get("metadata") or {}

@@ -29,7 +29,6 @@ class LeaderElector:
         self._thread = None
         self._observed = None   # (record version, local time first seen)
         self._last_renewed = None
-        self._record = None
         self._rv = None
 
     def start(self):
@@ -80,13 +79,13 @@ class LeaderElector:
         self.api_ok.set()
         now = self.clock()
         record = L.LeaseRecord.from_spec(body["spec"]) if body else None
-        self._record, self._rv = record, (body or {}).get("metadata", {}).get("resourceVersion")
+        self._rv = (body or {}).get("metadata", {}).get("resourceVersion")
         if record is not None and (self._observed is None or self._observed[0] != record.version()):
             self._observed = (record.version(), now)
         decision = L.decide(record, self.identity, now, self._observed[1] if self._observed else None)
         if decision.action == L.WAIT:
             if self.is_leader:  # someone else took it (we were too slow)
-                self._lose("lease %s taken by %s" % (self.name, record.holder))
+                self._lose("lease %s taken by %s" % (self.name, record.holder if record else None))
             return
         spec = L.next_spec(record, self.identity, decision.action, self.wall(), self.lease_duration)
         try:

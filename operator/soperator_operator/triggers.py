@@ -26,7 +26,7 @@ def seen_of(obj, owner=None) -> Seen:
 def should_run(previous: Optional[Seen], current: Optional[Seen], event_type: str) -> bool:
     if event_type == DELETED:
         return True  # our own kind: the key is forgotten; an owner-reconciled kind: its owner prunes
-    if previous is None:
+    if previous is None or current is None:
         return True
     return (current.generation != previous.generation or current.deleting != previous.deleting
             or current.owner != previous.owner)

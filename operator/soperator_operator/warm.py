@@ -11,7 +11,6 @@ import warnings
 # A child's ansible-playbook configures the collection finder again; it is already configured here.
 warnings.filterwarnings("ignore", message="AnsibleCollectionFinder has already been configured")
 
-from ansible import constants as C  # noqa: E402
 from ansible.cli.playbook import PlaybookCLI  # noqa: E402,F401
 from ansible.executor import playbook_executor, task_queue_manager  # noqa: E402,F401
 from ansible.plugins import loader  # noqa: E402
@@ -38,7 +37,7 @@ import kubernetes.client  # noqa: E402,F401
 import kubernetes.dynamic  # noqa: E402,F401
 import kubernetes.stream  # noqa: E402,F401
 from kubernetes.client import ApiClient, Configuration, CoreV1Api  # noqa: E402,F401  (the client loads lazily)
-from kubernetes.config import kube_config, incluster_config  # noqa: E402,F401
+from kubernetes.config import incluster_config, kube_config  # noqa: E402,F401
 
 try:  # the converge code the action plugin runs in-process
     from ansible_collections.soperator.slurm.plugins.module_utils import _converge  # noqa: F401

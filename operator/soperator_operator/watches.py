@@ -1,36 +1,19 @@
 """Load an operator-sdk ``watches.yaml`` into typed entries (pure, apart from reading the file)."""
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import yaml
 
+from ansible_collections.soperator.slurm.plugins.module_utils import durations
+
 DEFAULT_RECONCILE_PERIOD = 600.0  # seconds; operator-sdk's own default is 10h, ours repairs drift sooner
 DEFAULT_FULL_RUN_PERIOD = 6 * 3600.0  # with drift checks: a role run regardless, for what caches cannot see
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def parse_duration(value) -> float:
-    """Seconds in a Go duration (``1h30m``, ``45s``, ``250ms``); a bare number means seconds, as upstream."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError("negative duration: %r" % (value,))
-        return float(value)
-    text = str(value).strip()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    pos, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise ValueError("not a duration: %r" % (value,))
-    return total
+    """Seconds in a Go duration or plain seconds: the collection's one parser."""
+    return durations.seconds(value)
 
 
 @dataclass(frozen=True)

@@ -83,9 +83,6 @@ class QueueState:
         self._pending.pop(key, None)
         self._after_run.pop(key, None)
 
-    def is_running(self, key):
-        return key in self._running
-
     def pending(self, key):
         entry = self._pending.get(key) or self._after_run.get(key)
         return (entry[0], frozenset(entry[1])) if entry else None

@@ -21,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import time
+from typing import Any, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
@@ -35,13 +36,13 @@ try:
     from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError
 except ImportError:  # the module reports the missing library first
 
-    class DynamicApiError(Exception):
+    class DynamicApiError(Exception):  # type: ignore[no-redef]
         pass
 
-    class ConflictError(DynamicApiError):
+    class ConflictError(DynamicApiError):  # type: ignore[no-redef]
         pass
 
-    class NotFoundError(DynamicApiError):
+    class NotFoundError(DynamicApiError):  # type: ignore[no-redef]
         pass
 
 FINALIZER = names.GROUP + "/finalizer"
@@ -201,8 +202,8 @@ class Converger(object):
 
     def act(self, plan, slurm_error):
         """Carry ``plan`` out; returns what was done."""
-        done = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
-        slurm = self.slurm() if plan.changes_slurm else None
+        done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
+        slurm = self.slurm()  # only called upon when the plan changes Slurm
         for reason, nodes in sorted(plan.drain.items()):
             if not self.check_mode:
                 slurm.drain(nodes, reason)
@@ -231,7 +232,7 @@ class Converger(object):
     def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
         """Passes until settled (nothing pending; Ready too with ``wait_for_ready``) or ``wait_timeout``."""
         deadline = self.clock() + wait_timeout
-        totals = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
+        totals: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
         objects_seen, counts, diffs, changed = {}, {}, [], False
         passes = 0
         while True:
@@ -249,16 +250,16 @@ class Converger(object):
             except SpecErrors as e:
                 message = str(e)
                 self.patch_status(names.CLUSTER_KIND, self.name,
-                                  lambda old, obj: st.invalid_cluster_status(
-                                      old, obj, message, _now_iso(self.clock())))
+                                  lambda old, obj, m=message: st.invalid_cluster_status(
+                                      old, obj, m, _now_iso(self.clock())))
                 raise InvalidDefinition(e)
             if slurm_error and plan.pending:
                 plan.pending.append("slurm: %s" % slurm_error)
             applied, done = self.act(plan, slurm_error)
             for entry in applied["objects"]:
-                key = (entry["kind"], entry["namespace"], entry["name"])
-                if entry["action"] != "unchanged" or key not in objects_seen:
-                    objects_seen[key] = entry
+                ident = (entry["kind"], entry["namespace"], entry["name"])
+                if entry["action"] != "unchanged" or ident not in objects_seen:
+                    objects_seen[ident] = entry
             diffs += applied.get("diff") or []
             changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
                                                             or done["deleted_nodes"])
@@ -272,7 +273,8 @@ class Converger(object):
             settled = not plan.pending and (plan.ready or not wait_for_ready)
             if settled or self.check_mode or self.clock() + poll > deadline:
                 break
-            self.sleep(min(poll if changed else max(poll, plan.requeue_after or poll), max(0.0, deadline - self.clock())))
+            pause = poll if changed else max(poll, plan.requeue_after or poll)
+            self.sleep(min(pause, max(0.0, deadline - self.clock())))
         for entry in objects_seen.values():
             counts[entry["action"]] = counts.get(entry["action"], 0) + 1
         result = {

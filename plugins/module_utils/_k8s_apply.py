@@ -26,6 +26,7 @@ __metaclass__ = type
 import base64
 import json
 import os
+from typing import Any, Callable, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names, objects
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError
@@ -41,22 +42,22 @@ try:
     from urllib3.exceptions import HTTPError as Urllib3Error
 except ImportError:  # the module reports the missing library before calling us; these keep this file importable
 
-    class DynamicApiError(Exception):
+    class DynamicApiError(Exception):  # type: ignore[no-redef]
         pass
 
-    class ConflictError(DynamicApiError):
+    class ConflictError(DynamicApiError):  # type: ignore[no-redef]
         pass
 
-    class NotFoundError(DynamicApiError):
+    class NotFoundError(DynamicApiError):  # type: ignore[no-redef]
         pass
 
-    class ResourceNotFoundError(Exception):
+    class ResourceNotFoundError(Exception):  # type: ignore[no-redef]
         pass
 
-    class ResourceNotUniqueError(Exception):
+    class ResourceNotUniqueError(Exception):  # type: ignore[no-redef]
         pass
 
-    class Urllib3Error(Exception):
+    class Urllib3Error(Exception):  # type: ignore[no-redef]
         pass
 
 MUNGE_KEY_BYTES = 1024
@@ -107,8 +108,9 @@ def _ssh_host_keys(what):
     except ImportError:
         raise KubernetesError("%s: the Python package cryptography (an ansible-core dependency) is needed to "
                               "generate ssh host keys" % what)
-    makers = {"ed25519": ed25519.Ed25519PrivateKey.generate,
-              "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072)}
+    makers: Dict[str, Callable[[], Any]] = {
+        "ed25519": ed25519.Ed25519PrivateKey.generate,
+        "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072)}
     data = {}
     for key_type in names.SSH_HOST_KEY_TYPES:
         key = makers[key_type]()

@@ -22,7 +22,6 @@ __metaclass__ = type
 import subprocess
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils import plan
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as core
 
 try:
@@ -30,10 +29,10 @@ try:
     from kubernetes.stream import stream
 except ImportError:  # the module reports the missing library before a Kubernetes transport is built
 
-    class ApiException(Exception):
+    class ApiException(Exception):  # type: ignore[no-redef]
         status = None
 
-    stream = None
+    stream = None  # type: ignore[assignment]
 
 # Epoch seconds in scontrol's times (the Reason's `[user@time]`): no time zone to guess.
 SCONTROL = ["env", "SLURM_TIME_FORMAT=%s", "scontrol"]
@@ -176,7 +175,7 @@ def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeo
         raise ValueError("reason %r must start with %r, or our own drains would look like an admin's"
                          % (reason, core.names.DRAIN_REASON_PREFIX))
     reason = reason.strip()
-    victims = plan.scale_in_victims(current_replicas, replicas, statefulset)
+    victims = core.scale_in_victims(current_replicas, replicas, statefulset)
     core.validate_node_names(victims)
     nodes = slurm.show_nodes()
     before = dict(nodes)

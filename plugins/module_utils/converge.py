@@ -28,14 +28,12 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render, schema, spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, render, schema, spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
-REASON_SCALE_IN = names.DRAIN_REASON_PREFIX + " scale-in"
+REASON_SCALE_IN = nodes_core.REASON_SCALE_IN
 REASON_MAINTENANCE = names.DRAIN_REASON_PREFIX + " maintenance"
-# Drains this planner sets and takes back once their purpose is over; any other reason is not ours to clear.
-OWN_REASONS = (REASON_SCALE_IN, REASON_MAINTENANCE)
 
 # How soon to look again (seconds) while something is under way.
 REQUEUE_DRAINING = 15
@@ -48,7 +46,6 @@ _SERVING_STATES = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
 PHASE_READY = "Ready"
 PHASE_PROGRESSING = "Progressing"
 PHASE_MAINTENANCE = "Maintenance"
-PHASE_INVALID = "Invalid"
 
 
 def _name(obj):
@@ -135,12 +132,6 @@ class Plan(object):
     def changes_slurm(self):
         return bool(self.drain or self.resume or self.delete_nodes)
 
-    def as_dict(self):
-        return {"manifests": self.manifests, "keep": self.keep, "scale": self.scale, "drain": self.drain,
-                "resume": self.resume,
-                "delete_nodes": self.delete_nodes, "release": self.release, "pending": self.pending,
-                "requeue_after": self.requeue_after, "invalid": self.invalid, "nodesets": self.nodesets,
-                "ready": self.ready, "phase": self.phase, "message": self.message}
 
 
 def _node_serves(node):
@@ -160,7 +151,7 @@ def _shrink(p, slurm, statefulset, current, target, drain_timeout, now, reason, 
         p.wait(REQUEUE_SLURM_UNREACHABLE, "%s: %d -> %d waits for slurmctld to answer (to drain first)"
                % (label, current, target))
         return current
-    victims = ["%s-%d" % (statefulset, o) for o in range(current - 1, target - 1, -1)]
+    victims = nodes_core.scale_in_victims(current, target, statefulset)
     entries = _victim_plan(slurm, victims, drain_timeout, now)
     for entry in entries:
         if entry["action"] == nodes_core.DRAIN:
@@ -195,7 +186,7 @@ def _beyond(name, kept_ordinals, cluster_name=None):
 
 
 def _drain_timeout(nodeset):
-    return nodes_core.duration_seconds(nodeset["spec"]["drainTimeout"])
+    return durations.seconds(nodeset["spec"]["drainTimeout"])
 
 
 def _keep_worker_objects(p, sts_name):

@@ -147,7 +147,3 @@ def selector_labels(cluster, component, nodeset=None):
         result[LABEL_NODESET] = nodeset
     return result
 
-
-def nodeset_selector(cluster, nodeset):
-    """``status.selector`` of a NodeSet (the scale subresource's labelSelectorPath), as a selector string."""
-    return ",".join("%s=%s" % kv for kv in sorted(selector_labels(cluster, COMPONENT_WORKER, nodeset).items()))

@@ -15,8 +15,9 @@ QUANTITY_PATTERN = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-
 _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
 
 _BINARY = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-_DECIMAL = {"n": Fraction(1, 10 ** 9), "u": Fraction(1, 10 ** 6), "m": Fraction(1, 1000), "": 1, "k": 10 ** 3,
-            "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
+_DECIMAL = {"n": Fraction(1, 10 ** 9), "u": Fraction(1, 10 ** 6), "m": Fraction(1, 1000), "": Fraction(1),
+            "k": Fraction(10 ** 3), "M": Fraction(10 ** 6), "G": Fraction(10 ** 9), "T": Fraction(10 ** 12),
+            "P": Fraction(10 ** 15), "E": Fraction(10 ** 18)}
 
 
 def parse_quantity(value):
@@ -32,7 +33,7 @@ def parse_quantity(value):
     number = Fraction(match.group(1))
     suffix = match.group(3) or ""
     if suffix in _BINARY:
-        return number * _BINARY[suffix]
+        return number * Fraction(_BINARY[suffix])
     if suffix in _DECIMAL:
         return number * _DECIMAL[suffix]
     return number * Fraction(10) ** int(suffix[1:])

@@ -44,23 +44,21 @@ _REASON_SUFFIX_RE = re.compile(r"\s*\[([^\[\]@\s]+)@([^\[\]\s]+)\]\s*$")
 _NO_NODES = ("No nodes in the system",)
 
 
+# The drain reason of a scale-in (and of a NodeSet being removed): ours, so ours to take back.
+REASON_SCALE_IN = names.DRAIN_REASON_PREFIX + " scale-in"
+
+
+def scale_in_victims(current_replicas, desired, statefulset_name):
+    """Pod (= Slurm node) names a StatefulSet removes going from ``current_replicas`` to ``desired``: the
+    highest ordinals first, in the order they should be drained."""
+    desired = max(0, desired)
+    return ["%s-%d" % (statefulset_name, ordinal) for ordinal in range(current_replicas - 1, desired - 1, -1)]
+
+
 class ScontrolParseError(ValueError):
     """``scontrol show node -o`` printed something this parser does not understand."""
 
 
-_DURATION_PART_RE = re.compile(r"([0-9]+)(ns|us|ms|s|m|h)")
-_DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-
-
-def duration_seconds(value):
-    """Seconds of a NodeSet's ``drainTimeout`` (a Go duration such as ``30m`` or ``1h30m``) or plain seconds."""
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
-    parts = _DURATION_PART_RE.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError("%r is not a duration such as 30m, 1h30m or 90s" % (value,))
-    return int(sum(int(n) * _DURATION_SECONDS[u] for n, u in parts))
 
 
 def validate_node_names(node_names):
@@ -262,34 +260,3 @@ def plan_delete(nodes, node_names):
             result["delete"].append(name)
     return result
 
-
-def nodeset_resizes(nodesets, statefulsets, cluster_name):
-    """The NodeSets whose live worker StatefulSet has other replicas than the NodeSet asks for.
-
-    Each: ``{nodeset, statefulset, current, desired, drain_timeout}``. A NodeSet without a StatefulSet yet is
-    new (nothing to drain) and is left out.
-    """
-    live = {s["metadata"]["name"]: s for s in statefulsets or ()}
-    out = []
-    for ns in nodesets or ():
-        name = ns["metadata"]["name"]
-        sts = live.get(names.worker_name(cluster_name, name))
-        spec = ns.get("spec") or {}
-        desired = spec.get("replicas", 1)
-        if sts is None or (sts.get("spec") or {}).get("replicas", 1) == desired:
-            continue
-        out.append({"nodeset": name, "statefulset": sts["metadata"]["name"],
-                    "current": sts["spec"].get("replicas", 1), "desired": desired,
-                    "drain_timeout": spec.get("drainTimeout", "30m")})
-    return out
-
-
-def with_replicas(nodesets, replicas):
-    """Copies of the NodeSets with ``spec.replicas`` replaced for those named in ``replicas`` ({name: n})."""
-    out = []
-    for ns in nodesets or ():
-        name = ns["metadata"]["name"]
-        if name in (replicas or {}):
-            ns = dict(ns, spec=dict(ns.get("spec") or {}, replicas=int(replicas[name])))
-        out.append(ns)
-    return out

@@ -32,7 +32,7 @@ MEMORY_MARGIN_MIN_MIB = 256
 MEMORY_MARGIN_FRACTION = 0.05
 
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list, "number": (int, float)}
+_TYPES: dict = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list, "number": (int, float)}
 
 
 def child_path(path, key):

@@ -283,7 +283,7 @@ command:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils import plan
+from ansible_collections.soperator.slurm.plugins.module_utils import durations
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as scale_in_plan
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import (
     AUTH_ARG_SPEC,
@@ -310,7 +310,7 @@ def argument_spec():
         current_replicas=dict(type="int"),
         replicas=dict(type="int"),
         nodes=dict(type="list", elements="str", default=[]),
-        reason=dict(type="str", default=plan.drain_reason("scale-in")),
+        reason=dict(type="str", default=scale_in_plan.REASON_SCALE_IN),
         drain_timeout=dict(type="str"),
         remove_admin_drained=dict(type="bool", default=True),
         wait=dict(type="bool", default=False),
@@ -330,7 +330,7 @@ def transport(params):
 
 
 def _seconds(drain_timeout):
-    return None if drain_timeout is None else scale_in_plan.duration_seconds(drain_timeout)
+    return None if drain_timeout is None else durations.seconds(drain_timeout)
 
 
 def run(params, reach, check_mode):

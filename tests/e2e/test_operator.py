@@ -14,7 +14,6 @@ import uuid
 
 import pytest
 import yaml
-
 from conftest import E2E, ROOT, wait_until
 
 OPERATOR_NS = "soperator-e2e"
@@ -47,7 +46,8 @@ def op(real_node_cluster):
     assert e.kubectl("get", "namespace", WATCHED, check=False).returncode != 0  # namespaced mode creates it
     e.playbook("operator.yml", install_params())
     wait_until(lambda: (e.get_in(OPERATOR_NS, "deployment", "soperator-operator") or {}).get("status", {})
-               .get("availableReplicas") == 2, 180, "both operator replicas available", lambda: e.explain_in(OPERATOR_NS))
+               .get("availableReplicas") == 2, 180, "both operator replicas available",
+               lambda: e.explain_in(OPERATOR_NS))
     try:
         yield e
     finally:

@@ -17,7 +17,15 @@ import uuid
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render
+from ansible_collections.soperator.slurm.plugins.module_utils import (
+    names,
+    render,
+    render_common,
+    render_controller,
+    render_jail,
+    render_login,
+    render_worker,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGES_SH = os.path.join(ROOT, "hack", "images.sh")
@@ -31,7 +39,8 @@ POPULATE_IMAGE = names.default_image("populateJail")
 
 
 # Capability numbers (linux/capability.h) of the names the manifests use.
-_CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7, "SETPCAP": 8,
+_CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7,
+                "SETPCAP": 8,
                 "NET_BIND_SERVICE": 10, "SYS_CHROOT": 18, "SYS_ADMIN": 21, "SYS_NICE": 23, "SYS_RESOURCE": 24,
                 "AUDIT_WRITE": 29, "SETFCAP": 31}
 
@@ -178,7 +187,7 @@ def populate(docker, target):
     docker.run("install-tool", POPULATE_IMAGE, ["/usr/local/bin/populate-jail", "/opt/soperator/bin/populate-jail"],
                [], volumes=[(tools, names.POPULATE_TOOL_DIR)], options=["--entrypoint", "cp"], detach=False)
     return docker.run("populate", JAIL_IMAGE, ["--source", "/", "--target", names.JAIL_MOUNT],
-                      render.POPULATE_CAPABILITIES,
+                      render_jail.POPULATE_CAPABILITIES,
                       volumes=[(target, names.JAIL_MOUNT), (tools, names.POPULATE_TOOL_DIR)],
                       options=["--entrypoint", names.POPULATE_TOOL_DIR + "/" + names.POPULATE_TOOL,
                                "--security-opt", "no-new-privileges"], detach=False)
@@ -246,7 +255,7 @@ class Cluster(object):
     def munge(self, pod, image, hostname):
         """The native munge sidecar of a pod; returns the pod's munge-run directory."""
         run_dir = self.emptydir(pod + "-munge-run")
-        self.run(pod + "-munge", image, ["munged", "--foreground"], render.MUNGE_CAPABILITIES, hostname,
+        self.run(pod + "-munge", image, ["munged", "--foreground"], render_common.MUNGE_CAPABILITIES, hostname,
                  volumes=[(self.key, names.MUNGE_KEY_MOUNT), (run_dir, names.MUNGE_RUN_DIR)],
                  options=["--security-opt", "no-new-privileges"])
         return run_dir
@@ -257,7 +266,8 @@ class Cluster(object):
 
     def controller(self):
         munge_run = self.munge("controller", CONTROLLER_IMAGE, self.controller_host)
-        self.run("controller", CONTROLLER_IMAGE, ["/usr/sbin/slurmctld", "-D"], render.CONTROLLER_CAPABILITIES,
+        self.run("controller", CONTROLLER_IMAGE, ["/usr/sbin/slurmctld", "-D"],
+                 render_controller.CONTROLLER_CAPABILITIES,
                  self.controller_host,
                  # + the jail, read-only: the manifests lack it (see images/README.md); slurmctld needs the jail's
                  # users for job credentials.
@@ -276,7 +286,7 @@ class Cluster(object):
         self.run("worker", WORKER_IMAGE,
                  ["/usr/sbin/slurmd", "-D", "-Z", "-N", self.node, "--conf-server", self.conf_server,
                   "--conf", env["SLURMD_CONF_PARAMS"]],
-                 render.WORKER_CAPABILITIES, self.node, volumes=volumes,
+                 render_worker.WORKER_CAPABILITIES, self.node, volumes=volumes,
                  # As the manifest: seccomp and AppArmor unconfined (pivot_root, mount).
                  options=["--network-alias", self.node, "--security-opt", "seccomp=unconfined",
                           "--security-opt", "apparmor=unconfined", "--shm-size", "64m"])
@@ -284,12 +294,13 @@ class Cluster(object):
     def login(self, host_keys, sshd_config):
         munge_run = self.munge("login", LOGIN_IMAGE, self.login_host)
         slurm_run = self.emptydir("login-slurm-run")
-        self.run("sackd", LOGIN_IMAGE, ["/usr/sbin/sackd", "-D", "--conf-server", self.conf_server], [], self.login_host,
+        self.run("sackd", LOGIN_IMAGE, ["/usr/sbin/sackd", "-D", "--conf-server", self.conf_server], [],
+                 self.login_host,
                  volumes=[(munge_run, names.MUNGE_RUN_DIR), (slurm_run, names.SLURM_RUN_DIR)],
                  options=["--security-opt", "no-new-privileges"])
         self.run("login", LOGIN_IMAGE, ["/usr/sbin/sshd", "-D", "-e", "-f", names.SSHD_CONFIG_MOUNT + "/sshd_config"],
                  # SYS_ADMIN among them is for the entrypoint's jail binds; it drops it before sshd.
-                 render.LOGIN_CAPABILITIES, self.login_host,
+                 render_login.LOGIN_CAPABILITIES, self.login_host,
                  volumes=[(self.jail, names.JAIL_MOUNT), (host_keys, names.SSH_HOST_KEYS_MOUNT),
                           (sshd_config, names.SSHD_CONFIG_MOUNT)] + self.mirrored(munge_run, names.MUNGE_RUN_DIR)
                  + self.mirrored(slurm_run, names.SLURM_RUN_DIR),

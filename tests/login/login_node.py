@@ -13,7 +13,8 @@ namespace (``unshare --mount``), so the rendered file is used as it is, apart fr
                   as soon as a tool inside the jail replaces the file (useradd writes a new file and renames it).
                   ``users="symlink-with-shadow"`` links /etc/shadow too, which locks users out (see the tests).
 - ``/run``        a private tmpfs with ``/run/sshd`` (privilege separation directory) and the PidFile.
-- capabilities    sshd runs with its bounding set reduced to ``render.LOGIN_SESSION_CAPABILITIES``, like the container.
+- capabilities    sshd runs with its bounding set reduced to ``render_login.LOGIN_SESSION_CAPABILITIES``, like the
+                  container.
 
 Nothing on the host changes: every mount dies with the namespace, and the host's /etc/passwd is never written.
 """
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render
+from ansible_collections.soperator.slurm.plugins.module_utils import names, render, render_login
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "cpu-cluster.yaml"
@@ -177,7 +178,7 @@ class LoginNode:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.users = users
-        self.capabilities = render.LOGIN_SESSION_CAPABILITIES if capabilities is None else capabilities
+        self.capabilities = render_login.LOGIN_SESSION_CAPABILITIES if capabilities is None else capabilities
         self.rendered = rendered if rendered is not None else rendered_sshd_config()
         self.check_jail = check_jail
         self.port = None

@@ -6,7 +6,6 @@ import os
 import subprocess
 
 import pytest
-from login_site import JAIL_HOSTNAME, MARKER, UID
 from login_node import (
     chroot_problems,
     config_diff,
@@ -14,6 +13,7 @@ from login_node import (
     host_sshd_config,
     rendered_sshd_config,
 )
+from login_site import JAIL_HOSTNAME, MARKER, UID
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 

@@ -1,6 +1,8 @@
-"""The login container's capabilities, measured: sshd without one of render.LOGIN_SESSION_CAPABILITIES, what breaks.
+"""The login container's capabilities, measured: sshd without one of render_login.LOGIN_SESSION_CAPABILITIES, what
+breaks.
 
-Every session of these tests runs under sshd with the bounding set of the container (render.LOGIN_SESSION_CAPABILITIES);
+Every session of these tests runs under sshd with the bounding set of the container
+(render_login.LOGIN_SESSION_CAPABILITIES);
 here one capability at a time is removed. The table says what must break; docs/security.md gives the reasons.
 """
 
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils import render
+from ansible_collections.soperator.slurm.plugins.module_utils import render_login
 
 LOGINS = ("root command", "root tty", "user command", "user tty")
 EVERYTHING = set(LOGINS)
@@ -31,7 +33,7 @@ NEEDED_FOR = {
 
 
 def test_every_login_capability_is_in_the_table():
-    assert sorted(NEEDED_FOR) == sorted(render.LOGIN_SESSION_CAPABILITIES)
+    assert sorted(NEEDED_FOR) == sorted(render_login.LOGIN_SESSION_CAPABILITIES)
 
 
 def _failing_logins(node, site, user):
@@ -45,15 +47,15 @@ def _failing_logins(node, site, user):
 
 
 def test_all_logins_work_with_exactly_the_container_capabilities(site, login, alice):
-    assert login.capabilities == render.LOGIN_SESSION_CAPABILITIES
+    assert login.capabilities == render_login.LOGIN_SESSION_CAPABILITIES
     assert _failing_logins(login, site, alice) == set()
 
 
-@pytest.mark.parametrize("capability", render.LOGIN_SESSION_CAPABILITIES)
+@pytest.mark.parametrize("capability", render_login.LOGIN_SESSION_CAPABILITIES)
 def test_without_one_capability(site, alice, capability):
     expected, log_line = NEEDED_FOR[capability]
     node = site.node("without-" + capability,
-                     capabilities=[c for c in render.LOGIN_SESSION_CAPABILITIES if c != capability]).start()
+                     capabilities=[c for c in render_login.LOGIN_SESSION_CAPABILITIES if c != capability]).start()
     try:
         assert _failing_logins(node, site, alice) == expected
         if log_line:

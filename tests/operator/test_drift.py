@@ -3,12 +3,10 @@
 import copy
 
 import pytest
-
-from soperator_operator import drift
-
 from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge, objects
+from soperator_operator import drift
 
 NOW = 1_700_000_000
 

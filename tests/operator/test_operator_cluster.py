@@ -11,7 +11,6 @@ import signal
 import time
 
 import pytest
-
 from operator_harness import ROOT, Cluster, OperatorProcess, holds_for, wait_for, write_watches
 
 pytestmark = pytest.mark.cluster

@@ -12,11 +12,17 @@ from soperator_operator import conditions as K
 from soperator_operator import lease as L
 from soperator_operator import triggers as T
 from soperator_operator import workqueue as Q
-from soperator_operator.extravars import UNSAFE_KEY, extra_vars, mark_unsafe, object_var_name, snake_case, \
-    snake_case_keys
+from soperator_operator.extravars import (
+    UNSAFE_KEY,
+    extra_vars,
+    mark_unsafe,
+    object_var_name,
+    snake_case,
+    snake_case_keys,
+)
 from soperator_operator.metrics import OperatorMetrics
 from soperator_operator.runner import RunResult, summarize
-from soperator_operator.watches import load_watches, parse_duration, parse_watches
+from soperator_operator.watches import load_watches, parse_watches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -84,18 +90,6 @@ def test_watch_vars_win_over_spec_keys():
 
 
 # --- watches.yaml ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text,seconds", [("10m", 600), ("1h30m", 5400), ("45s", 45), ("250ms", 0.25),
-                                          ("30", 30), (15, 15), ("1.5h", 5400)])
-def test_parse_duration(text, seconds):
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("bad", ["", "10x", "m", "-5s", "5s3"])
-def test_parse_duration_refuses_garbage(bad):
-    with pytest.raises(ValueError):
-        parse_duration(bad)
-
-
 def test_repository_watches_file():
     watches = load_watches(os.path.join(ROOT, "operator", "watches.yaml"))
     by_kind = {w.kind: w for w in watches}
@@ -156,7 +150,7 @@ def test_queue_one_run_at_a_time_and_rerun_once_after():
     q = Q.QueueState()
     q.add("a", 0)
     assert q.pop_ready(0)[0] == "a"
-    for gen in range(3):          # three generations arrive during the run
+    for _gen in range(3):          # three generations arrive during the run
         q.add("a", 1)
     assert q.pop_ready(1) is None  # never twice at once
     q.done("a", 2, requeue_after=600)

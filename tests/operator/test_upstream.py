@@ -13,7 +13,6 @@ import socket
 import subprocess
 
 import pytest
-
 from operator_harness import ROOT, Cluster, kill_processes_mentioning, wait_for
 
 pytestmark = pytest.mark.cluster

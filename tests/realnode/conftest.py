@@ -18,8 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 sys.path.insert(0, os.path.join(ROOT, "hack"))
 import localcluster  # noqa: E402
-from realnode import host as rnhost  # noqa: E402
 from polling import wait_until  # noqa: E402
+from realnode import host as rnhost  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -75,7 +75,8 @@ def realnode(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("the real node needs root")
     # One real node per host: a running one (make demo's, or SOPERATOR_LOCALCLUSTER_DIR's) is reused.
-    existing = os.environ.get("SOPERATOR_LOCALCLUSTER_DIR") or os.path.expanduser("~/.local/state/soperator/localcluster")
+    existing = (os.environ.get("SOPERATOR_LOCALCLUSTER_DIR")
+                or os.path.expanduser("~/.local/state/soperator/localcluster"))
     if os.path.exists(os.path.join(existing, "state.json")):
         inst = Instance(existing, private=False)
         if inst.state.get("real_node") and subprocess.run(

@@ -103,7 +103,8 @@ def test_kube_proxy_keeps_nodeports_on_the_bridge_and_sysctls_alone():
 def test_docker_archive_is_deterministic_and_loadable_shape(tmp_path):
     layer = image.layer_tar(image.base_entries() + [("hello", ("file", 0o755, b"hi"))])
     a, b = str(tmp_path / "a.tar"), str(tmp_path / "b.tar")
-    assert image.docker_archive(a, "soperator.local/x:1", layer) == image.docker_archive(b, "soperator.local/x:1", layer)
+    tag = "soperator.local/x:1"
+    assert image.docker_archive(a, tag, layer) == image.docker_archive(b, tag, layer)
     with open(a, "rb") as fa, open(b, "rb") as fb:
         assert fa.read() == fb.read()
     with tarfile.open(a) as tar:

@@ -10,9 +10,8 @@ import sys
 import time
 
 import pytest
-from kubernetes import client
-
 from conftest import ROOT, Instance, host_snapshot, wait_until
+from kubernetes import client
 
 sys.path.insert(0, os.path.join(ROOT, "hack"))
 import localcluster  # noqa: E402
@@ -120,7 +119,8 @@ def test_host_reaches_a_clusterip_service(web):
 
 def test_dns_resolves_a_service_name_from_a_pod(api, ns, web):
     core = client.CoreV1Api(api)
-    core.create_namespaced_pod(ns, pod("dns", "nslookup web.%s.svc.cluster.local && nslookup kubernetes.default.svc.cluster.local" % ns))
+    core.create_namespaced_pod(ns, pod("dns", "nslookup web.%s.svc.cluster.local && "
+                                              "nslookup kubernetes.default.svc.cluster.local" % ns))
     phase, log = finished(core, ns, "dns")
     assert phase == "Succeeded", log
     assert "Address: %s" % web in log

@@ -10,7 +10,6 @@ import os
 import shutil
 
 import pytest
-
 from slurm_cluster import Cluster, running
 
 HOST_TOOLS = ("unshare", "nsenter", "chroot", "zstd", "tar", "mount")

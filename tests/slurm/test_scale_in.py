@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from dynamic_cluster import STATEFULSET, DynamicCluster, node_name
 from slurm_cluster import running, wait_for
 
@@ -203,6 +202,7 @@ def test_expired_drain_and_down_nodes_are_removable(dyn, slurm, recorder):
 
 def test_module_against_real_slurm(dyn, slurm, recorder, monkeypatch, capsys):
     from ansible.module_utils.testing import patch_module_args
+
     from ansible_collections.soperator.slurm.plugins.modules import slurm_nodes
 
     monkeypatch.setattr(slurm_nodes, "transport", lambda params: recorder)

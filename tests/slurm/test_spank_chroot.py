@@ -11,7 +11,6 @@ import uuid
 from contextlib import contextmanager
 
 import pytest
-
 from slurm_cluster import JAIL, MARKER, PLUGIN_PATH, UID, USER, Cluster
 
 USERS = [None, USER]  # root, then an ordinary user with the same uid in rootfs and jail

@@ -23,10 +23,8 @@ def _collections_path():
 
 sys.path.insert(0, _collections_path())
 
-import copy  # noqa: E402
 
 import pytest  # noqa: E402
-import yaml  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "corpus"))
 

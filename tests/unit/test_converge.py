@@ -154,7 +154,8 @@ def test_records_of_pods_gone_for_good_are_deleted_unless_busy():
 
 def test_a_node_whose_pod_exists_is_never_forgotten():
     obs = steady(2, extra_pods=("demo-cpu-2",))
-    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1"),
+                         line("demo-cpu-2", "IDLE+DRAIN", converge.REASON_SCALE_IN))
     assert converge.plan(cluster(), [nodeset(2)], obs, NOW).delete_nodes == []
 
 

@@ -2,9 +2,9 @@
 
 import os
 
+import corpus
 import pytest
 
-import corpus
 from ansible_collections.soperator.slurm.plugins.module_utils import render, spec
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 

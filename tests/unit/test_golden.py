@@ -4,9 +4,9 @@ import os
 
 import pytest
 import yaml
+from resources import load_example
 
 from ansible_collections.soperator.slurm.plugins.module_utils import render
-from resources import load_example
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 

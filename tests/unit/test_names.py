@@ -22,9 +22,6 @@ def test_name_helpers():
     assert names.conf_server("demo", "hpc") == "demo-controller-0.demo-controller.hpc.svc:6817"
     assert names.worker_name("demo", "cpu") == "demo-cpu"
     assert names.default_image("worker", "1.2.3") == "soperator/slurm-worker:1.2.3"
-    assert names.nodeset_selector("demo", "cpu") == (
-        "app.kubernetes.io/component=worker,app.kubernetes.io/instance=demo,app.kubernetes.io/name=slurm,"
-        "slurm.soperator.dev/nodeset=cpu")
     labels = names.labels("demo", "worker", "cpu")
     assert labels[names.LABEL_MANAGED_BY] == "soperator.slurm"
     assert labels[names.LABEL_CLUSTER] == "demo"

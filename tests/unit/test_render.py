@@ -1,11 +1,10 @@
 import copy
 
 import pytest
+from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render
+from ansible_collections.soperator.slurm.plugins.module_utils import names, render, render_common, render_jail
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from resources import load_example
-from resources import make_cluster, make_nodeset
 
 
 def _by(objects, kind, name):
@@ -96,7 +95,7 @@ def test_controller(cpu):
     assert {"name": "jail", "persistentVolumeClaim": {"claimName": "demo-jail"}} in pod["volumes"]
     config = _by(objects, "ConfigMap", "demo-slurm-config")
     annotations = sts["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["slurm.soperator.dev/config-hash"] == render.config_hash(config["data"])
+    assert annotations["slurm.soperator.dev/config-hash"] == render_common.config_hash(config["data"])
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert "storageClassName" not in sts["spec"]["volumeClaimTemplates"][0]["spec"]
     assert _container(pod, "munge")["restartPolicy"] == "Always"
@@ -196,7 +195,7 @@ def test_login(cpu):
     assert _container(pod, "sackd")["args"][-1] == "$(SLURM_CONF_SERVER)"
     config = _by(objects, "ConfigMap", "demo-sshd-config")
     assert sts["spec"]["template"]["metadata"]["annotations"]["slurm.soperator.dev/config-hash"] == \
-        render.config_hash(config["data"])
+        render_common.config_hash(config["data"])
     service = _by(objects, "Service", "demo-login")
     assert service["spec"]["type"] == "ClusterIP"
     assert service["spec"]["ports"] == [{"name": "ssh", "port": 22, "targetPort": "ssh", "protocol": "TCP"}]
@@ -232,10 +231,10 @@ def test_populate_job(cpu):
     assert _container(pod, "install-tool")["image"] == "soperator/populate-jail:0.1.0"
     cluster["spec"]["jail"]["populate"] = {"repopulateToken": "again"}
     jobs = [o for o in render.render_cluster(cluster, nodesets) if o["kind"] == "Job"]
-    name = render.populate_job_name("demo", "again")
+    name = render_jail.populate_job_name("demo", "again")
     assert jobs[0]["metadata"]["name"] == name and len(name) == len("demo-populate-jail-") + 10
     assert _container(jobs[0]["spec"]["template"]["spec"], "populate")["command"][-1] == "--overwrite"
-    assert render.populate_job_name("demo", "other") != name
+    assert render_jail.populate_job_name("demo", "other") != name
 
 
 def test_existing_claim_and_sub_mounts():
@@ -254,7 +253,7 @@ def test_existing_claim_and_sub_mounts():
 
 
 def test_placement_merge():
-    merged = render.merge_placement(
+    merged = render_common.merge_placement(
         {"nodeSelector": {"pool": "slurm", "zone": "a"}, "tolerations": [{"key": "a", "operator": "Exists"}],
          "affinity": {"nodeAffinity": {"x": 1}, "podAffinity": {"y": 1}}},
         {"nodeSelector": {"zone": "b"}, "tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b"}],
@@ -262,13 +261,14 @@ def test_placement_merge():
     assert merged == {"nodeSelector": {"pool": "slurm", "zone": "b"},
                       "tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b"}],
                       "affinity": {"nodeAffinity": {"z": 1}, "podAffinity": {"y": 1}}}
-    assert render.merge_placement(None, None) == {}
+    assert render_common.merge_placement(None, None) == {}
 
 
 def test_per_nodeset_image_and_resources():
     cluster = make_cluster({"images": {"worker": "w:1"}, "controller": {"resources": {"limits": {"memory": "1Gi"}}}})
     objects = render.render_cluster(cluster, [make_nodeset("a", {"image": "custom:2"}), make_nodeset("b")])
-    assert _container(_by(objects, "StatefulSet", "demo-a")["spec"]["template"]["spec"], "slurmd")["image"] == "custom:2"
+    pod_spec = _by(objects, "StatefulSet", "demo-a")["spec"]["template"]["spec"]
+    assert _container(pod_spec, "slurmd")["image"] == "custom:2"
     assert _container(_by(objects, "StatefulSet", "demo-b")["spec"]["template"]["spec"], "slurmd")["image"] == "w:1"
     ctld = _container(_by(objects, "StatefulSet", "demo-controller")["spec"]["template"]["spec"], "slurmctld")
     assert ctld["resources"] == {"limits": {"memory": "1Gi"}}

@@ -403,47 +403,10 @@ def test_exec_transport_pods_present(monkeypatch):
         t.pods_present(["error"])
 
 
-@pytest.mark.parametrize("value, seconds", [
-    ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("1800", 1800), (600, 600), ("1h0m0s", 3600), ("500ms", 0),
-])
-def test_duration_seconds_reads_go_durations_and_plain_seconds(value, seconds):
-    assert scale_in.duration_seconds(value) == seconds
-
-
-@pytest.mark.parametrize("value", ["", "30 m", "m30", "1d", "30m;", "-5s"])
-def test_duration_seconds_refuses_other_text(value):
-    with pytest.raises(ValueError, match="duration"):
-        scale_in.duration_seconds(value)
-
-
-def _ns(name, replicas=None, drain=None):
-    spec = {"clusterRef": {"name": "demo"}}
-    if replicas is not None:
-        spec["replicas"] = replicas
-    if drain:
-        spec["drainTimeout"] = drain
-    return {"metadata": {"name": name}, "spec": spec}
-
-
-def _sts(name, replicas):
-    return {"metadata": {"name": name}, "spec": {"replicas": replicas}}
-
-
-def test_nodeset_resizes_lists_only_changed_existing_nodesets():
-    nodesets = [_ns("cpu", 1, "10m"), _ns("gpu", 4), _ns("new", 2), _ns("same")]
-    live = [_sts("demo-cpu", 3), _sts("demo-gpu", 2), _sts("demo-same", 1), _sts("other-cpu", 9)]
-    assert scale_in.nodeset_resizes(nodesets, live, "demo") == [
-        {"nodeset": "cpu", "statefulset": "demo-cpu", "current": 3, "desired": 1, "drain_timeout": "10m"},
-        {"nodeset": "gpu", "statefulset": "demo-gpu", "current": 2, "desired": 4, "drain_timeout": "30m"},
-    ]
-    assert scale_in.nodeset_resizes([], live, "demo") == []
-    assert scale_in.nodeset_resizes(nodesets, None, "demo") == []
-
-
-def test_with_replicas_copies_only_the_named_nodesets():
-    nodesets = [_ns("cpu", 3), _ns("gpu", 4)]
-    out = scale_in.with_replicas(nodesets, {"cpu": 2})
-    assert [n["spec"]["replicas"] for n in out] == [2, 4]
-    assert nodesets[0]["spec"]["replicas"] == 3, "the input is not mutated"
-    assert out[1] is nodesets[1]
-    assert scale_in.with_replicas(nodesets, {}) == nodesets
+def test_scale_in_victims_are_the_top_ordinals_highest_first():
+    assert scale_in.scale_in_victims(5, 3, "demo-cpu") == ["demo-cpu-4", "demo-cpu-3"]
+    assert scale_in.scale_in_victims(2, 0, "demo-cpu") == ["demo-cpu-1", "demo-cpu-0"]
+    assert scale_in.scale_in_victims(2, -1, "demo-cpu") == ["demo-cpu-1", "demo-cpu-0"]
+    assert scale_in.scale_in_victims(2, 2, "demo-cpu") == []
+    assert scale_in.scale_in_victims(2, 4, "demo-cpu") == []
+    assert scale_in.REASON_SCALE_IN == "soperator: scale-in"

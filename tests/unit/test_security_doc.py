@@ -5,7 +5,15 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render
+from ansible_collections.soperator.slurm.plugins.module_utils import (
+    names,
+    render,
+    render_common,
+    render_controller,
+    render_jail,
+    render_login,
+    render_worker,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "docs", "security.md")
@@ -13,13 +21,13 @@ EXAMPLES = ("cpu-cluster.yaml", "gpu-cluster.yaml")
 CONTAINER_COLUMNS = ["pod", "container", "capabilities added", "seccomp", "AppArmor", "privileged",
                      "allowPrivilegeEscalation", "runAsUser", "readOnlyRootFilesystem"]
 CAPABILITY_COLUMNS = ["container", "capability", "why", "measured"]
-# The lists in render.py, by the container names they are used for.
+# The renderers' lists, by the container names they are used for.
 RENDER_LISTS = {
-    "munge": render.MUNGE_CAPABILITIES,
-    "slurmctld": render.CONTROLLER_CAPABILITIES,
-    "slurmd": render.WORKER_CAPABILITIES,
-    "sshd": render.LOGIN_CAPABILITIES,
-    "populate": render.POPULATE_CAPABILITIES,
+    "munge": render_common.MUNGE_CAPABILITIES,
+    "slurmctld": render_controller.CONTROLLER_CAPABILITIES,
+    "slurmd": render_worker.WORKER_CAPABILITIES,
+    "sshd": render_login.LOGIN_CAPABILITIES,
+    "populate": render_jail.POPULATE_CAPABILITIES,
 }
 
 
@@ -115,7 +123,7 @@ def test_doc_gives_a_reason_for_exactly_the_capabilities_of_render_py():
 
 
 def test_the_render_lists_are_the_ones_in_the_manifests():
-    """RENDER_LISTS maps container names to render.py's lists: the containers really get those lists."""
+    """RENDER_LISTS maps container names to the renderers' lists: the containers really get those lists."""
     for example in EXAMPLES:
         for _component, pod in rendered_pods(_example_objects(example)):
             for container in pod.get("initContainers", []) + pod["containers"]:

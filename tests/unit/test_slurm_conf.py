@@ -1,8 +1,8 @@
 import pytest
+from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import slurm_conf, spec
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
-from resources import make_cluster, make_nodeset
 
 
 def _validated(cluster_spec=None, nodesets=()):
@@ -78,7 +78,8 @@ def test_partitions_and_overrides():
     keys = _keys(text)
     assert keys["SlurmctldParameters"] == "enable_configless,cloud_dns"
     assert keys["TaskPlugin"] == "task/cgroup"
-    assert lines.count("TaskPlugin=task/cgroup") == 1 and not any(l.startswith("TaskPlugin=task/cgroup,") for l in lines)
+    assert lines.count("TaskPlugin=task/cgroup") == 1
+    assert not any(line.startswith("TaskPlugin=task/cgroup,") for line in lines)
     assert keys["GresTypes"] == "gpu"
     assert keys["HealthCheckInterval"] == "300" and keys["HealthCheckProgram"] == "/usr/sbin/nhc"
     # raw overrides come after the defaults

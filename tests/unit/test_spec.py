@@ -1,10 +1,10 @@
 import copy
 
 import pytest
+from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import schema, spec
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from resources import make_cluster, make_nodeset
 
 
 def errors_of(func, *args):
@@ -258,7 +258,8 @@ def test_raw_keys():
         "spec.slurm.slurmConf.SelectType": "slurm.conf key SelectType has a typed field: use spec.slurm.selectType",
         "spec.slurm.slurmConf.maxjobcount": "unknown slurm.conf key 'maxjobcount' (did you mean MaxJobCount?)",
         "spec.slurm.slurmConf.Bogus": "unknown slurm.conf key 'Bogus'",
-        "spec.slurm.cgroupConf.constraincores": "unknown cgroup.conf key 'constraincores' (did you mean ConstrainCores?)",
+        "spec.slurm.cgroupConf.constraincores":
+            "unknown cgroup.conf key 'constraincores' (did you mean ConstrainCores?)",
         "spec.partitions[0].config.Nodes": "partition key Nodes is set by the operator (a partition's nodes are the "
                                            "NodeSets that join it)",
         "spec.partitions[0].config.priorityTier": "unknown partition key 'priorityTier' (did you mean PriorityTier?)",

@@ -1,8 +1,8 @@
 import pytest
+from resources import make_cluster
 
 from ansible_collections.soperator.slurm.plugins.module_utils import spec, sshd_conf
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
-from resources import make_cluster
 
 
 def _render(sshd=None):

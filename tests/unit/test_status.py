@@ -2,7 +2,8 @@
 
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, status as st
+from ansible_collections.soperator.slurm.plugins.module_utils import converge
+from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 
 NOW = 1_700_000_000
 
@@ -46,7 +47,8 @@ def test_maintenance_and_invalid_nodesets():
     s = st.cluster_status({}, cluster, plan_for(invalid={"gpu": "spec.x: bad"}), "T")
     assert conds(s)["Degraded"]["status"] == "True" and "NodeSet gpu: spec.x: bad" in conds(s)["Degraded"]["message"]
     bad = st.invalid_cluster_status({}, cluster, "spec.y: wrong", "T")
-    assert conds(bad)["Ready"]["reason"] == "InvalidSpec" and bad["phase"] == "Invalid" and bad["observedGeneration"] == 1
+    assert conds(bad)["Ready"]["reason"] == "InvalidSpec"
+    assert bad["phase"] == "Invalid" and bad["observedGeneration"] == 1
 
 
 def test_nodeset_status_counts_and_selector():

@@ -8,9 +8,9 @@ import sys
 import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
+from test_module_docs import from_doc, from_spec, full_doc
 
 from ansible_collections.soperator.slurm.plugins.modules import slurm_nodes as module
-from test_module_docs import from_doc, from_spec, full_doc
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "scontrol")
 SHOW = ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "node", "-o"]

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# mypy over the operator runtime and the collection's pure core (and, through their imports, its adapters).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .cache/collections/ansible_collections/soperator
+ln -sfn "$PWD" .cache/collections/ansible_collections/soperator/slurm
+mods=()
+for f in plugins/module_utils/[a-z]*.py; do
+  mods+=(-m "ansible_collections.soperator.slurm.plugins.module_utils.$(basename "$f" .py)")
+done
+MYPYPATH=.cache/collections:operator exec "${MYPY:-mypy}" --config-file mypy.ini -p soperator_operator "${mods[@]}"

@@ -1,0 +1,230 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What every component's renderer shares: the cluster context, security contexts, placement, and the
+builders of the kinds several components use (Secrets, ConfigMaps, headless Services, StatefulSets, budgets).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import hashlib
+import json
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+
+RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
+
+# Capabilities per container, in the file of the component that runs it. Everything else is dropped; each entry
+# says why it is needed (docs/security.md lists them; tests/unit/test_security_doc.py keeps the two in step).
+MUNGE_CAPABILITIES = [
+    "CHOWN",  # the entrypoint copies the key from the Secret and gives it to the munge user
+    "FOWNER",  # ... and sets its mode 0400
+    "SETGID",  # munged is started as the munge user
+    "SETUID",
+]
+
+
+def config_hash(data):
+    """sha256 of a ConfigMap's data (canonical JSON): changes exactly when a file changes."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def merge_placement(cluster_wide, specific):
+    """Pod-spec placement fields: nodeSelector merged (specific wins), tolerations added, affinity parts replaced."""
+    cluster_wide = cluster_wide or {}
+    specific = specific or {}
+    result: dict = {}
+    selector = dict(cluster_wide.get("nodeSelector") or {})
+    selector.update(specific.get("nodeSelector") or {})
+    if selector:
+        result["nodeSelector"] = selector
+    tolerations = [copy.deepcopy(t) for t in cluster_wide.get("tolerations") or ()]
+    tolerations += [copy.deepcopy(t) for t in specific.get("tolerations") or () if t not in tolerations]
+    if tolerations:
+        result["tolerations"] = tolerations
+    affinity = copy.deepcopy(cluster_wide.get("affinity") or {})
+    affinity.update(copy.deepcopy(specific.get("affinity") or {}))
+    if affinity:
+        result["affinity"] = affinity
+    return result
+
+
+def security(capabilities, seccomp=None, escalation=False):
+    context: dict = {"capabilities": {"drop": ["ALL"]}}
+    if capabilities:
+        context["capabilities"]["add"] = list(capabilities)
+    if not escalation:
+        context["allowPrivilegeEscalation"] = False
+    if seccomp:
+        context["seccompProfile"] = seccomp
+    return context
+
+
+def container_resources(spec_resources):
+    result = {}
+    for kind in ("requests", "limits"):
+        if (spec_resources or {}).get(kind):
+            result[kind] = dict(spec_resources[kind])
+    return result
+
+
+def tcp_probe(port_name):
+    return {"tcpSocket": {"port": port_name}, "periodSeconds": 10, "failureThreshold": 3}
+
+
+class ClusterContext(object):
+    """What the object builders share: the validated cluster, its NodeSets and naming."""
+
+    def __init__(self, cluster, nodesets):
+        self.obj = cluster
+        self.spec = cluster["spec"]
+        self.name = cluster["metadata"]["name"]
+        self.namespace = cluster["metadata"]["namespace"]
+        self.nodesets = sorted(nodesets, key=lambda ns: ns["metadata"]["name"])
+        self.maintenance = self.spec["maintenance"]
+        self.pull_policy = self.spec["images"]["pullPolicy"]
+        self.conf_server = names.conf_server(self.name, self.namespace)
+        jail = self.spec["jail"]
+        self.jail_claim = jail.get("existingClaim") or names.jail_claim_name(self.name)
+
+    # metadata ------------------------------------------------------------------------------------------------
+    def metadata(self, name, component, nodeset=None, owner=None, annotations=None):
+        set_name = nodeset["metadata"]["name"] if nodeset is not None else None
+        md = {"name": name, "namespace": self.namespace, "labels": names.labels(self.name, component, set_name)}
+        if annotations:
+            md["annotations"] = dict(annotations)
+        if owner is not None and owner["metadata"].get("uid"):
+            md["ownerReferences"] = [{
+                "apiVersion": names.API_VERSION, "kind": owner["kind"], "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
+            }]
+        return md
+
+    def owned(self, name, component, annotations=None):
+        """Metadata of a cluster-level object owned by the SlurmCluster."""
+        return self.metadata(name, component, owner=self.obj, annotations=annotations)
+
+    # volumes -------------------------------------------------------------------------------------------------
+    def jail_volumes(self, with_sub_mounts=True):
+        volumes = [{"name": "jail", "persistentVolumeClaim": {"claimName": self.jail_claim}}]
+        mounts = [{"name": "jail", "mountPath": names.JAIL_MOUNT}]
+        if not with_sub_mounts:
+            return volumes, mounts
+        for sub in self.spec["jail"].get("subMounts") or ():
+            volume = {"name": "submount-" + sub["name"]}
+            if "hostPath" in sub:
+                volume["hostPath"] = {"path": sub["hostPath"], "type": "Directory"}
+            elif "claimName" in sub:
+                volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": sub["readOnly"]}
+            else:
+                volume["emptyDir"] = {}
+            volumes.append(volume)
+            mounts.append({"name": volume["name"], "mountPath": names.JAIL_MOUNT + sub["mountPath"],
+                           "readOnly": sub["readOnly"]})
+        return volumes, mounts
+
+    def munge_volumes(self):
+        return [
+            {"name": "munge-key", "secret": {"secretName": names.munge_key_name(self.name), "defaultMode": 0o400}},
+            {"name": "munge-run", "emptyDir": {}},
+        ]
+
+    def munge_sidecar(self, image):
+        """munged as a native sidecar: started (socket ready) before the Slurm daemon, stopped after it."""
+        return {
+            "name": "munge",
+            "image": image,
+            "imagePullPolicy": self.pull_policy,
+            "restartPolicy": "Always",
+            "args": ["munged", "--foreground"],
+            "startupProbe": {"exec": {"command": ["test", "-S", names.MUNGE_RUN_DIR + "/munge.socket.2"]},
+                             "periodSeconds": 1, "failureThreshold": 60},
+            "volumeMounts": [{"name": "munge-key", "mountPath": names.MUNGE_KEY_MOUNT, "readOnly": True},
+                             {"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR}],
+            "securityContext": security(MUNGE_CAPABILITIES, RUNTIME_DEFAULT),
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        }
+
+    def pod_spec(self, placement, containers, volumes, init_containers=None, grace=None):
+        spec = {
+            # Slurm pods never talk to the Kubernetes API.
+            "automountServiceAccountToken": False,
+            # No Service environment variables leaking into every job's environment.
+            "enableServiceLinks": False,
+            "securityContext": {"seccompProfile": dict(RUNTIME_DEFAULT)},
+            "containers": containers,
+            "volumes": volumes,
+        }
+        if init_containers:
+            spec["initContainers"] = init_containers
+        if grace is not None:
+            spec["terminationGracePeriodSeconds"] = grace
+        spec.update(merge_placement(self.spec.get("placement"), placement))
+        return spec
+
+
+# --------------------------------------------------------------------------------------------------- objects
+def run_mounts(volume, path):
+    """A per-pod directory mounted at ``path`` and at the same place inside the jail (jobs and sessions see it)."""
+    return [{"name": volume, "mountPath": path}, {"name": volume, "mountPath": names.JAIL_MOUNT + path}]
+
+
+def secret(c, name, generator):
+    return {
+        "apiVersion": "v1", "kind": "Secret",
+        # No owner reference: the keys must survive deletion of the SlurmCluster (deletionPolicy.secrets).
+        "metadata": c.metadata(name, names.COMPONENT_SECRET, annotations={
+            names.ANNOTATION_CREATE_ONLY: "true", names.ANNOTATION_GENERATE: generator}),
+        "type": "Opaque",
+    }
+
+
+def config_map(c, name, data):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": c.owned(name, names.COMPONENT_CONFIG),
+            "data": data}
+
+
+def headless_service(c, name, component, port_name, port, nodeset=None):
+    owner = nodeset if nodeset is not None else c.obj
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": c.metadata(name, component, nodeset=nodeset, owner=owner),
+        "spec": {
+            "clusterIP": "None",
+            # Daemons must resolve each other while starting, before they are ready.
+            "publishNotReadyAddresses": True,
+            "selector": names.selector_labels(c.name, component, nodeset and nodeset["metadata"]["name"]),
+            "ports": [{"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}],
+        },
+    }
+
+
+def statefulset(c, name, component, replicas, service, pod_spec, nodeset=None, annotations=None, extra=None):
+    set_name = nodeset and nodeset["metadata"]["name"]
+    template_md = {"labels": names.labels(c.name, component, set_name)}
+    if annotations:
+        template_md["annotations"] = annotations
+    spec = {
+        "replicas": 0 if c.maintenance else replicas,
+        "serviceName": service,
+        "selector": {"matchLabels": names.selector_labels(c.name, component, set_name)},
+        "template": {"metadata": template_md, "spec": pod_spec},
+    }
+    spec.update(extra or {})
+    owner = nodeset if nodeset is not None else c.obj
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": c.metadata(name, component, nodeset=nodeset, owner=owner), "spec": spec}
+
+
+def pdb(c, name, component, nodeset=None):
+    owner = nodeset if nodeset is not None else c.obj
+    return {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": c.metadata(name, component, nodeset=nodeset, owner=owner),
+        "spec": {"maxUnavailable": 1,
+                 "selector": {"matchLabels": names.selector_labels(c.name, component,
+                                                                   nodeset and nodeset["metadata"]["name"])}},
+    }

@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The controller: slurmctld's StatefulSet (its spool on a claim template) with the munge sidecar."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
+    RUNTIME_DEFAULT,
+    config_hash,
+    container_resources,
+    security,
+    statefulset,
+    tcp_probe,
+)
+
+CONTROLLER_CAPABILITIES = [
+    "CHOWN",  # the spool volume is handed to SlurmUser on first start
+    "FOWNER",  # state files keep their modes across restarts
+    "SETGID",  # slurmctld drops from root to SlurmUser
+    "SETUID",
+]
+
+
+def controller(c, slurm_config):
+    spec = c.spec["controller"]
+    image = c.spec["images"]["controller"]
+    jail_volumes = c.jail_volumes(with_sub_mounts=False)[0]
+    volumes = ([{"name": "slurm-config", "configMap": {"name": names.slurm_config_name(c.name)}}] + c.munge_volumes()
+               + jail_volumes)
+    container = {
+        "name": "slurmctld",
+        "image": image,
+        "imagePullPolicy": c.pull_policy,
+        # The entrypoint runs `scontrol reconfigure` once slurmctld answers, so nodes pick up a changed config.
+        # Absolute paths: Slurm daemons re-exec argv[0] on `scontrol reconfigure` (execv, no PATH lookup).
+        "args": ["/usr/sbin/slurmctld", "-D"],
+        "ports": [{"name": "slurmctld", "containerPort": names.SLURMCTLD_PORT, "protocol": "TCP"}],
+        "readinessProbe": tcp_probe("slurmctld"),
+        "volumeMounts": [
+            {"name": "slurm-config", "mountPath": names.SLURM_CONFIG_DIR, "readOnly": True},
+            {"name": "spool", "mountPath": names.SLURMCTLD_SPOOL},
+            {"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR},
+            # Users exist only in the jail (one set for the cluster): slurmctld resolves job owners from its
+            # /etc/passwd and /etc/group, which the entrypoint links to the jail's. Read-only: it never writes there.
+            {"name": "jail", "mountPath": names.JAIL_MOUNT, "readOnly": True},
+        ],
+        "securityContext": security(CONTROLLER_CAPABILITIES, RUNTIME_DEFAULT),
+    }
+    resources = container_resources(spec.get("resources"))
+    if resources:
+        container["resources"] = resources
+    pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)], grace=60)
+    spool = spec["spool"]
+    claim_spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": spool["size"]}}}
+    if spool.get("storageClassName"):
+        claim_spec["storageClassName"] = spool["storageClassName"]
+    name = names.controller_name(c.name)
+    return statefulset(c, name, names.COMPONENT_CONTROLLER, 1, name, pod,
+                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurm_config)},
+                        extra={
+                            "volumeClaimTemplates": [{
+                                "metadata": {"name": "spool",
+                                             "labels": names.labels(c.name, names.COMPONENT_CONTROLLER)},
+                                "spec": claim_spec}],
+                            # The spool holds the job queue: it outlives the StatefulSet (see deletionPolicy.jail).
+                            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+                        })
