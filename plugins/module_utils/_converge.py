@@ -562,7 +562,7 @@ def teardown(conv, params):
         data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name))]
     if delete["jail"]:
         existing = ((((cluster or {}).get("spec") or {}).get("jail") or {}).get("existingClaim"))
-        claims = ["spool-%s-0" % names.controller_name(conv.name)]
+        claims = [names.spool_claim_name(conv.name)]
         if not existing:
             claims.append(names.jail_claim_name(conv.name))
         data_objects += [("PersistentVolumeClaim", n) for n in claims]

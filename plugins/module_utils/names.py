@@ -122,6 +122,14 @@ def ssh_host_keys_name(cluster):
     return "%s-ssh-host-keys" % cluster
 
 
+# The controller's spool comes from a claim template: Kubernetes names its claim <template>-<pod>.
+SPOOL_CLAIM_TEMPLATE = "spool"
+
+
+def spool_claim_name(cluster, ordinal=0):
+    return "%s-%s-%d" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster), ordinal)
+
+
 def jail_claim_name(cluster):
     return "%s-jail" % cluster
 

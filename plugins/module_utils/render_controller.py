@@ -42,7 +42,7 @@ def controller(c, slurm_config):
         "readinessProbe": tcp_probe("slurmctld"),
         "volumeMounts": [
             {"name": "slurm-config", "mountPath": names.SLURM_CONFIG_DIR, "readOnly": True},
-            {"name": "spool", "mountPath": names.SLURMCTLD_SPOOL},
+            {"name": names.SPOOL_CLAIM_TEMPLATE, "mountPath": names.SLURMCTLD_SPOOL},
             {"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR},
             # Users exist only in the jail (one set for the cluster): slurmctld resolves job owners from its
             # /etc/passwd and /etc/group, which the entrypoint links to the jail's. Read-only: it never writes there.
@@ -63,7 +63,7 @@ def controller(c, slurm_config):
                         annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurm_config)},
                         extra={
                             "volumeClaimTemplates": [{
-                                "metadata": {"name": "spool",
+                                "metadata": {"name": names.SPOOL_CLAIM_TEMPLATE,
                                              "labels": names.labels(c.name, names.COMPONENT_CONTROLLER)},
                                 "spec": claim_spec}],
                             # The spool holds the job queue: it outlives the StatefulSet (see deletionPolicy.jail).
