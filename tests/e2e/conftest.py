@@ -89,7 +89,11 @@ class E2E:
 
     def explain(self):
         out = [self.kubectl("get", "pods", "-n", self.namespace, "-o", "wide", check=False).stdout,
-               self.slurm("sinfo -N; squeue").stdout]
+               self.slurm("sinfo -N -o '%N %T %E'; squeue").stdout]
+        # The daemons' own words: why a node does not respond is in their logs, not in sinfo.
+        for pod, container in (("demo-controller-0", "slurmctld"), ("demo-cpu-0", "slurmd"), ("demo-cpu-1", "slurmd")):
+            out.append("--- %s/%s (last 25 lines) ---\n%s" % (pod, container, self.kubectl(
+                "logs", "-n", self.namespace, pod, "-c", container, "--tail=25", check=False).stdout))
         return "\n".join(out)
 
     # --- the collection ---------------------------------------------------------------------------------
