@@ -162,3 +162,103 @@ def suggest(key, allowed):
         if candidate.lower() == lowered:
             return candidate
     return None
+
+
+# --- values --------------------------------------------------------------------------------------------------------
+# A raw value Slurm cannot parse (MinJobAge=soon) makes slurmctld exit at start on the new slurm.conf: the values of
+# the keys below are checked before anything is written. Numbers are what Slurm's parser accepts for the key
+# (uint16/uint32, some with a word such as UNLIMITED); plugin names are those Slurm 24.11 ships. Keys not listed
+# (free-form parameter lists, programs, hosts) are only kept to one token by the schema.
+U16 = 65534
+U32 = 4294967294
+
+
+def _uint(maximum=U32, words=()):
+    return ("uint", maximum, tuple(words))
+
+
+def _one_of(*values):
+    return ("enum", tuple(values))
+
+
+def _plugins(*values):
+    """A comma-separated list, each item one of ``values``."""
+    return ("list", tuple(values))
+
+
+_YES_NO = ("YES", "NO", "yes", "no", "Yes", "No")
+_LOG_LEVELS = ("quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4", "debug5")
+
+SLURM_CONF_VALUES = {
+    # seconds, counts, megabytes
+    "BatchStartTimeout": _uint(U16), "CompleteWait": _uint(U16), "EioTimeout": _uint(U16),
+    "EpilogMsgTime": _uint(), "FirstJobId": _uint(), "GetEnvTimeout": _uint(U16), "GroupUpdateTime": _uint(U16),
+    "InactiveLimit": _uint(U16), "MaxArraySize": _uint(4000001), "MaxBatchRequeue": _uint(), "MaxDBDMsgs": _uint(),
+    "MaxJobId": _uint(), "MaxStepCount": _uint(), "MaxTasksPerNode": _uint(U16), "MessageTimeout": _uint(U16),
+    "MinJobAge": _uint(), "PrologEpilogTimeout": _uint(U16), "ResumeRate": _uint(U16), "ResumeTimeout": _uint(U16),
+    "SuspendRate": _uint(U16), "SuspendTimeout": _uint(U16), "SuspendTime": _uint(words=("INFINITE", "-1")),
+    "TCPTimeout": _uint(U16), "TreeWidth": _uint(65533), "UnkillableStepTimeout": _uint(U16),
+    "VSizeFactor": _uint(65533), "WaitTime": _uint(U16), "FairShareDampeningFactor": _uint(U16),
+    "SchedulerTimeSlice": _uint(U16), "AcctGatherNodeFreq": _uint(U16), "DefCpuPerGPU": _uint(),
+    "DefMemPerCPU": _uint(words=("UNLIMITED",)), "DefMemPerGPU": _uint(words=("UNLIMITED",)),
+    "DefMemPerNode": _uint(words=("UNLIMITED",)), "MaxMemPerCPU": _uint(words=("UNLIMITED",)),
+    "MaxMemPerNode": _uint(words=("UNLIMITED",)), "OverTimeLimit": _uint(U16, ("UNLIMITED",)),
+    "ResvOverRun": _uint(U16, ("UNLIMITED",)),
+    "PriorityWeightAge": _uint(), "PriorityWeightAssoc": _uint(), "PriorityWeightFairshare": _uint(),
+    "PriorityWeightJobSize": _uint(), "PriorityWeightPartition": _uint(), "PriorityWeightQOS": _uint(),
+    # switches
+    "KillOnBadExit": _one_of("0", "1"), "JobFileAppend": _one_of("0", "1"), "JobRequeue": _one_of("0", "1"),
+    "DisableRootJobs": _one_of(*_YES_NO), "PriorityFavorSmall": _one_of(*_YES_NO), "TrackWCKey": _one_of(*_YES_NO),
+    "EnforcePartLimits": _one_of("ALL", "ANY", "NO", "YES"),
+    "SlurmctldDebug": _one_of(*_LOG_LEVELS), "SlurmdDebug": _one_of(*_LOG_LEVELS),
+    "SlurmctldSyslogDebug": _one_of(*_LOG_LEVELS), "SlurmdSyslogDebug": _one_of(*_LOG_LEVELS),
+    "SlurmSchedLogLevel": _one_of("0", "1"),
+    # plugins (Slurm 24.11)
+    "ProctrackType": _one_of("proctrack/cgroup", "proctrack/linuxproc", "proctrack/pgid"),
+    "TaskPlugin": _plugins("task/affinity", "task/cgroup", "task/none"),
+    "JobAcctGatherType": _one_of("jobacct_gather/cgroup", "jobacct_gather/linux", "jobacct_gather/none"),
+    "AccountingStorageType": _one_of("accounting_storage/slurmdbd", "accounting_storage/none"),
+    "JobCompType": _one_of("jobcomp/none", "jobcomp/elasticsearch", "jobcomp/filetxt", "jobcomp/kafka",
+                           "jobcomp/lua", "jobcomp/mysql", "jobcomp/script"),
+    "JobContainerType": _one_of("job_container/none", "job_container/tmpfs"),
+    "MpiDefault": _one_of("none", "pmi2", "pmix", "pmix_v3", "pmix_v4", "pmix_v5", "cray_shasta"),
+    "PreemptType": _one_of("preempt/none", "preempt/partition_prio", "preempt/qos"),
+    "TopologyPlugin": _one_of("topology/default", "topology/tree", "topology/block"),
+    "HashPlugin": _one_of("hash/k12", "hash/sha3"),
+    "MCSPlugin": _one_of("mcs/none", "mcs/account", "mcs/group", "mcs/label", "mcs/user"),
+    "AcctGatherEnergyType": _one_of("acct_gather_energy/none", "acct_gather_energy/gpu", "acct_gather_energy/ipmi",
+                                    "acct_gather_energy/pm_counters", "acct_gather_energy/rapl",
+                                    "acct_gather_energy/xcc"),
+    "AcctGatherProfileType": _one_of("acct_gather_profile/none", "acct_gather_profile/hdf5",
+                                     "acct_gather_profile/influxdb"),
+    "AcctGatherInterconnectType": _one_of("acct_gather_interconnect/none", "acct_gather_interconnect/ofed",
+                                          "acct_gather_interconnect/sysfs"),
+    "AcctGatherFilesystemType": _one_of("acct_gather_filesystem/none", "acct_gather_filesystem/lustre"),
+    "PrioritySiteFactorPlugin": _one_of("site_factor/none"),
+}
+
+CGROUP_CONF_VALUES = {
+    "CgroupPlugin": _one_of("autodetect", "cgroup/v1", "cgroup/v2", "disabled"),
+    "ConstrainCores": _one_of(*_YES_NO), "ConstrainDevices": _one_of(*_YES_NO),
+    "ConstrainRAMSpace": _one_of(*_YES_NO), "ConstrainSwapSpace": _one_of(*_YES_NO),
+    "IgnoreSystemd": _one_of(*_YES_NO), "IgnoreSystemdOnFailure": _one_of(*_YES_NO),
+    "SignalChildrenProcesses": _one_of(*_YES_NO), "EnableExtraControllers": _one_of(*_YES_NO),
+    "MemorySwappiness": _uint(100), "SystemdTimeout": _uint(),
+}
+
+
+def check_value(rule, value):
+    """None when ``value`` fits ``rule`` (an entry of the tables above), else what it must be."""
+    text = str(value)
+    kind = rule[0]
+    if kind == "uint":
+        maximum, words = rule[1], rule[2]
+        if text in words or (text.isdigit() and int(text) <= maximum):
+            return None
+        return "a whole number 0..%d%s" % (maximum, "".join(" or %s" % w for w in words))
+    if kind == "enum":
+        return None if text in rule[1] else "one of %s" % ", ".join(rule[1])
+    items = text.split(",")
+    if items and all(item in rule[1] for item in items):
+        return None
+    return "a comma-separated list of %s" % ", ".join(rule[1])

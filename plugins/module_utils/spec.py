@@ -290,9 +290,16 @@ def _health_check(slurm, path):
 
 
 # ---------------------------------------------------------------------------------------------------- Slurm rules
-def _check_raw_keys(mapping, path, allowed, owned, typed, what, errors):
+def _check_raw_keys(mapping, path, allowed, owned, typed, what, errors, values=None):
     for key in sorted(mapping):
         key_path = child_path(path, key)
+        rule = (values or {}).get(key)
+        # A value that is not one token is already refused by the schema's pattern: one error per field.
+        problem = rule and re.match(schema.SLURM_VALUE_PATTERN, str(mapping[key])) and config_keys.check_value(
+            rule, mapping[key])
+        if problem:
+            errors.append(SpecError(key_path, "%s value %r for %s: must be %s" % (what, str(mapping[key]), key,
+                                                                                  problem)))
         if key in owned:
             errors.append(SpecError(key_path, "%s key %s is set by the operator (%s)" % (what, key, owned[key])))
         elif key in typed:
@@ -306,9 +313,10 @@ def _check_raw_keys(mapping, path, allowed, owned, typed, what, errors):
 def _cluster_rules(spec, errors):
     slurm = spec.get("slurm") or {}
     _check_raw_keys(slurm.get("slurmConf") or {}, "spec.slurm.slurmConf", config_keys.SLURM_CONF_KEYS,
-                    config_keys.SLURM_CONF_OWNED, config_keys.SLURM_CONF_TYPED, "slurm.conf", errors)
+                    config_keys.SLURM_CONF_OWNED, config_keys.SLURM_CONF_TYPED, "slurm.conf", errors,
+                    config_keys.SLURM_CONF_VALUES)
     _check_raw_keys(slurm.get("cgroupConf") or {}, "spec.slurm.cgroupConf", config_keys.CGROUP_CONF_KEYS,
-                    config_keys.CGROUP_CONF_OWNED, {}, "cgroup.conf", errors)
+                    config_keys.CGROUP_CONF_OWNED, {}, "cgroup.conf", errors, config_keys.CGROUP_CONF_VALUES)
     for index, partition in enumerate(spec.get("partitions") or ()):
         _check_raw_keys(partition.get("config") or {}, "spec.partitions[%d].config" % index,
                         config_keys.PARTITION_KEYS, config_keys.PARTITION_OWNED, {}, "partition", errors)

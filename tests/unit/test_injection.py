@@ -93,3 +93,30 @@ def test_safe_values_are_rendered_on_one_line():
     data = [o for o in objects if o["kind"] == "ConfigMap"]
     assert "\nSchedulerParameters=bf_continue\n" in data[0]["data"]["slurm.conf"]
     assert "\nAllowUsers alice bob\n" in data[1]["data"]["sshd_config"]
+
+
+@pytest.mark.parametrize("conf,path,expected", [
+    ({"slurmConf": {"MinJobAge": "soon"}}, "spec.slurm.slurmConf.MinJobAge", "must be a whole number 0..4294967294"),
+    ({"slurmConf": {"MessageTimeout": "70000"}}, "spec.slurm.slurmConf.MessageTimeout", "0..65534"),
+    ({"slurmConf": {"OverTimeLimit": "forever"}}, "spec.slurm.slurmConf.OverTimeLimit", "or UNLIMITED"),
+    ({"slurmConf": {"ProctrackType": "proctrack/cray_aries"}}, "spec.slurm.slurmConf.ProctrackType",
+     "one of proctrack/cgroup"),
+    ({"slurmConf": {"TaskPlugin": "task/cgroup,task/bogus"}}, "spec.slurm.slurmConf.TaskPlugin",
+     "comma-separated list of task/affinity"),
+    ({"slurmConf": {"SlurmctldDebug": "loud"}}, "spec.slurm.slurmConf.SlurmctldDebug", "one of quiet"),
+    ({"cgroupConf": {"ConstrainCores": "maybe"}}, "spec.slurm.cgroupConf.ConstrainCores", "one of YES"),
+])
+def test_a_raw_value_slurm_cannot_parse_is_refused_naming_the_field(conf, path, expected):
+    with pytest.raises(SpecErrors) as info:
+        render.render_cluster(make_cluster({"slurm": conf}), [make_nodeset("cpu", {})])
+    [error] = info.value.errors
+    assert error.path == path and expected in str(error), str(error)
+
+
+@pytest.mark.parametrize("conf", [
+    {"MinJobAge": "300"}, {"MinJobAge": "0"}, {"OverTimeLimit": "UNLIMITED"}, {"SuspendTime": "INFINITE"},
+    {"TaskPlugin": "task/cgroup,task/affinity"}, {"ProctrackType": "proctrack/linuxproc"},
+    {"SlurmctldDebug": "debug2"}, {"MailProg": "/usr/bin/mail"},
+])
+def test_values_slurm_parses_are_accepted(conf):
+    render.render_cluster(make_cluster({"slurm": {"slurmConf": conf}}), [make_nodeset("cpu", {})])
