@@ -202,7 +202,8 @@ class Converger(object):
 
     def act(self, plan, slurm_error):
         """Carry ``plan`` out; returns what was done."""
-        done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
+        done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
+                                "replaced_pods": []}
         slurm = self.slurm()  # only called upon when the plan changes Slurm
         for reason, nodes in sorted(plan.drain.items()):
             if not self.check_mode:
@@ -222,6 +223,18 @@ class Converger(object):
                            body={"spec": {"replicas": replicas}}, name=sts_name, namespace=self.namespace,
                            content_type="application/merge-patch+json")
             done["scaled"][sts_name] = replicas
+        if plan.delete_pods:
+            pod_res = self.resource("v1", "Pod")
+            for pod_name, uid in plan.delete_pods:
+                if not self.check_mode:
+                    # The uid precondition: never the replacement the StatefulSet may already have made.
+                    try:
+                        self._call("replace pod %s/%s" % (self.namespace, pod_name), pod_res.delete, name=pod_name,
+                                   namespace=self.namespace, body={"preconditions": {"uid": uid}},
+                                   expect=(NotFoundError, ConflictError))
+                    except (NotFoundError, ConflictError):
+                        continue
+                done["replaced_pods"].append(pod_name)
         if plan.delete_nodes:
             if not self.check_mode:
                 slurm.delete(plan.delete_nodes)
@@ -232,7 +245,8 @@ class Converger(object):
     def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
         """Passes until settled (nothing pending; Ready too with ``wait_for_ready``) or ``wait_timeout``."""
         deadline = self.clock() + wait_timeout
-        totals: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": []}
+        totals: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
+                                  "replaced_pods": []}
         objects_seen, counts, diffs, changed = {}, {}, [], False
         passes = 0
         while True:
@@ -262,8 +276,8 @@ class Converger(object):
                     objects_seen[ident] = entry
             diffs += applied.get("diff") or []
             changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
-                                                            or done["deleted_nodes"])
-            for key in ("drained", "resumed", "deleted_nodes"):
+                                                            or done["deleted_nodes"] or done["replaced_pods"])
+            for key in ("drained", "resumed", "deleted_nodes", "replaced_pods"):
                 totals[key] += [n for n in done[key] if n not in totals[key]]
             totals["scaled"].update(done["scaled"])
             released = self.release(nodesets, plan, retire)

@@ -34,6 +34,9 @@ from ansible_collections.soperator.slurm.plugins.module_utils.errors import Spec
 
 REASON_SCALE_IN = nodes_core.REASON_SCALE_IN
 REASON_MAINTENANCE = names.DRAIN_REASON_PREFIX + " maintenance"
+REASON_UPDATE = names.DRAIN_REASON_PREFIX + " update"
+# The label the StatefulSet controller puts on each pod: the revision of the template it was made from.
+REVISION_LABEL = "controller-revision-hash"
 
 # How soon to look again (seconds) while something is under way.
 REQUEUE_DRAINING = 15
@@ -108,6 +111,7 @@ class Plan(object):
         self.drain = {}              # reason -> [node names]
         self.resume = []             # node names whose drain of ours is over
         self.delete_nodes = []       # Slurm node records whose pods are gone for good
+        self.delete_pods = []        # (name, uid) of outdated worker pods to replace (their nodes drained, idle)
         self.release = []            # NodeSets (being deleted) whose finalizer may go: nothing of them is left
         self.pending = []            # human-readable: what keeps the cluster from settling
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
@@ -186,7 +190,88 @@ def _beyond(name, kept_ordinals, cluster_name=None):
 
 
 def _drain_timeout(nodeset):
+    """Seconds after which a drain gives up on a node's jobs; None: never (onDrainTimeout: Wait)."""
+    if nodeset["spec"].get("onDrainTimeout") == "Wait":
+        return None
     return durations.seconds(nodeset["spec"]["drainTimeout"])
+
+
+def _template_hash(sts):
+    return ((sts.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TEMPLATE_HASH)
+
+
+def _labels(obj):
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _pod_ready(pod):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in ((pod.get("status") or {}).get("conditions") or []))
+
+
+def _roll(p, nodeset, sts_name, sts, replicas, pods, slurm, now):
+    """The rolling update of one NodeSet's workers (their StatefulSet is OnDelete): an outdated pod (another
+    template revision than the StatefulSet's update revision) is replaced only once its Slurm node is drained
+    (REASON_UPDATE) and idle, or drained for longer than the drainTimeout (unless onDrainTimeout is Wait); at most
+    ``maxUnavailable`` nodes of the set are drained or replaced at a time; a replaced node is resumed once its new
+    pod is ready (its slurmd registered and answering). Returns (updated, outdated) pod counts."""
+    set_name = _name(nodeset)
+    status = sts.get("status") or {}
+    revision = status.get("updateRevision")
+    ordinals = range(min(replicas, _replicas(sts)))
+    mine = dict((o, pods.get("%s-%d" % (sts_name, o))) for o in ordinals)
+    if not revision or int(status.get("observedGeneration") or 0) < int(sts["metadata"].get("generation") or 0):
+        # The StatefulSet controller has not seen the latest template yet; its status update brings the next pass.
+        p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for the StatefulSet's new revision" % set_name)
+        return None, None
+    updated = [o for o, pod in mine.items() if pod is not None and _labels(pod).get(REVISION_LABEL) == revision]
+    outdated = [o for o, pod in mine.items() if pod is not None and _labels(pod).get(REVISION_LABEL) != revision]
+    if slurm is None:
+        if outdated:
+            p.wait(REQUEUE_SLURM_UNREACHABLE, "NodeSet %s: %d outdated nodes wait for slurmctld to answer (to drain "
+                                              "first)" % (set_name, len(outdated)))
+        return len(updated), len(outdated)
+    in_flight = set()
+    for o, pod in mine.items():
+        node = slurm.get("%s-%d" % (sts_name, o))
+        ours = node is not None and (node["drain"] or node["down"]) and node["reason"] == REASON_UPDATE
+        if pod is None or pod["metadata"].get("deletionTimestamp") or ours:
+            in_flight.add(o)
+        if ours and o in updated and _pod_ready(pod) and _node_serves(node):
+            p.resume.append("%s-%d" % (sts_name, o))  # replaced: its new pod's slurmd answers
+            in_flight.discard(o)
+    if not outdated:
+        return len(updated), 0
+    budget = nodeset["spec"]["updateStrategy"]["maxUnavailable"] - len(in_flight)
+    timeout = _drain_timeout(nodeset)
+    draining, blocked = [], []
+    for o in sorted(outdated, reverse=True):  # the StatefulSet's own order: highest ordinal first
+        name = "%s-%d" % (sts_name, o)
+        pod = mine[o]
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        action, removable, dummy = nodes_core.plan_node(slurm.get(name), now=now, drain_timeout=timeout)
+        if o not in in_flight:
+            if budget <= 0:
+                continue
+            budget -= 1
+            if action == nodes_core.DRAIN:
+                p.drain_node(name, REASON_UPDATE)
+                draining.append(name)
+                continue
+        if removable:
+            p.delete_pods.append((name, pod["metadata"].get("uid")))
+        elif action == nodes_core.BLOCKED:
+            blocked.append(name)  # drained by someone else, with jobs: theirs to finish
+        else:
+            draining.append(name)
+    why = "NodeSet %s: rolling update, %d/%d nodes updated" % (set_name, len(updated), len(mine))
+    if draining:
+        why += "; waiting for %s to drain" % ", ".join(sorted(draining))
+    if blocked:
+        why += "; %s drained by an admin, with jobs" % ", ".join(sorted(blocked))
+    p.wait(REQUEUE_DRAINING if draining or blocked else REQUEUE_PROGRESSING, why)
+    return len(updated), len(outdated)
 
 
 def _keep_worker_objects(p, sts_name):
@@ -307,6 +392,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
 
     # --- per NodeSet: replicas to render now -------------------------------------------------------------------
     rendered_sets = []
+    rolling = []  # (nodeset, StatefulSet name, live StatefulSet, replicas now) of sets whose pods may be outdated
     kept_ordinals = {}  # worker StatefulSet -> pods that stay (their Slurm nodes are not ghosts)
     for ns in valid + leaving:
         set_name = _name(ns)
@@ -325,6 +411,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         kept_ordinals[sts_name] = max(replicas, _replicas(sts)) if maintenance_ready and sts else replicas
         p.nodesets[set_name] = _nodeset_facts(set_name, sts_name, replicas, target, sts, pods, slurm)
         p.nodesets[set_name]["leaving"] = is_leaving
+        if sts is not None and not is_leaving and not spec["maintenance"]:
+            rolling.append((ns, sts_name, sts, replicas))
         if is_leaving:
             _leave(p, ns, sts_name, sts, replicas, pods, slurm)
         else:
@@ -337,6 +425,18 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         _keep_worker_objects(p, names.worker_name(cluster_name, set_name))
 
     p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version)
+
+    # --- rolling updates: outdated workers replaced one drained node at a time --------------------------------
+    hashes = dict((m["metadata"]["name"], _template_hash(m)) for m in p.manifests if m["kind"] == "StatefulSet")
+    for ns, sts_name, sts, replicas in rolling:
+        set_name = _name(ns)
+        if hashes.get(sts_name) != _template_hash(sts):
+            # This pass applies a new pod template: the StatefulSet's new revision shows in a later pass.
+            p.wait(REQUEUE_PROGRESSING, "NodeSet %s: new pod template; its rolling update follows" % set_name)
+            continue
+        updated, outdated = _roll(p, ns, sts_name, sts, replicas, pods, slurm, now)
+        if updated is not None:
+            p.nodesets[set_name].update(updatedReplicas=updated, outdatedReplicas=outdated)
 
     # --- Slurm node records of pods that are gone for good (no ghosts in sinfo) ------------------------------
     # Maintenance keeps every record (the same pods come back); a NodeSet that failed validation keeps its own.

@@ -40,6 +40,9 @@ COMPONENT_POPULATE = "populate-jail"
 
 # Annotations (the same strings as objects.py, which the apply adapter reads).
 ANNOTATION_CONFIG_HASH = GROUP + "/config-hash"
+# On a StatefulSet: the hash of the pod template it was rendered with, so a plan sees that a template it is about
+# to apply differs from the live one (a rolling update follows) without comparing API-server-defaulted templates.
+ANNOTATION_TEMPLATE_HASH = GROUP + "/template-hash"
 ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
 ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"
@@ -132,6 +135,12 @@ def spool_claim_name(cluster, ordinal=0):
 
 def jail_claim_name(cluster):
     return "%s-jail" % cluster
+
+
+# The kubelet's default --cluster-domain; the controller's DNS search list is built from it.
+CLUSTER_DOMAIN = "cluster.local"
+# Kubernetes allows 32 search domains per pod; the namespace's three come first.
+MAX_EXTRA_DNS_SEARCHES = 29
 
 
 def conf_server(cluster, namespace):

@@ -215,8 +215,9 @@ def statefulset(c, name, component, replicas, service, pod_spec, nodeset=None, a
     }
     spec.update(extra or {})
     owner = nodeset if nodeset is not None else c.obj
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": c.metadata(name, component, nodeset=nodeset, owner=owner), "spec": spec}
+    metadata = c.metadata(name, component, nodeset=nodeset, owner=owner)
+    metadata.setdefault("annotations", {})[names.ANNOTATION_TEMPLATE_HASH] = config_hash(spec["template"])[:16]
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata, "spec": spec}
 
 
 def pdb(c, name, component, nodeset=None):

@@ -54,6 +54,13 @@ def controller(c, slurm_config):
     if resources:
         container["resources"] = resources
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)], grace=60)
+    # slurmctld calls back srun and sbatch by the short host name they report (a login or worker pod's name):
+    # searching the pods' headless Services resolves it. Without, each callback spends ~10 failed lookups and a
+    # finished job stays COMPLETING for a minute or more.
+    services = [names.login_headless_name(c.name)] + sorted(names.worker_name(c.name, ns["metadata"]["name"])
+                                                            for ns in c.nodesets)
+    pod["dnsConfig"] = {"searches": ["%s.%s.svc.%s" % (svc, c.namespace, names.CLUSTER_DOMAIN)
+                                     for svc in services[:names.MAX_EXTRA_DNS_SEARCHES]]}
     spool = spec["spool"]
     claim_spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": spool["size"]}}}
     if spool.get("storageClassName"):

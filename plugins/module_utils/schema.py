@@ -393,8 +393,18 @@ def nodeset_schema():
                          _s("A partition name of the cluster.", maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
                          64, **{"x-kubernetes-list-type": "set"}),
         "placement": placement_schema("Where the nodes' pods run (merged over the cluster-wide placement)."),
-        "drainTimeout": _s("How long scale-in waits for a draining node's jobs before removing it anyway.",
+        "drainTimeout": _s("How long a scale-in, a rolling update or the NodeSet's removal waits for a draining "
+                           "node's jobs; then onDrainTimeout applies.",
                            maxLength=32, pattern=GO_DURATION_PATTERN, default="30m"),
+        "onDrainTimeout": _s("Proceed: once drainTimeout has passed, the node's pod is removed or replaced even with "
+                             "jobs on it (they are killed). Wait: never; the node waits for its jobs.",
+                             enum=["Proceed", "Wait"], default="Proceed"),
+        "updateStrategy": _o("How a changed pod template (image, resources, settings) reaches the running nodes: "
+                             "each outdated node is drained (reason 'soperator: update'), its pod replaced once "
+                             "the node is idle, and the new node resumed.", {
+                                 "maxUnavailable": _i("Nodes of this set drained or being replaced at the same "
+                                                      "time.", minimum=1, maximum=65000, default=1),
+                             }, default={}),
         "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
                     pattern=IMAGE_PATTERN),
     }, required=["clusterRef"])
@@ -412,6 +422,9 @@ def nodeset_schema():
             "allocated": _i("Slurm nodes ALLOCATED or MIXED.", minimum=0),
             "drained": _i("Slurm nodes DRAINING or DRAINED.", minimum=0),
             "down": _i("Slurm nodes DOWN.", minimum=0),
+            "updatedReplicas": _i("Pods on the current template.", minimum=0),
+            "outdatedReplicas": _i("Pods on an older template, waiting to be replaced by the rolling update.",
+                                   minimum=0),
             "conditions": _conditions_schema(),
         },
     }

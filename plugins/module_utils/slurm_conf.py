@@ -33,8 +33,6 @@ SLURM_CONF_DEFAULTS = (
     ("MailProg", "/bin/true"),
     # Dynamic nodes: slurmctld talks to each node directly instead of through a fan-out tree.
     ("TreeWidth", "65533"),
-    # Pod IPs change on restart: resolve node and controller names afresh.
-    ("CommunicationParameters", "NoAddrCache"),
 )
 
 CGROUP_CONF_DEFAULTS = (

@@ -22,8 +22,9 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_RECONCILE_ERROR = "ReconcileError"
 REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
 REASON_LEAVING = "Removing"
+REASON_ROLLING = "RollingUpdate"
 
-COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down")
+COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
 
 
 def set_condition(conditions, ctype, status, reason, message, generation, now):
@@ -138,6 +139,13 @@ def nodeset_status(old, obj, plan, facts, selector, now):
             if facts["replicas"] != want:
                 message += ", %d replicas kept until their nodes drain" % facts["replicas"]
         conds = set_condition(conds, "Ready", "True" if ready else "False", reason, message, gen, now)
+        if facts.get("outdatedReplicas") is not None:
+            outdated = facts["outdatedReplicas"]
+            conds = set_condition(conds, "UpToDate", "False" if outdated else "True",
+                                  REASON_ROLLING if outdated else REASON_RECONCILED,
+                                  "%d of %d pods on an older template: each is replaced once its Slurm node is "
+                                  "drained and idle" % (outdated, outdated + facts["updatedReplicas"]) if outdated else
+                                  "every pod on the current template", gen, now)
         status["replicas"] = facts["currentReplicas"]
         status["readyReplicas"] = facts["readyReplicas"]
         for key in COUNT_KEYS:

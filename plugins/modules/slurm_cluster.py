@@ -23,6 +23,10 @@ description:
     nodes are idle, or drained for longer than the NodeSet's C(drainTimeout). Drains with any other reason
     belong to an administrator and are never touched. What needs slurmctld while it does not answer is left
     as it is and reported in RV(pending); everything else is still applied."
+  - "Worker StatefulSets are C(OnDelete): a changed pod template (image, resources, C(killWait), placement, ...)
+    replaces no pod by itself. Each outdated worker is drained (reason C(soperator: update)), its pod deleted once
+    its node is idle (or drained for longer than C(drainTimeout), unless C(onDrainTimeout: Wait)), and its node
+    resumed when the new pod's slurmd answers; at most the NodeSet's C(updateStrategy.maxUnavailable) at a time."
   - "A NodeSet that fails validation is left as it is and marked C(Degraded); the others converge. An invalid
     SlurmCluster (or, with O(definition), any invalid document) fails before anything is written, naming the
     field in RV(field)."
@@ -202,7 +206,8 @@ counts:
   returned: with O(state=present)
   type: dict
 slurm:
-  description: Slurm nodes C(drained), C(resumed), C(deleted_nodes); StatefulSets C(scaled); NodeSets C(released).
+  description: Slurm nodes C(drained), C(resumed), C(deleted_nodes); StatefulSets C(scaled); NodeSets C(released);
+    worker pods C(replaced_pods) by the rolling update.
   returned: with O(state=present)
   type: dict
 nodesets:

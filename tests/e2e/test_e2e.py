@@ -21,7 +21,7 @@ def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
     # A file a job writes on one worker is read by a job on the other, and from the login pod.
     write = e2e.jail("mkdir -p /home/shared && timeout 120 srun -w demo-cpu-0 --immediate=60 "
                      "sh -c 'echo written-on-$(hostname) > /home/shared/file'")
-    assert write.returncode == 0, write.stderr
+    assert write.returncode == 0, write.stderr + e2e.explain()
     read = e2e.jail("timeout 120 srun -w demo-cpu-1 --immediate=60 cat /home/shared/file")
     assert read.stdout.strip() == "written-on-demo-cpu-0", read.stderr
     assert e2e.jail("cat /home/shared/file").stdout.strip() == "written-on-demo-cpu-0"
@@ -112,23 +112,62 @@ def _controller_uid(e2e):
     return pod and pod["metadata"]["uid"]
 
 
-def test_a_slurm_setting_change_takes_effect_without_losing_queued_jobs(e2e):
-    job = _held_job(e2e)
-    before = _controller_uid(e2e)
+def _worker_pods(e2e):
+    return dict((n, (e2e.get("pod", n) or {}).get("metadata") or {}) for n in ("demo-cpu-0", "demo-cpu-1"))
+
+
+def _job_field(e2e, job, field):
+    found = re.search(r"\b%s=(\S+)" % field, e2e.slurm("scontrol show job %s" % job).stdout)
+    return found and found.group(1)
+
+
+def _rolled(e2e, before):
+    now = _worker_pods(e2e)
+    return all(now[n].get("uid") not in (None, before[n]["uid"]) for n in now) and now
+
+
+def test_a_setting_change_rolls_each_worker_only_after_its_job_ends(e2e):
+    """killWait changes the workers' pod template (their grace period): OnDelete, so each worker is drained
+    ('soperator: update'), replaced once idle and resumed; a running job finishes; the queue survives slurmctld's
+    restart on the new slurm.conf."""
+    held = _held_job(e2e)
+    controller = _controller_uid(e2e)
+    before = _worker_pods(e2e)
+    submit = e2e.jail("cd /root && rm -f long.out && sbatch --parsable -w demo-cpu-1 -o /root/long.out "
+                      "--wrap 'sleep 45; echo finished'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    wait_until(lambda: _job_field(e2e, job, "JobState") == "RUNNING", 60, "the long job running", e2e.explain)
+    t0 = time.monotonic()
     e2e.site(e2e.definition(slurm={"killWait": 45}))
-    # The config hash rolls slurmctld (its queue lives on the spool volume); wait for the new pod to answer.
-    wait_until(lambda: _controller_uid(e2e) not in (None, before), 120, "slurmctld restarted")
-    shown = wait_until(lambda: (lambda r: r.returncode == 0 and r)(e2e.slurm("scontrol show config")), 120,
-                       "slurmctld answering", e2e.explain)
-    assert re.search(r"^KillWait\s*=\s*45 sec", shown.stdout, re.M), shown.stdout
-    assert "JobState=PENDING" in e2e.slurm("scontrol show job %s" % job).stdout
+    after = wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced", e2e.explain)
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
-    # The new slurmctld's `scontrol reconfigure` reached slurmd and sackd, which re-exec in place: none died.
-    for pod in ("demo-cpu-0", "demo-cpu-1", "demo-login-0"):
-        statuses = e2e.get("pod", pod)["status"]
-        restarts = {c["name"]: c["restartCount"] for c in statuses.get("containerStatuses", [])
-                    + statuses.get("initContainerStatuses", [])}
-        assert not any(restarts.values()), (pod, restarts)
+    print("\ne2e: rolled 2 workers, one running a 45 s job, in %.1f s" % (time.monotonic() - t0))
+    # The job ran to its end on the old pod: complete output, exit 0, and its node's new pod is younger than its end.
+    assert _job_field(e2e, job, "JobState") == "COMPLETED" and _job_field(e2e, job, "ExitCode") == "0:0"
+    assert e2e.jail("cat /root/long.out").stdout.strip() == "finished"
+    ended = _job_field(e2e, job, "EndTime")
+    assert after["demo-cpu-1"]["creationTimestamp"].rstrip("Z") >= ended, (after["demo-cpu-1"], ended)
+    # Resumed after the replacement (Slurm 24.11 keeps the last reason on a resumed node: the state tells).
+    state = re.search(r"State=(\S+)", e2e.node("demo-cpu-1")).group(1)
+    assert "DRAIN" not in state, state
+    # slurmctld restarted on the new slurm.conf (the config hash), its queue on the spool volume.
+    assert _controller_uid(e2e) != controller
+    shown = e2e.slurm("scontrol show config")
+    assert re.search(r"^KillWait\s*=\s*45 sec", shown.stdout, re.M), shown.stdout
+    assert _job_field(e2e, held, "JobState") == "PENDING"
+    status = e2e.get("nodeset", "cpu")["status"]
+    assert status["updatedReplicas"] == 2 and status["outdatedReplicas"] == 0, status
+    # Back to the default, no job running: the idle roll.
+    before = after
+    t0 = time.monotonic()
+    e2e.site(e2e.definition())
+    wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced again", e2e.explain)
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    print("e2e: rolled 2 idle workers in %.1f s" % (time.monotonic() - t0))
+    # The login pod was not touched by either change.
+    statuses = e2e.get("pod", "demo-login-0")["status"]
+    assert not any(c["restartCount"] for c in statuses.get("containerStatuses", []))
 
 
 def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):
@@ -140,7 +179,7 @@ def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):
                "the held job back in the queue", e2e.explain)
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
     step = e2e.jail("timeout 120 srun -N2 --immediate=60 hostname | sort")
-    assert step.stdout.splitlines() == ["demo-cpu-0", "demo-cpu-1"], step.stderr
+    assert step.stdout.splitlines() == ["demo-cpu-0", "demo-cpu-1"], step.stderr + e2e.explain()
 
 
 def test_teardown_keeps_the_jail_and_its_data(e2e):

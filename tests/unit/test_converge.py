@@ -6,7 +6,7 @@ Slurm's node table is given as `scontrol show node -o` lines and parsed by the r
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, scale_in
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
 NOW = 1_700_000_000
@@ -24,18 +24,43 @@ def slurm(*lines):
     return scale_in.parse_show_node("\n".join(lines))
 
 
-def sts(name, replicas, ready=None):
+REV = "demo-cpu-6d4b9c"
+
+
+_HASHES = {}
+
+
+def rendered_hash(name):
+    """The template hash the default example renders for StatefulSet ``name`` (what a live one carries)."""
+    if not _HASHES:
+        for m in converge.plan(cluster(), [nodeset(2)], {"statefulsets": {}, "pods": {}, "slurm": None}, NOW).manifests:
+            if m["kind"] == "StatefulSet":
+                _HASHES[m["metadata"]["name"]] = m["metadata"]["annotations"][names.ANNOTATION_TEMPLATE_HASH]
+    return _HASHES.get(name)
+
+
+def sts(name, replicas, ready=None, revision=REV, generation=1, observed=1, template_hash=None):
     ready = replicas if ready is None else ready
-    return {"metadata": {"name": name}, "spec": {"replicas": replicas},
-            "status": {"replicas": replicas, "readyReplicas": ready}}
+    return {"metadata": {"name": name, "generation": generation,
+                         "annotations": {names.ANNOTATION_TEMPLATE_HASH: template_hash or rendered_hash(name)}},
+            "spec": {"replicas": replicas},
+            "status": {"replicas": replicas, "readyReplicas": ready, "updateRevision": revision,
+                       "observedGeneration": observed}}
+
+
+def pod(name, revision=REV, ready=True, uid=None, deleting=False):
+    md = {"name": name, "uid": uid or "uid-" + name, "labels": {converge.REVISION_LABEL: revision}}
+    if deleting:
+        md["deletionTimestamp"] = "2026-11-24T00:00:00Z"
+    return {"metadata": md, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
 def steady(workers=2, nodeset="cpu", extra_pods=()):
     sets = {"demo-controller": sts("demo-controller", 1), "demo-login": sts("demo-login", 1),
             "demo-%s" % nodeset: sts("demo-%s" % nodeset, workers)}
     pods = {"demo-controller-0": {}, "demo-login-0": {}}
-    pods.update(("demo-%s-%d" % (nodeset, i), {}) for i in range(workers))
-    pods.update((p, {}) for p in extra_pods)
+    pods.update(("demo-%s-%d" % (nodeset, i), pod("demo-%s-%d" % (nodeset, i))) for i in range(workers))
+    pods.update((p, pod(p)) for p in extra_pods)
     return {"statefulsets": sets, "pods": pods}
 
 
@@ -252,3 +277,134 @@ def test_a_removal_is_under_way_until_pods_and_node_records_are_gone():
     assert p.delete_nodes == ["demo-cpu-1"] and not p.ready and p.requeue_after == converge.REQUEUE_PROGRESSING
     p = converge.plan(cluster(), [nodeset(1)], dict(steady(1), slurm=slurm(line("demo-cpu-0"))), NOW)
     assert p.ready and p.requeue_after is None
+
+
+# --- rolling update (worker StatefulSets are OnDelete) ------------------------------------------------------------
+NEW = "demo-cpu-new"
+
+
+def rolled(workers=2, revisions=None, ready=None, **sts_kw):
+    """Observed state after a template change: the StatefulSet's update revision is NEW, pods as given."""
+    obs = steady(workers)
+    obs["statefulsets"]["demo-cpu"] = sts("demo-cpu", workers, revision=NEW, **sts_kw)
+    for i in range(workers):
+        rev = (revisions or {}).get(i, REV)
+        obs["pods"]["demo-cpu-%d" % i] = pod("demo-cpu-%d" % i, rev, ready=(ready or {}).get(i, True))
+    return obs
+
+
+def test_workers_are_ondelete_so_a_template_change_replaces_no_pod_by_itself():
+    p = converge.plan(cluster(), [nodeset(2)], steady(), NOW)
+    worker = next(m for m in p.manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-cpu")
+    assert worker["spec"]["updateStrategy"] == {"type": "OnDelete"}
+
+
+def test_an_outdated_idle_node_is_drained_first_one_at_a_time_highest_ordinal_first():
+    obs = dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-1"]}
+    assert p.delete_pods == [] and not p.ready
+    assert any("rolling update, 0/2 nodes updated" in w for w in p.pending)
+    assert p.nodesets["cpu"]["outdatedReplicas"] == 2 and p.nodesets["cpu"]["updatedReplicas"] == 0
+
+
+def test_a_drained_idle_outdated_node_has_its_pod_replaced_and_no_second_node_is_touched():
+    obs = dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_UPDATE)))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")]
+    assert p.drain == {}
+
+
+def test_a_node_with_a_job_is_never_replaced_before_the_job_ends_or_the_drain_timeout():
+    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 60, cpus_alloc=1)
+    p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"), busy)), NOW)
+    assert p.delete_pods == [] and p.drain == {}
+    assert any("waiting for demo-cpu-1 to drain" in w for w in p.pending)
+    late = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 3600, cpus_alloc=1)
+    p = converge.plan(cluster(), [nodeset(2, drainTimeout="30m")],
+                      dict(rolled(), slurm=slurm(line("demo-cpu-0"), late)), NOW)
+    assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")]
+    p = converge.plan(cluster(), [nodeset(2, drainTimeout="30m", onDrainTimeout="Wait")],
+                      dict(rolled(), slurm=slurm(line("demo-cpu-0"), late)), NOW)
+    assert p.delete_pods == []
+
+
+def test_a_replaced_node_is_resumed_once_its_new_pod_is_ready_and_the_next_one_drains():
+    obs = dict(rolled(revisions={1: NEW}), slurm=slurm(line("demo-cpu-0"),
+                                                       line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_UPDATE)))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.resume == ["demo-cpu-1"]
+    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-0"]}
+    # Not ready yet (slurmd not registered or not answering): still drained, and it holds the only slot.
+    obs = dict(rolled(revisions={1: NEW}, ready={1: False}),
+               slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_UPDATE)))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.resume == [] and p.drain == {}
+
+
+def test_max_unavailable_drains_that_many_at_once():
+    obs = dict(rolled(3), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2")))
+    p = converge.plan(cluster(), [nodeset(3, updateStrategy={"maxUnavailable": 2})], obs, NOW)
+    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-2", "demo-cpu-1"]}
+
+
+def test_an_admin_drain_is_never_overwritten_and_its_node_waits_for_its_jobs():
+    admin = line("demo-cpu-1", "MIXED+DRAIN", "admin: disk check", cpus_alloc=1)
+    p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"), admin)), NOW)
+    assert p.drain == {} and p.delete_pods == [] and p.resume == []
+    assert any("demo-cpu-1 drained by an admin, with jobs" in w for w in p.pending)
+    # Idle under the admin's drain: replaced (the drain and its reason stay on the Slurm node).
+    admin = line("demo-cpu-1", "IDLE+DRAIN", "admin: disk check")
+    p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"), admin)), NOW)
+    assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")] and p.resume == []
+
+
+def test_a_pod_whose_node_slurm_does_not_know_is_replaced_at_once():
+    p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"))), NOW)
+    assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")] and p.drain == {}
+
+
+def test_without_slurm_nothing_is_replaced_and_a_stale_statefulset_status_is_waited_for():
+    p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=None), NOW)
+    assert p.delete_pods == [] and p.drain == {}
+    assert any("2 outdated nodes wait for slurmctld" in w for w in p.underway)
+    obs = dict(rolled(generation=2, observed=1), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.delete_pods == [] and p.drain == {}
+    assert any("waiting for the StatefulSet's new revision" in w for w in p.pending)
+
+
+def test_a_pod_already_being_deleted_counts_against_max_unavailable():
+    obs = rolled()
+    obs["pods"]["demo-cpu-1"] = pod("demo-cpu-1", deleting=True)
+    p = converge.plan(cluster(), [nodeset(2)], dict(obs, slurm=slurm(line("demo-cpu-0"),
+                                                                    line("demo-cpu-1", "IDLE+DRAIN",
+                                                                         converge.REASON_UPDATE))), NOW)
+    assert p.drain == {} and p.delete_pods == []
+
+
+def test_an_up_to_date_set_is_reported_as_such():
+    from ansible_collections.soperator.slurm.plugins.module_utils import status as st
+    obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert p.ready
+    out = st.nodeset_status({}, nodeset(2), p, p.nodesets["cpu"], None, "2026-11-24T00:00:00Z")
+    cond = next(c for c in out["conditions"] if c["type"] == "UpToDate")
+    assert cond["status"] == "True" and out["updatedReplicas"] == 2 and out["outdatedReplicas"] == 0
+    obs = dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    out = st.nodeset_status({}, nodeset(2), p, p.nodesets["cpu"], None, "2026-11-24T00:00:00Z")
+    cond = next(c for c in out["conditions"] if c["type"] == "UpToDate")
+    assert cond["status"] == "False" and cond["reason"] == "RollingUpdate" and out["outdatedReplicas"] == 2
+
+
+def test_a_pass_that_applies_a_new_template_says_a_rolling_update_follows():
+    obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
+    obs["statefulsets"]["demo-cpu"] = sts("demo-cpu", 2, template_hash="0123456789abcdef")
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    assert not p.ready and p.drain == {} and p.delete_pods == []
+    assert any("NodeSet cpu: new pod template; its rolling update follows" in w for w in p.pending)
+    # Settings outside the pod template (drainTimeout, updateStrategy) roll nothing.
+    obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
+    p = converge.plan(cluster(), [nodeset(2, drainTimeout="1h", updateStrategy={"maxUnavailable": 2})], obs, NOW)
+    assert p.ready
