@@ -26,7 +26,14 @@ def converged_state(replicas=2, ready=True):
         obj["metadata"].update(resourceVersion="11", uid="u-" + desired["metadata"]["name"])  # server fields
         if desired["kind"] == "StatefulSet":
             obj["spec"]["revisionHistoryLimit"] = 10                   # a defaulted field we never set
-            obj["status"] = {"replicas": obj["spec"]["replicas"], "readyReplicas": obj["spec"]["replicas"]}
+            obj["metadata"]["generation"] = 1
+            revision = desired["metadata"]["name"] + "-r1"
+            obj["status"] = {"replicas": obj["spec"]["replicas"], "readyReplicas": obj["spec"]["replicas"],
+                             "observedGeneration": 1, "updateRevision": revision}
+            for ordinal in range(obj["spec"]["replicas"]):
+                name = "%s-%d" % (desired["metadata"]["name"], ordinal)
+                live[("Pod", name)] = {"metadata": {"name": name, "labels": {converge.REVISION_LABEL: revision}},
+                                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
         live[(desired["kind"], desired["metadata"]["name"])] = obj
     cluster["status"] = {"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "True" if ready else
                                                                   "False"}]}
@@ -115,3 +122,11 @@ def test_an_invalid_generation_judged_once_runs_no_more():
     assert check(cluster, nodesets, live) == "generation 9 of the SlurmCluster"
     nodesets[0]["metadata"]["generation"] = 8  # a NodeSet edit may be the fix: look again
     assert check(cluster, nodesets, live, memo) == "generation 8 of NodeSet cpu"
+
+
+def test_a_worker_pod_on_an_older_template_runs_the_role():
+    """The rolling update needs Slurm (drain first): an outdated pod in the cache is work under way."""
+    cluster, nodesets, live = converged_state()
+    live[("Pod", "demo-cpu-1")]["metadata"]["labels"][converge.REVISION_LABEL] = "demo-cpu-r0"
+    assert check(cluster, nodesets, live) == (
+        "under way: NodeSet cpu: 1 outdated nodes wait for slurmctld to answer (to drain first)")
