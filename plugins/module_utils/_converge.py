@@ -25,7 +25,8 @@ from typing import Any, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
-from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names, objects, spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names, objects, slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import _api_message, _body, apply_manifests
@@ -200,6 +201,31 @@ class Converger(object):
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error}
         return marked, observed, slurm_error
 
+    def check_slurm_config(self, cluster, plan, observed):
+        """A slurm.conf that differs from the live one is parsed by the running controller's own Slurm first: one
+        it refuses raises SpecErrors naming the field, before anything is written (the live config, and slurmctld
+        on it, stay). Without a running controller there is nothing to restart: the typed values are the check."""
+        name = names.slurm_config_name(self.name)
+        desired = next((m for m in plan.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
+        if desired is None or not self.controller_ready(observed["pods"]):
+            return
+        res = self.resource("v1", "ConfigMap")
+        try:
+            live = _body(self._call("get ConfigMap %s/%s" % (self.namespace, name), res.get, name=name,
+                                    namespace=self.namespace, serialize=False, expect=NotFoundError))
+        except NotFoundError:
+            live = None
+        if live is not None and (live.get("data") or {}) == desired["data"]:
+            return
+        transport = self.slurm_transport(names.controller_name(self.name) + "-0")
+        try:
+            rc, dummy, err = transport(slurm_check.command(desired["data"]))
+        except SlurmError:
+            return  # the controller went away meanwhile: the next pass checks again
+        found = slurm_check.problem(rc, err, desired["data"], cluster.get("spec"))
+        if found:
+            raise SpecErrors([SpecError(found[0], found[1])])
+
     def act(self, plan, slurm_error):
         """Carry ``plan`` out; returns what was done."""
         done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
@@ -261,6 +287,7 @@ class Converger(object):
                 if problems:
                     raise SpecErrors(problems)
                 plan = core.plan(cluster, nodesets, observed, int(self.clock()))
+                self.check_slurm_config(cluster, plan, observed)
             except SpecErrors as e:
                 message = str(e)
                 self.patch_status(names.CLUSTER_KIND, self.name,

@@ -27,6 +27,8 @@ description:
     replaces no pod by itself. Each outdated worker is drained (reason C(soperator: update)), its pod deleted once
     its node is idle (or drained for longer than C(drainTimeout), unless C(onDrainTimeout: Wait)), and its node
     resumed when the new pod's slurmd answers; at most the NodeSet's C(updateStrategy.maxUnavailable) at a time."
+  - "A changed slurm.conf is first parsed by the running controller's own C(scontrol) (and its plugins looked up
+    in the image's Slurm build): a refusal fails before anything is written, naming the field."
   - "A NodeSet that fails validation is left as it is and marked C(Degraded); the others converge. An invalid
     SlurmCluster (or, with O(definition), any invalid document) fails before anything is written, naming the
     field in RV(field)."

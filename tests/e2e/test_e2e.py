@@ -170,6 +170,27 @@ def test_a_setting_change_rolls_each_worker_only_after_its_job_ends(e2e):
     assert not any(c["restartCount"] for c in statuses.get("containerStatuses", []))
 
 
+def test_a_slurm_setting_slurm_refuses_is_rejected_before_anything_restarts(e2e):
+    """Typed values refuse `MinJobAge: soon` in the collection; what only Slurm knows (a PreemptMode word, a plugin
+    this build lacks) is refused by the running controller's own scontrol. Nothing is written, nothing restarts."""
+    controller = _controller_uid(e2e)
+    config = e2e.get("configmap", "demo-slurm-config")["data"]
+    workers = _worker_pods(e2e)
+    for raw, field, says in (
+            ({"MinJobAge": "soon"}, "spec.slurm.slurmConf.MinJobAge", "must be a whole number"),
+            ({"PreemptMode": "SOMETIMES"}, "spec.slurm.slurmConf.PreemptMode", "PreemptMode=SOMETIMES invalid"),
+            ({"SwitchType": "switch/bogus"}, "spec.slurm.slurmConf.SwitchType", "switch_bogus.so is not in this")):
+        res = e2e.site(e2e.definition(slurm={"slurmConf": raw}), check=False)
+        assert res.returncode != 0 and field in res.stdout and says in res.stdout, res.stdout[-3000:]
+        ready = next(c for c in e2e.get("slurmcluster", "demo")["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "False" and field in ready["message"], ready
+    assert e2e.get("configmap", "demo-slurm-config")["data"] == config
+    assert _controller_uid(e2e) == controller and _worker_pods(e2e) == workers
+    e2e.site(e2e.definition())
+    assert _controller_uid(e2e) == controller
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+
 def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):
     job = _held_job(e2e)
     before = _controller_uid(e2e)
