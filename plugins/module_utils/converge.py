@@ -137,7 +137,6 @@ class Plan(object):
         return bool(self.drain or self.resume or self.delete_nodes)
 
 
-
 def _node_serves(node):
     return (node is not None and node["state"] in _SERVING_STATES and "NOT_RESPONDING" not in node["flags"]
             and not node["down"])

@@ -163,4 +163,3 @@ def selector_labels(cluster, component, nodeset=None):
     if nodeset is not None:
         result[LABEL_NODESET] = nodeset
     return result
-

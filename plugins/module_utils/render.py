@@ -49,12 +49,12 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     objects += [config_map(c, names.slurm_config_name(c.name), slurm_config),
                 config_map(c, names.sshd_config_name(c.name), sshd_config)]
     objects.append(headless_service(c, names.controller_name(c.name), names.COMPONENT_CONTROLLER, "slurmctld",
-                                     names.SLURMCTLD_PORT))
+                                    names.SLURMCTLD_PORT))
     objects.append(login_service(c))
     objects.append(headless_service(c, names.login_headless_name(c.name), names.COMPONENT_LOGIN, "ssh",
-                                     names.SSH_PORT))
+                                    names.SSH_PORT))
     objects += [headless_service(c, names.worker_name(c.name, ns["metadata"]["name"]), names.COMPONENT_WORKER,
-                                  "slurmd", names.SLURMD_PORT, nodeset=ns) for ns in c.nodesets]
+                                 "slurmd", names.SLURMD_PORT, nodeset=ns) for ns in c.nodesets]
     if not c.maintenance:
         objects.append(populate_job(c))
     objects.append(controller(c, slurm_config))

@@ -67,12 +67,12 @@ def controller(c, slurm_config):
         claim_spec["storageClassName"] = spool["storageClassName"]
     name = names.controller_name(c.name)
     return statefulset(c, name, names.COMPONENT_CONTROLLER, 1, name, pod,
-                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurm_config)},
-                        extra={
-                            "volumeClaimTemplates": [{
-                                "metadata": {"name": names.SPOOL_CLAIM_TEMPLATE,
-                                             "labels": names.labels(c.name, names.COMPONENT_CONTROLLER)},
-                                "spec": claim_spec}],
-                            # The spool holds the job queue: it outlives the StatefulSet (see deletionPolicy.jail).
-                            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
-                        })
+                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurm_config)},
+                       extra={
+                           "volumeClaimTemplates": [{
+                               "metadata": {"name": names.SPOOL_CLAIM_TEMPLATE,
+                                            "labels": names.labels(c.name, names.COMPONENT_CONTROLLER)},
+                               "spec": claim_spec}],
+                           # The spool holds the job queue: it outlives the StatefulSet (see deletionPolicy.jail).
+                           "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+                       })

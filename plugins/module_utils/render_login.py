@@ -95,5 +95,5 @@ def login(c, sshd_config):
     pod = c.pod_spec(spec.get("placement"), [sshd], volumes, init_containers=[c.munge_sidecar(image), sackd])
     name = names.login_name(c.name)
     return statefulset(c, name, names.COMPONENT_LOGIN, spec["replicas"], names.login_headless_name(c.name), pod,
-                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(sshd_config)},
-                        extra={"podManagementPolicy": "Parallel"})
+                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash(sshd_config)},
+                       extra={"podManagementPolicy": "Parallel"})

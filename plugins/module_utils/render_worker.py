@@ -82,6 +82,6 @@ def worker(c, nodeset):
                      grace=grace)
     name = names.worker_name(c.name, set_name)
     return statefulset(c, name, names.COMPONENT_WORKER, spec["replicas"], name, pod, nodeset=nodeset,
-                        # OnDelete: a template change replaces no pod by itself; the converge plan replaces each
-                        # worker once its Slurm node is drained and idle (converge._roll).
-                        extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})
+                       # OnDelete: a template change replaces no pod by itself; the converge plan replaces each
+                       # worker once its Slurm node is drained and idle (converge._roll).
+                       extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})

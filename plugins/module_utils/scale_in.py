@@ -59,8 +59,6 @@ class ScontrolParseError(ValueError):
     """``scontrol show node -o`` printed something this parser does not understand."""
 
 
-
-
 def validate_node_names(node_names):
     """Raise ValueError unless every name is a plain pod name."""
     bad = [n for n in node_names if not isinstance(n, str) or not NODE_NAME_RE.match(n)]
@@ -259,4 +257,3 @@ def plan_delete(nodes, node_names):
         else:
             result["delete"].append(name)
     return result
-
