@@ -25,7 +25,7 @@ from typing import Any, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
-from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names, objects, slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, login_check, names, objects, slurm_check
 from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
@@ -198,8 +198,22 @@ class Converger(object):
                 slurm_error = e.msg
         else:
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
-        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error}
+        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
+                    "login_sessions": self.login_sessions(statefulsets, pods)}
         return marked, observed, slurm_error
+
+    def login_sessions(self, statefulsets, pods):
+        """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
+        sessions = {}
+        for name in core.outdated_login_pods(self.name, statefulsets, pods):
+            try:
+                rc, out, dummy = self.slurm_transport(name, login_check.CONTAINER)(login_check.sessions_command())
+            except SlurmError:
+                # No sshd container to ask: a pod that is not ready holds no session (its sshd is not running).
+                sessions[name] = None if core.pod_ready(pods[name]) else 0
+                continue
+            sessions[name] = login_check.parse_sessions(rc, out)
+        return sessions
 
     def check_slurm_config(self, cluster, plan, observed):
         """A slurm.conf that differs from the live one is parsed by the running controller's own Slurm first: one
@@ -223,6 +237,33 @@ class Converger(object):
         except SlurmError:
             return  # the controller went away meanwhile: the next pass checks again
         found = slurm_check.problem(rc, err, desired["data"], cluster.get("spec"))
+        if found:
+            raise SpecErrors([SpecError(found[0], found[1])])
+
+    def check_sshd_config(self, cluster, plan, observed):
+        """A changed sshd_config is tested by a ready login pod's own sshd (``sshd -t``) before it is written: one it
+        refuses raises SpecErrors naming the field; the live config and the login pods stay."""
+        name = names.sshd_config_name(self.name)
+        desired = next((m for m in plan.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
+        prefix = names.login_name(self.name) + "-"
+        ready = sorted(n for n, pod in observed["pods"].items() if n.startswith(prefix)
+                       and not pod["metadata"].get("deletionTimestamp") and core.pod_ready(pod))
+        if desired is None or not ready:
+            return
+        res = self.resource("v1", "ConfigMap")
+        try:
+            live = _body(self._call("get ConfigMap %s/%s" % (self.namespace, name), res.get, name=name,
+                                    namespace=self.namespace, serialize=False, expect=NotFoundError))
+        except NotFoundError:
+            live = None
+        if live is not None and (live.get("data") or {}) == desired["data"]:
+            return
+        text = desired["data"].get("sshd_config", "")
+        try:
+            rc, dummy, err = self.slurm_transport(ready[0], login_check.CONTAINER)(login_check.sshd_test_command(text))
+        except SlurmError:
+            return  # the pod went away meanwhile: the next pass checks again
+        found = login_check.sshd_problem(rc, err, text, (cluster.get("spec") or {}).get("login"))
         if found:
             raise SpecErrors([SpecError(found[0], found[1])])
 
@@ -288,6 +329,7 @@ class Converger(object):
                     raise SpecErrors(problems)
                 plan = core.plan(cluster, nodesets, observed, int(self.clock()))
                 self.check_slurm_config(cluster, plan, observed)
+                self.check_sshd_config(cluster, plan, observed)
             except SpecErrors as e:
                 message = str(e)
                 self.patch_status(names.CLUSTER_KIND, self.name,
@@ -320,7 +362,7 @@ class Converger(object):
             counts[entry["action"]] = counts.get(entry["action"], 0) + 1
         result = {
             "changed": changed, "ready": plan.ready, "phase": plan.phase, "message": plan.message,
-            "pending": plan.pending, "requeue_after": plan.requeue_after,
+            "pending": plan.pending, "deferred": plan.deferred, "requeue_after": plan.requeue_after,
             "invalid": plan.invalid, "objects": list(objects_seen.values()), "counts": counts, "slurm": totals,
             "nodesets": plan.nodesets, "passes": passes,
         }
@@ -447,8 +489,8 @@ def execute(params, check_mode=False, diff=False, on_secret=None):
         raise Failure(e.msg, failures.UNAVAILABLE)
     namespace_of = {}
 
-    def transport(pod):
-        return KubernetesExecTransport(core_v1, namespace_of["ns"], pod, "slurmctld")
+    def transport(pod, container="slurmctld"):
+        return KubernetesExecTransport(core_v1, namespace_of["ns"], pod, container)
 
     def bind(conv_namespace):
         namespace_of["ns"] = conv_namespace

@@ -280,8 +280,15 @@ class _Run(object):
                         ", ".join('"%s"' % m for m in managers) or "(unknown)", message),
                     object=objects.describe(desired), fields=fields, managers=managers, status=409)
 
+        switch = objects.strategy_switch_patch(desired, live)
         if self.check_mode:
+            if switch:  # the dry-run apply would be refused until the switch is made: predict it
+                return objects.strip_volatile(desired)
             return self.dry_run_fallback(desired, ssa_repairing)
+        if switch:
+            _call("switch the update strategy of " + objects.describe(desired), self.client.patch, resource,
+                  body=switch, name=desired["metadata"]["name"], namespace=desired["metadata"].get("namespace"),
+                  content_type="application/merge-patch+json")
         return ssa_repairing()
 
     def dry_run_fallback(self, desired, dry_run):

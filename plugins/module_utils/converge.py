@@ -26,7 +26,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
 import copy
+import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, render, schema, spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
@@ -115,6 +117,8 @@ class Plan(object):
         self.release = []            # NodeSets (being deleted) whose finalizer may go: nothing of them is left
         self.pending = []            # human-readable: what keeps the cluster from settling
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
+        self.deferred = []           # human-readable: work a later pass does, which keeps nothing from Ready
+        self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
@@ -124,6 +128,12 @@ class Plan(object):
 
     def wait(self, seconds, why):
         self.pending.append(why)
+        self.underway.append(why)
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+    def defer(self, seconds, why):
+        """Work that waits on users (a login pod's open sessions): looked at again, but the cluster serves."""
+        self.deferred.append(why)
         self.underway.append(why)
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
@@ -203,7 +213,7 @@ def _labels(obj):
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def _pod_ready(pod):
+def pod_ready(pod):
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in ((pod.get("status") or {}).get("conditions") or []))
 
@@ -236,7 +246,7 @@ def _roll(p, nodeset, sts_name, sts, replicas, pods, slurm, now):
         ours = node is not None and (node["drain"] or node["down"]) and node["reason"] == REASON_UPDATE
         if pod is None or pod["metadata"].get("deletionTimestamp") or ours:
             in_flight.add(o)
-        if ours and o in updated and _pod_ready(pod) and _node_serves(node):
+        if ours and o in updated and pod_ready(pod) and _node_serves(node):
             p.resume.append("%s-%d" % (sts_name, o))  # replaced: its new pod's slurmd answers
             in_flight.discard(o)
     if not outdated:
@@ -275,6 +285,75 @@ def _roll(p, nodeset, sts_name, sts, replicas, pods, slurm, now):
 
 def _keep_worker_objects(p, sts_name):
     p.keep += [("StatefulSet", sts_name), ("Service", sts_name), ("PodDisruptionBudget", sts_name)]
+
+
+_SINCE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _since(sts):
+    """Epoch seconds of the StatefulSet's template-since annotation, None when absent or unreadable."""
+    value = (((sts or {}).get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TEMPLATE_SINCE)
+    try:
+        return calendar.timegm(time.strptime(str(value), _SINCE_FORMAT))
+    except (TypeError, ValueError):
+        return None
+
+
+def outdated_login_pods(cluster_name, statefulsets, pods):
+    """Names of the login pods on another template revision than their StatefulSet's update revision."""
+    sts = statefulsets.get(names.login_name(cluster_name))
+    revision = ((sts or {}).get("status") or {}).get("updateRevision")
+    if not revision:
+        return []
+    return sorted(name for name, pod in pods.items()
+                  if nodes_core.ordinal(name, names.login_name(cluster_name)) is not None
+                  and _labels(pod).get(REVISION_LABEL) != revision)
+
+
+def _roll_login(p, cluster_name, spec, statefulsets, pods, sessions, now):
+    """The login StatefulSet is OnDelete: stamp when its template last changed (the grace period's start), and
+    replace one outdated login pod at a time once nobody is logged in to it (``sessions``: {pod: open sessions},
+    absent or None when unknown) or once ``spec.login.updateGracePeriod`` has passed since the change."""
+    sts_name = names.login_name(cluster_name)
+    desired = next((m for m in p.manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] == sts_name), None)
+    if desired is None:
+        return
+    live = statefulsets.get(sts_name)
+    since = _since(live) if live is not None and _template_hash(live) == _template_hash(desired) else None
+    if since is None:
+        since = now
+    desired["metadata"].setdefault("annotations", {})[names.ANNOTATION_TEMPLATE_SINCE] = time.strftime(
+        _SINCE_FORMAT, time.gmtime(since))
+    if live is None or spec["maintenance"]:
+        return
+    if _template_hash(live) != _template_hash(desired):
+        p.wait(REQUEUE_PROGRESSING, "login: new pod template; its rolling update follows")
+        return
+    status = live.get("status") or {}
+    if not status.get("updateRevision") or int(status.get("observedGeneration") or 0) < int(
+            live["metadata"].get("generation") or 0):
+        p.wait(REQUEUE_PROGRESSING, "login: waiting for the StatefulSet's new revision")
+        return
+    outdated = outdated_login_pods(cluster_name, statefulsets, pods)
+    p.login_outdated = len(outdated)
+    if not outdated:
+        return
+    mine = ["%s-%d" % (sts_name, o) for o in range(min(spec["login"]["replicas"], _replicas(live)))]
+    if any(name not in pods or (pods[name].get("metadata") or {}).get("deletionTimestamp")
+           or (name not in outdated and not pod_ready(pods[name])) for name in mine):
+        p.wait(REQUEUE_PROGRESSING, "login: rolling update, waiting for a replaced pod to be ready")
+        return
+    name = max(outdated, key=lambda n: nodes_core.ordinal(n, sts_name))
+    deadline = since + durations.seconds(spec["login"]["updateGracePeriod"])
+    open_sessions = sessions.get(name)
+    if open_sessions == 0 or now >= deadline:
+        p.delete_pods.append((name, (pods[name].get("metadata") or {}).get("uid")))
+        p.wait(REQUEUE_PROGRESSING, "login: replacing %s (%s)" % (
+            name, "no session" if open_sessions == 0 else "grace period over"))
+        return
+    p.defer(REQUEUE_DRAINING, "login: %s has %s; replaced when they end or at %s" % (
+        name, "%d open session(s)" % open_sessions if open_sessions is not None else "sessions not known yet",
+        time.strftime(_SINCE_FORMAT, time.gmtime(deadline))))
 
 
 def _leave(p, nodeset, sts_name, sts, replicas, pods, slurm):
@@ -437,6 +516,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         if updated is not None:
             p.nodesets[set_name].update(updatedReplicas=updated, outdatedReplicas=outdated)
 
+    # --- the login pods: OnDelete too; an outdated one goes once nobody is logged in, or after the grace ----------
+    _roll_login(p, cluster_name, spec, statefulsets, pods, observed.get("login_sessions") or {}, now)
+
     # --- Slurm node records of pods that are gone for good (no ghosts in sinfo) ------------------------------
     # Maintenance keeps every record (the same pods come back); a NodeSet that failed validation keeps its own.
     for set_name in invalid:
@@ -495,4 +577,5 @@ def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
     # and that pod event is what brings the next look. Only work under way asks for a timed look.
     p.ready = not problems
     p.phase = PHASE_READY if p.ready else PHASE_PROGRESSING
-    p.message = "every pod ready and every Slurm node up" if p.ready else "; ".join(problems)
+    p.message = "; ".join(["every pod ready and every Slurm node up"] + p.deferred) if p.ready else "; ".join(
+        problems + p.deferred)

@@ -77,8 +77,9 @@ def operator_rules(allow_data_deletion=False):
                       "verbs": ["get", "list", "watch", "create", "patch", "delete"]})
     data_verbs = ["get", "create"] + (["delete"] if allow_data_deletion else [])
     rules.append({"apiGroups": [""], "resources": sorted(k.plural for k in data()), "verbs": data_verbs})
-    # The runtime caches pods (readiness); the reconciler runs scontrol in the controller pod and deletes a
-    # worker pod (OnDelete rolling update) once its Slurm node is drained and idle.
+    # The runtime caches pods (readiness); the reconciler execs fixed commands in the controller pod (scontrol)
+    # and in outdated login pods (session count, sshd -t), and deletes an outdated worker pod (OnDelete rolling
+    # update) once its Slurm node is drained and idle, a login pod once nobody is logged in to it.
     rules.append({"apiGroups": [""], "resources": [POD.plural], "verbs": ["get", "list", "watch", "delete"]})
     # exec over a WebSocket is an upgraded GET: it needs `get` besides `create`.
     rules.append({"apiGroups": [""], "resources": [POD.plural + "/exec"], "verbs": ["get", "create"]})

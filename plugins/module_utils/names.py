@@ -43,6 +43,9 @@ ANNOTATION_CONFIG_HASH = GROUP + "/config-hash"
 # On a StatefulSet: the hash of the pod template it was rendered with, so a plan sees that a template it is about
 # to apply differs from the live one (a rolling update follows) without comparing API-server-defaulted templates.
 ANNOTATION_TEMPLATE_HASH = GROUP + "/template-hash"
+# On the login StatefulSet: when its current pod template was first applied (UTC, RFC 3339): the start of the
+# grace period users' sessions on older login pods get before those pods are replaced.
+ANNOTATION_TEMPLATE_SINCE = GROUP + "/template-since"
 ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
 ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"

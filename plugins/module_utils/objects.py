@@ -175,6 +175,29 @@ def plan_object(desired, live):
     return SKIP if in_sync(desired, live) else APPLY
 
 
+# Update strategies whose parameters only one type allows: (kind, field of spec, parameters of the other type).
+_STRATEGIES = {("StatefulSet", "updateStrategy"): ("RollingUpdate", "rollingUpdate"),
+               ("Deployment", "strategy"): ("RollingUpdate", "rollingUpdate")}
+
+
+def strategy_switch_patch(desired, live):
+    """A JSON merge patch that switches a live object's update strategy away from RollingUpdate first, or None.
+
+    The API server defaults ``rollingUpdate`` parameters that no field manager owns, so a server-side apply of
+    another type (OnDelete, Recreate) keeps them and is refused ("only allowed for updateStrategy
+    'RollingUpdate'"): the switch clears them explicitly, then the apply proceeds."""
+    if live is None:
+        return None
+    for (kind, field), (typed, params) in _STRATEGIES.items():
+        if desired.get("kind") != kind:
+            continue
+        want = ((desired.get("spec") or {}).get(field) or {}).get("type")
+        have = ((live.get("spec") or {}).get(field) or {})
+        if want and want != typed and have.get(params) is not None:
+            return {"spec": {field: {"type": want, params: None}}}
+    return None
+
+
 def plan_prune(listed, desired_keys, protect_kinds=DEFAULT_PROTECT_KINDS):
     """Objects among ``listed`` (live, matching the prune selector) to delete: not desired, not exempt,
     not of a protected kind, not already being deleted."""

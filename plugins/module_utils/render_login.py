@@ -96,4 +96,6 @@ def login(c, sshd_config):
     name = names.login_name(c.name)
     return statefulset(c, name, names.COMPONENT_LOGIN, spec["replicas"], names.login_headless_name(c.name), pod,
                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(sshd_config)},
-                       extra={"podManagementPolicy": "Parallel"})
+                       # OnDelete: the converge plan replaces each outdated login pod once its sessions ended
+                       # (or its grace period is over), one at a time.
+                       extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})

@@ -335,6 +335,10 @@ def slurm_cluster_schema():
                       "placement": placement_schema("Where login pods run."),
                       "sshdConfig": _m("sshd_config keywords (an allowlist, e.g. ClientAliveInterval, AllowGroups)",
                                        _s("Value of the keyword.", maxLength=1024, pattern=SSHD_VALUE_PATTERN), 32),
+                      "updateGracePeriod": _s("A changed login pod template (image, sshd settings, resources) "
+                                              "replaces a login pod once nobody is logged in to it, or this long "
+                                              "after the change (open sessions then end).",
+                                              maxLength=32, pattern=GO_DURATION_PATTERN, default="30m"),
                   }, default={}),
                   "jail": jail,
                   "partitions": _a("Slurm partitions. Default: one default partition 'main'.", partition, 64,

@@ -91,6 +91,13 @@ def cluster_status(old, obj, plan, now):
         conds = set_condition(conds, "Ready", "True", reason, plan.message, gen, now)
     else:
         conds = set_condition(conds, "Ready", "False", REASON_PROGRESSING, plan.message, gen, now)
+    if plan.login_outdated is not None:
+        outdated = plan.login_outdated
+        conds = set_condition(conds, "LoginUpToDate", "False" if outdated else "True",
+                              REASON_ROLLING if outdated else REASON_RECONCILED,
+                              "%d login pod(s) on an older template: each is replaced once nobody is logged in to "
+                              "it, or after spec.login.updateGracePeriod" % outdated if outdated else
+                              "every login pod on the current template", gen, now)
     if plan.invalid:
         message = "; ".join("NodeSet %s: %s" % kv for kv in sorted(plan.invalid.items()))
         conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, message, gen, now)

@@ -19,9 +19,9 @@ description:
     field this module sets is therefore repaired on the next run."
   - "Objects annotated C(slurm.soperator.dev/create-only: \"true\") are created when absent and never
     updated. A create-only Secret annotated C(slurm.soperator.dev/generate: munge-key) gets a 1024-byte random
-    C(munge.key); with C(ssh-host-keys) it gets ed25519, ecdsa and rsa host keys (C(ssh_host_<type>_key) and
-    C(.pub)) made by C(ssh-keygen) on the host running the module. Generated values never appear in results,
-    diffs or logs."
+    C(munge.key); with C(ssh-host-keys) it gets ed25519 and rsa host keys (C(ssh_host_<type>_key) and
+    C(.pub)), the types the rendered sshd_config names, generated in-process with the Python package
+    C(cryptography) (no C(ssh-keygen) needed). Generated values never appear in results, diffs or logs."
   - A conflict with a field owned by another server-side applier fails with the object and the fields named,
     unless O(force_conflicts). Fields changed by hand (C(kubectl edit), C(kubectl patch)) are taken back.
   - With O(prune), objects matching O(prune.selector) that are not in O(manifests) are deleted.

@@ -189,6 +189,15 @@ pending:
   returned: with O(state=present)
   type: list
   elements: str
+deferred:
+  description:
+    - Work a later run does that waits on users and keeps nothing from Ready, such as a login pod on an older
+      template that is replaced once nobody is logged in to it (or after the SlurmCluster's
+      C(spec.login.updateGracePeriod)).
+    - This module does not wait for it; the operator looks again, and a later run of the play replaces the pod.
+  returned: with O(state=present)
+  type: list
+  elements: str
 requeue_after:
   description: Seconds after which another pass is worth it; null when the cluster is settled and ready.
   returned: with O(state=present)

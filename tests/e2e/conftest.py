@@ -34,6 +34,7 @@ class E2E:
     def __init__(self, state_dir, namespace=NAMESPACE):
         self.state_dir = state_dir
         self.namespace = namespace
+        self.worker_image = None
         self.kubeconfig = os.path.join(state_dir, "kubeconfig")
         cache = os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator"))
         self.kubectl_bin = os.path.join(cache, "kubernetes-" + versions()["KUBERNETES_VERSION"], "bin", "kubectl")
@@ -97,8 +98,9 @@ class E2E:
         return "\n".join(out)
 
     # --- the collection ---------------------------------------------------------------------------------
-    def definition(self, replicas=None, slurm=None):
-        """The local example, in this suite's namespace."""
+    def definition(self, replicas=None, slurm=None, extra_nodeset=None, login=None):
+        """The local example, in this suite's namespace (workers on ``self.worker_image`` when set); with
+        ``extra_nodeset``, a second NodeSet of that name and one worker."""
         with open(EXAMPLE) as f:
             docs = [d for d in yaml.safe_load_all(f) if d]
         for doc in docs:
@@ -107,13 +109,35 @@ class E2E:
             docs[1]["spec"]["replicas"] = replicas
         if slurm:
             docs[0]["spec"]["slurm"] = slurm
+        if login:
+            docs[0]["spec"]["login"].update(login)
+        if self.worker_image:
+            docs[1]["spec"]["image"] = self.worker_image
+        if extra_nodeset:
+            extra = json.loads(json.dumps(docs[1]))
+            extra["metadata"]["name"] = extra_nodeset
+            extra["spec"]["replicas"] = 1
+            docs.append(extra)
         return docs
 
-    def site(self, docs, wait=True, background=False, extra=None, check=True):
+    def retag_image(self, image, tag):
+        """Tag an image of the real node's containerd anew (what a rebuilt image pushed under a new tag is to the
+        node: a reference the pods have not used); returns the new reference."""
+        with open(os.path.join(self.state_dir, "state.json")) as f:
+            socket = json.load(f)["real_node"]["socket"]
+        ctr = ["ctr", "--address", socket, "--namespace", "k8s.io", "images"]
+        source = "docker.io/" + image if image.count("/") == 1 else image
+        target = source.rsplit(":", 1)[0] + ":" + tag
+        subprocess.run(ctr + ["tag", "--force", source, target], check=True, capture_output=True,
+                       stdin=subprocess.DEVNULL)
+        return target
+
+    def site(self, docs, wait=True, background=False, extra=None, check=True, playbook=None):
+        """site.yml (this checkout's, or ``playbook``) on ``docs``."""
         handle, varfile = tempfile.mkstemp(prefix="site-", suffix=".json")
         with os.fdopen(handle, "w") as f:
             json.dump(dict({"soperator_clusters": [{"resources": docs, "wait": wait}]}, **(extra or {})), f)
-        argv = ["ansible-playbook", os.path.join(ROOT, "playbooks", "site.yml"), "-e", "@" + varfile]
+        argv = ["ansible-playbook", playbook or os.path.join(ROOT, "playbooks", "site.yml"), "-e", "@" + varfile]
         if background:
             return subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     stdin=subprocess.DEVNULL)

@@ -11,6 +11,8 @@ import time
 
 from conftest import ROOT, wait_until
 
+from ansible_collections.soperator.slurm.plugins.module_utils import login_check
+
 
 def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
     # A step on each worker: the jail's root (its image marker), not the worker container's.
@@ -32,7 +34,8 @@ def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
     assert batch.stdout.splitlines()[-1] == "soperator/jail:0.1.0"
 
 
-def test_ssh_into_the_login_service_lands_in_the_jail_and_submits(e2e, tmp_path):
+def _alice(e2e, tmp_path):
+    """argv prefix of an ssh as alice (a user of the jail, created once) to the login Service."""
     key = str(tmp_path / "id_ed25519")
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
     with open(key + ".pub") as f:
@@ -43,13 +46,16 @@ def test_ssh_into_the_login_service_lands_in_the_jail_and_submits(e2e, tmp_path)
                     "echo '%s' > /home/alice/.ssh/authorized_keys && chown alice: /home/alice/.ssh/authorized_keys"
                     % pub)
     assert made.returncode == 0, made.stderr
-    service = e2e.get("service", "demo-login")
-    address = service["spec"]["clusterIP"]
+    address = e2e.get("service", "demo-login")["spec"]["clusterIP"]
+    return ["ssh", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
+            "BatchMode=yes", "-o", "ConnectTimeout=5", "alice@" + address]
+
+
+def test_ssh_into_the_login_service_lands_in_the_jail_and_submits(e2e, tmp_path):
+    argv = _alice(e2e, tmp_path)
 
     def ssh(command):
-        return subprocess.run(["ssh", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                               "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "alice@" + address, command],
-                              capture_output=True, text=True, timeout=200, stdin=subprocess.DEVNULL)
+        return subprocess.run(argv + [command], capture_output=True, text=True, timeout=200, stdin=subprocess.DEVNULL)
 
     login = wait_until(lambda: (lambda r: r.returncode == 0 and r)(ssh("id -un; cat /etc/soperator/jail-image")),
                        60, "ssh to the login Service")
@@ -58,6 +64,62 @@ def test_ssh_into_the_login_service_lands_in_the_jail_and_submits(e2e, tmp_path)
     assert job.returncode == 0, job.stderr
     user, host = job.stdout.splitlines()
     assert user == "alice" and host.startswith("demo-cpu-")
+
+
+def _login_sessions(e2e):
+    """The login pod's open sessions, counted as the converge counts them."""
+    return e2e.kubectl("exec", "-n", e2e.namespace, "demo-login-0", "-c", "sshd", "--",
+                       *login_check.sessions_command(), check=False).stdout.strip()
+
+
+def test_a_login_change_waits_for_open_sessions_then_replaces_the_login_pod(e2e, tmp_path):
+    """The login StatefulSet is OnDelete: a changed sshd setting replaces the login pod only once nobody is logged
+    in to it (or after spec.login.updateGracePeriod). site.yml does not wait for users: it reports the pod waiting
+    (condition LoginUpToDate), and a later run replaces it once the session has ended. A value sshd refuses changes
+    nothing."""
+    argv = _alice(e2e, tmp_path)
+    wait_until(lambda: subprocess.run(argv + ["true"], capture_output=True, stdin=subprocess.DEVNULL,
+                                      timeout=60).returncode == 0, 60, "ssh to the login Service")
+    before = e2e.get("pod", "demo-login-0")["metadata"]["uid"]
+    config = e2e.get("configmap", "demo-sshd-config")["data"]
+    # sshd -t, by the login pod's own sshd, refuses the value before anything is written.
+    res = e2e.site(e2e.definition(login={"sshdConfig": {"ClientAliveInterval": "soon"}}), check=False)
+    assert res.returncode != 0 and "spec.login.sshdConfig.ClientAliveInterval" in res.stdout, res.stdout[-3000:]
+    assert "invalid time value" in res.stdout, res.stdout[-3000:]
+    assert e2e.get("configmap", "demo-sshd-config")["data"] == config
+    assert e2e.get("pod", "demo-login-0")["metadata"]["uid"] == before
+    # A session held open until the test ends it; then a valid change.
+    session = subprocess.Popen(argv + ["sleep 600"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _login_sessions(e2e) == "1", 60, "the session open")
+        e2e.site(e2e.definition(login={"sshdConfig": {"ClientAliveInterval": "30"}}))
+        assert "ClientAliveInterval 30" in e2e.get("configmap", "demo-sshd-config")["data"]["sshd_config"]
+        status = e2e.get("slurmcluster", "demo")["status"]
+        conditions = dict((c["type"], c) for c in status["conditions"])
+        assert conditions["Ready"]["status"] == "True", status
+        assert conditions["LoginUpToDate"]["status"] == "False", status
+        assert "demo-login-0 has 1 open session(s)" in conditions["Ready"]["message"], status
+        assert e2e.get("pod", "demo-login-0")["metadata"]["uid"] == before
+        assert session.poll() is None, "the session ended early: %s" % session.stderr.read()
+    finally:
+        session.terminate()
+        session.wait(timeout=30)
+    wait_until(lambda: _login_sessions(e2e) == "0", 60, "the session closed")
+    t0 = time.monotonic()
+    e2e.site(e2e.definition(login={"sshdConfig": {"ClientAliveInterval": "30"}}))
+    replaced = e2e.get("pod", "demo-login-0")
+    assert replaced["metadata"]["uid"] != before
+    print("\ne2e: login pod with its session ended replaced in %.1f s" % (time.monotonic() - t0))
+    conditions = dict((c["type"], c) for c in e2e.get("slurmcluster", "demo")["status"]["conditions"])
+    assert conditions["LoginUpToDate"]["status"] == "True"
+    # Back to the defaults, nobody logged in: replaced at once.
+    t0 = time.monotonic()
+    e2e.site(e2e.definition())
+    assert e2e.get("pod", "demo-login-0")["metadata"]["uid"] != replaced["metadata"]["uid"]
+    print("e2e: login pod with no session replaced in %.1f s" % (time.monotonic() - t0))
+    wait_until(lambda: subprocess.run(argv + ["true"], capture_output=True, stdin=subprocess.DEVNULL,
+                                      timeout=60).returncode == 0, 60, "ssh to the new login pod")
 
 
 def test_scale_out_then_scale_in_drains_first_and_leaves_no_ghost(e2e):
@@ -132,6 +194,7 @@ def test_a_setting_change_rolls_each_worker_only_after_its_job_ends(e2e):
     restart on the new slurm.conf."""
     held = _held_job(e2e)
     controller = _controller_uid(e2e)
+    login = e2e.get("pod", "demo-login-0")["metadata"]["uid"]
     before = _worker_pods(e2e)
     submit = e2e.jail("cd /root && rm -f long.out && sbatch --parsable -w demo-cpu-1 -o /root/long.out "
                       "--wrap 'sleep 45; echo finished'")
@@ -158,16 +221,65 @@ def test_a_setting_change_rolls_each_worker_only_after_its_job_ends(e2e):
     assert _job_field(e2e, held, "JobState") == "PENDING"
     status = e2e.get("nodeset", "cpu")["status"]
     assert status["updatedReplicas"] == 2 and status["outdatedReplicas"] == 0, status
-    # Back to the default, no job running: the idle roll.
+    # A rebuilt worker image under a new tag (killWait back to its default in the same change), a job running
+    # on the other worker this time: the same drain-then-replace, the image the new pods run.
+    e2e.worker_image = e2e.retag_image("soperator/slurm-worker:0.1.0", "0.1.0-rebuilt")
+    before = after
+    submit = e2e.jail("cd /root && rm -f image.out && sbatch --parsable -w demo-cpu-0 -o /root/image.out "
+                      "--wrap 'sleep 20; echo finished'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    wait_until(lambda: _job_field(e2e, job, "JobState") == "RUNNING", 60, "the job running", e2e.explain)
+    t0 = time.monotonic()
+    e2e.site(e2e.definition())
+    after = wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced again", e2e.explain)
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    print("e2e: rolled 2 workers to a new image tag, one running a 20 s job, in %.1f s" % (time.monotonic() - t0))
+    assert _job_field(e2e, job, "JobState") == "COMPLETED" and _job_field(e2e, job, "ExitCode") == "0:0"
+    assert e2e.jail("cat /root/image.out").stdout.strip() == "finished"
+    assert after["demo-cpu-0"]["creationTimestamp"].rstrip("Z") >= _job_field(e2e, job, "EndTime")
+    for name in ("demo-cpu-0", "demo-cpu-1"):
+        assert e2e.get("pod", name)["spec"]["containers"][0]["image"] == e2e.worker_image
+    # Back to the release's image, no job running: the idle roll.
+    e2e.worker_image = None
     before = after
     t0 = time.monotonic()
     e2e.site(e2e.definition())
-    wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced again", e2e.explain)
+    wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced a third time", e2e.explain)
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
     print("e2e: rolled 2 idle workers in %.1f s" % (time.monotonic() - t0))
-    # The login pod was not touched by either change.
-    statuses = e2e.get("pod", "demo-login-0")["status"]
-    assert not any(c["restartCount"] for c in statuses.get("containerStatuses", []))
+    # The login pod is the same pod (not only unrestarted) through all three changes.
+    assert e2e.get("pod", "demo-login-0")["metadata"]["uid"] == login
+
+
+def test_a_removed_nodeset_is_drained_and_leaves_no_ghost(e2e):
+    """A NodeSet dropped from the definition: its nodes drain, its running job completes, then its pods, its
+    Slurm node records and the NodeSet itself go; the other NodeSet is untouched."""
+    e2e.site(e2e.definition(extra_nodeset="extra"))
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-extra-0"])
+    workers = dict((n, m["uid"]) for n, m in _worker_pods(e2e).items())
+    submit = e2e.jail("cd /root && rm -f removal.out && sbatch --parsable -w demo-extra-0 -o /root/removal.out "
+                      "--wrap 'sleep 40; echo finished-on-$(hostname)'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    wait_until(lambda: _job_field(e2e, job, "JobState") == "RUNNING", 60, "the job running", e2e.explain)
+    t0 = time.monotonic()
+    converge = e2e.site(e2e.definition(), background=True)
+    drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(e2e.node("demo-extra-0")), 60,
+                         "demo-extra-0 draining", e2e.explain)
+    assert "Reason=soperator:" in drained
+    # The set's partition lines change: slurmctld restarts on the new slurm.conf; the job runs on meanwhile.
+    assert wait_until(lambda: _job_field(e2e, job, "JobState"), 60, "slurmctld answering") == "RUNNING"
+    assert e2e.get("pod", "demo-extra-0") is not None
+    output, _ = converge.communicate(timeout=600)
+    assert converge.returncode == 0, output[-5000:]
+    print("\ne2e: NodeSet removed (a 40 s job running on it) in %.1f s" % (time.monotonic() - t0))
+    assert e2e.jail("cat /root/removal.out").stdout.strip() == "finished-on-demo-extra-0"
+    assert _job_field(e2e, job, "ExitCode") == "0:0"
+    wait_until(lambda: e2e.get("nodeset", "extra") is None, 60, "the NodeSet gone", e2e.explain)
+    assert set(e2e.sinfo()) == {"demo-cpu-0", "demo-cpu-1"}
+    assert e2e.get("pod", "demo-extra-0") is None and e2e.get("statefulset", "demo-extra") is None
+    assert dict((n, m["uid"]) for n, m in _worker_pods(e2e).items()) == workers
 
 
 def test_a_slurm_setting_slurm_refuses_is_rejected_before_anything_restarts(e2e):

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 from login_node import (
     chroot_problems,
     config_diff,
     fingerprints,
+    free_port,
     host_sshd_config,
     rendered_sshd_config,
 )
-from login_site import JAIL_HOSTNAME, MARKER, UID
+from login_site import JAIL_HOSTNAME, MARKER, UID, USER
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import login_check, names
 
 
 def test_rendered_config_is_used_with_only_the_documented_substitutions(login):
@@ -173,3 +175,40 @@ def test_linking_shadow_too_would_lock_out_users_created_by_useradd(site, alice)
         node.wait_for_log("User %s not allowed because account is locked" % alice)
     finally:
         node.stop()
+
+
+def test_open_sessions_are_counted_and_sshd_t_names_a_refused_field(site, login, alice):
+    """What the converge asks a login pod before replacing it (open sessions) and before writing a changed
+    sshd_config (sshd -t), answered by the real sshd: a logged-in session counts until it ends."""
+    def count():
+        res = subprocess.run(login_check.sessions_command(), capture_output=True, text=True)
+        return login_check.parse_sessions(res.returncode, res.stdout)
+
+    before = count()
+    session = subprocess.Popen(login.ssh_args(USER, site.user_key, "RequestTTY=no") + ["sleep 6"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 5
+        while count() != before + 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert count() == before + 1
+    finally:
+        session.wait(timeout=30)
+    assert session.returncode == 0, session.stderr.read()
+    deadline = time.monotonic() + 5
+    while count() != before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert count() == before
+
+    config = host_sshd_config(rendered_sshd_config(), free_port(), site.host_keys)
+    # In the login node's namespace (the container's layout: /run/sshd, the host keys' mount).
+    ok = subprocess.run(login._in_namespace(*login_check.sshd_test_command(config)), env=login._env(),
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bad = config.replace("ClientAliveInterval 60", "ClientAliveInterval soon")
+    refused = subprocess.run(login._in_namespace(*login_check.sshd_test_command(bad)), env=login._env(),
+                             capture_output=True, text=True)
+    field, message = login_check.sshd_problem(refused.returncode, refused.stderr, bad,
+                                              {"sshdConfig": {"ClientAliveInterval": "soon"}})
+    assert field == "spec.login.sshdConfig.ClientAliveInterval", message
+    assert "invalid time value" in message

@@ -58,7 +58,7 @@ def pod(name, revision=REV, ready=True, uid=None, deleting=False):
 def steady(workers=2, nodeset="cpu", extra_pods=()):
     sets = {"demo-controller": sts("demo-controller", 1), "demo-login": sts("demo-login", 1),
             "demo-%s" % nodeset: sts("demo-%s" % nodeset, workers)}
-    pods = {"demo-controller-0": {}, "demo-login-0": {}}
+    pods = {"demo-controller-0": {}, "demo-login-0": pod("demo-login-0")}
     pods.update(("demo-%s-%d" % (nodeset, i), pod("demo-%s-%d" % (nodeset, i))) for i in range(workers))
     pods.update((p, pod(p)) for p in extra_pods)
     return {"statefulsets": sets, "pods": pods}
@@ -408,3 +408,82 @@ def test_a_pass_that_applies_a_new_template_says_a_rolling_update_follows():
     obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
     p = converge.plan(cluster(), [nodeset(2, drainTimeout="1h", updateStrategy={"maxUnavailable": 2})], obs, NOW)
     assert p.ready
+
+
+# --- login pods: OnDelete, replaced once nobody is logged in or after the grace period ---------------------------
+def login_rolled(replicas=1, revisions=None, since=NOW - 60, ready=None):
+    """Observed state after a login template change: the login StatefulSet's update revision is NEW."""
+    obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
+    login = sts("demo-login", replicas, revision=NEW)
+    login["metadata"]["annotations"][names.ANNOTATION_TEMPLATE_SINCE] = converge.time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", converge.time.gmtime(since))
+    obs["statefulsets"]["demo-login"] = login
+    for i in range(replicas):
+        obs["pods"]["demo-login-%d" % i] = pod("demo-login-%d" % i, (revisions or {}).get(i, REV),
+                                               ready=(ready or {}).get(i, True))
+    return obs
+
+
+def login_cluster(replicas=1, grace="10m"):
+    return cluster(login={"replicas": replicas, "updateGracePeriod": grace})
+
+
+def test_login_pods_are_ondelete_and_carry_when_their_template_changed():
+    p = converge.plan(cluster(), [nodeset(2)], steady(), NOW)
+    login = next(m for m in p.manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-login")
+    assert login["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    # No live StatefulSet, or another template: the change starts now; the same template: the live stamp stays.
+    assert login["metadata"]["annotations"][names.ANNOTATION_TEMPLATE_SINCE] == "2023-11-14T22:13:20Z"
+    obs = login_rolled(since=NOW - 3600)
+    p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
+    login = next(m for m in p.manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-login")
+    assert login["metadata"]["annotations"][names.ANNOTATION_TEMPLATE_SINCE] == "2023-11-14T21:13:20Z"
+
+
+def test_an_outdated_login_pod_without_sessions_is_replaced_at_once():
+    obs = dict(login_rolled(), login_sessions={"demo-login-0": 0})
+    p = converge.plan(login_cluster(), [nodeset(2)], obs, NOW)
+    assert p.delete_pods == [("demo-login-0", "uid-demo-login-0")]
+    assert not p.ready
+
+
+@pytest.mark.parametrize("sessions", [2, None])
+def test_an_outdated_login_pod_with_sessions_waits_for_them_or_the_grace_period(sessions):
+    obs = dict(login_rolled(since=NOW - 60), login_sessions={"demo-login-0": sessions})
+    p = converge.plan(login_cluster(grace="10m"), [nodeset(2)], obs, NOW)
+    # Users' sessions hold nothing back: the cluster serves (Ready, nothing pending for site.yml to wait for);
+    # the replacement is deferred and looked at again.
+    assert p.delete_pods == [] and p.ready and p.pending == []
+    shown = "2 open session(s)" if sessions else "sessions not known yet"
+    waiting = "login: demo-login-0 has %s; replaced when they end or at 2023-11-14T22:22:20Z" % shown
+    assert p.deferred == [waiting] and waiting in p.message and p.requeue_after == converge.REQUEUE_DRAINING
+    assert p.login_outdated == 1
+    # The grace period is over: the pod goes, sessions or not.
+    obs = dict(login_rolled(since=NOW - 600), login_sessions={"demo-login-0": sessions})
+    p = converge.plan(login_cluster(grace="10m"), [nodeset(2)], obs, NOW)
+    assert p.delete_pods == [("demo-login-0", "uid-demo-login-0")]
+
+
+def test_login_pods_are_replaced_one_at_a_time_highest_ordinal_first():
+    obs = dict(login_rolled(replicas=2), login_sessions={"demo-login-0": 0, "demo-login-1": 0})
+    p = converge.plan(login_cluster(replicas=2), [nodeset(2)], obs, NOW)
+    assert p.delete_pods == [("demo-login-1", "uid-demo-login-1")]
+    # Its replacement is not ready yet: the next one waits.
+    obs = dict(login_rolled(replicas=2, revisions={1: NEW}, ready={1: False}),
+               login_sessions={"demo-login-0": 0})
+    p = converge.plan(login_cluster(replicas=2), [nodeset(2)], obs, NOW)
+    assert p.delete_pods == []
+    assert any("waiting for a replaced pod to be ready" in w for w in p.pending)
+
+
+def test_a_login_template_change_waits_for_the_statefulsets_new_revision_and_leaves_workers_alone():
+    obs = dict(login_rolled(), login_sessions={"demo-login-0": 0})
+    obs["statefulsets"]["demo-login"]["metadata"]["annotations"][names.ANNOTATION_TEMPLATE_HASH] = "0" * 16
+    p = converge.plan(login_cluster(), [nodeset(2)], obs, NOW)
+    assert p.delete_pods == [] and p.drain == {}
+    assert any("login: new pod template; its rolling update follows" in w for w in p.pending)
+    # Up to date: nothing to do for the login pods.
+    p = converge.plan(cluster(), [nodeset(2)], dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"))),
+                      NOW)
+    assert p.delete_pods == [] and not any(w.startswith("login") for w in p.pending)
+    assert p.login_outdated == 0 and p.deferred == []

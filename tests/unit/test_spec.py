@@ -41,7 +41,7 @@ def test_cluster_defaults():
     assert s["clusterName"] == "demo"
     assert s["images"]["controller"] == "soperator/slurm-controller:0.1.0"
     assert s["images"]["pullPolicy"] == "IfNotPresent"
-    assert s["login"] == {"replicas": 1, "service": {"type": "ClusterIP", "port": 22}}
+    assert s["login"] == {"replicas": 1, "service": {"type": "ClusterIP", "port": 22}, "updateGracePeriod": "30m"}
     assert s["controller"]["spool"] == {"size": "10Gi"}
     assert s["partitions"] == [{"name": "main", "default": True, "maxTime": "UNLIMITED", "state": "UP",
                                 "hidden": False}]

@@ -77,3 +77,14 @@ def test_label_selector_and_conditions_helpers():
     conditions = st.set_condition([], "X", "True", "R", "m", 1, "T")
     assert st.get_condition(conditions, "X")["reason"] == "R" and st.get_condition(conditions, "Y") is None
     assert st.remove_condition(conditions, "X") == []
+
+
+def test_login_pods_on_an_older_template_show_as_a_condition_only_once_known():
+    cluster = with_generation(make_cluster(), 2)
+    assert "LoginUpToDate" not in conds(st.cluster_status({}, cluster, plan_for(), "T"))  # no live StatefulSet yet
+    p = plan_for()
+    p.login_outdated = 1
+    c = conds(st.cluster_status({}, cluster, p, "T"))["LoginUpToDate"]
+    assert (c["status"], c["reason"]) == ("False", "RollingUpdate") and "1 login pod(s)" in c["message"]
+    p.login_outdated = 0
+    assert conds(st.cluster_status({}, cluster, p, "T"))["LoginUpToDate"]["status"] == "True"

@@ -298,3 +298,21 @@ def test_check_manifests():
         '(slurm.soperator.dev/create-only: "true")',
         "manifests[5]: unknown slurm.soperator.dev/generate 'tls' (known: munge-key, ssh-host-keys)",
     ]
+
+
+def test_a_switch_away_from_rolling_update_clears_the_defaulted_parameters_first():
+    live = {"kind": "StatefulSet", "spec": {"updateStrategy": {"type": "RollingUpdate",
+                                                                "rollingUpdate": {"partition": 0}}}}
+    desired = {"kind": "StatefulSet", "spec": {"updateStrategy": {"type": "OnDelete"}}}
+    assert objects.strategy_switch_patch(desired, live) == {
+        "spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": None}}}
+    deployment = {"kind": "Deployment", "spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {}}}}
+    assert objects.strategy_switch_patch({"kind": "Deployment", "spec": {"strategy": {"type": "Recreate"}}},
+                                         deployment) == {"spec": {"strategy": {"type": "Recreate",
+                                                                               "rollingUpdate": None}}}
+    # Nothing to clear: already switched, staying RollingUpdate, a new object, another kind.
+    switched = {"kind": "StatefulSet", "spec": {"updateStrategy": {"type": "OnDelete"}}}
+    assert objects.strategy_switch_patch(desired, switched) is None
+    assert objects.strategy_switch_patch(live, live) is None
+    assert objects.strategy_switch_patch(desired, None) is None
+    assert objects.strategy_switch_patch({"kind": "ConfigMap"}, {"kind": "ConfigMap"}) is None
