@@ -335,6 +335,10 @@ def _prepare(run, manifests):
     return out
 
 
+# In ``prune_namespaces``: every namespace (one cluster-wide list per kind).
+ALL_NAMESPACES = "*"
+
+
 def apply_manifests(client, manifests, field_manager, prune_selector=None, prune_kinds=None,
                     prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
                     force_conflicts=False, diff=False, on_secret=None, keep=()):
@@ -376,6 +380,8 @@ def apply_manifests(client, manifests, field_manager, prune_selector=None, prune
             kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired if o["kind"] not in protect))
         namespaces = prune_namespaces or sorted(set(o["metadata"]["namespace"] for o in desired
                                                     if o["metadata"].get("namespace")))
+        if ALL_NAMESPACES in namespaces:
+            namespaces = [None]  # one list across every namespace
         for api_version, kind in kinds:
             resource = run.resource(api_version, kind, required=False)
             if resource is None:
