@@ -55,6 +55,18 @@ def test_the_operator_role_renders_these_rules(root):
         assert "soperator.slurm.operator_rbac_rules" in yaml.safe_load(handle)["_operator_rules"]
 
 
+def test_molecule_verifies_every_owned_kind_through_the_filter(root):
+    """molecule's verify reads the cluster's objects by the collection's table, not by a list of its own."""
+    from ansible_collections.soperator.slurm.plugins.filter.kinds import owned_kinds
+
+    assert [k["kind"] for k in owned_kinds(True)] == [k.kind for k in kinds.OWNED] + ["Pod"]
+    assert owned_kinds(False) == [{"api_version": kinds.api_version(k), "kind": k.kind} for k in kinds.OWNED]
+    with open(os.path.join(root, "molecule", "default", "verify.yml")) as handle:
+        verify = handle.read()
+    assert "soperator.slurm.owned_kinds" in verify
+    assert not any("|%s" % k.kind in verify for k in kinds.OWNED + (kinds.POD,))
+
+
 @pytest.mark.parametrize("status,reason", [(0, errors.UNAVAILABLE), (403, errors.FORBIDDEN), (404, errors.NOT_FOUND),
                                            (409, errors.CONFLICT), (422, errors.INVALID_SPEC),
                                            (400, errors.INVALID_SPEC), (429, errors.UNAVAILABLE),
