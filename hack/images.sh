@@ -340,9 +340,12 @@ main() {
   [[ $1 == env ]] && { echo "export DOCKER_HOST=$DOCKER_HOST"; exit 0; }
   [[ $(id -u) == 0 ]] || die "must run as root (dockerd, debootstrap)"
   mkdir -p "$CACHE_ROOT"
-  # One user of the engine's lifecycle at a time (builds, tests).
-  exec 9>"$CACHE_ROOT/.images.lock"
-  flock 9
+  # One user of the engine's lifecycle at a time (builds, tests). A caller that holds the lock for longer (the
+  # operator image build) says so, and its nested calls go on under its lock.
+  if [[ ${SOPERATOR_IMAGES_LOCK_HELD:-} != 1 ]]; then
+    exec 9>"$CACHE_ROOT/.images.lock"
+    flock 9
+  fi
   local was_up=0 stop_at_end=0 cmd
   engine_up && was_up=1
   for cmd in "$@"; do
@@ -353,10 +356,10 @@ main() {
       stop | clean) engine_stop ;;
       shell)
         engine_start
-        flock -u 9
+        flock -u 9 2>/dev/null || true
         log "DOCKER_HOST=$DOCKER_HOST; the engine stops when this shell exits"
         "${SHELL:-/bin/bash}" || true
-        flock 9
+        [[ ${SOPERATOR_IMAGES_LOCK_HELD:-} == 1 ]] || flock 9
         engine_stop ;;
       *) die "unknown command $cmd (see $0 --help)" ;;
     esac
