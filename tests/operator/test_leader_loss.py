@@ -82,7 +82,7 @@ def alive(procs):
 
 
 def leading_with_a_run_in_flight(operators, cluster, identity, kubeconfig=None):
-    op = operators(identity, kubeconfig=kubeconfig)
+    op = operators(identity, **({"kubeconfig": kubeconfig} if kubeconfig else {}))
     wait_for(lambda: cluster.lease_holder() == identity, 60, what="%s leading" % identity)
     for doc in cluster.example():
         cluster.create(doc)
