@@ -4,7 +4,8 @@
 """Accounting: slurmdbd's StatefulSet and Service, its configuration, and the database it stores into: an
 in-cluster MariaDB StatefulSet (Debian's MariaDB, our image), a mariadb-operator ``MariaDB``, or none (external).
 
-Both daemons run as their own unprivileged users (``runAsUser``) with no capability at all. The database password
+MariaDB runs as its own unprivileged user (``runAsUser``); slurmdbd as root, because slurmctld accepts slurmdbd's
+connection only from its SlurmUser (root), but with no capability at all either. The database password
 never reaches a ConfigMap: slurmdbd's entrypoint appends it from the Secret when it writes slurmdbd.conf into a
 memory volume, and MariaDB's entrypoint puts it into an init file there.
 """
@@ -64,8 +65,7 @@ def slurmdbd(c, slurmdbd_config):
     secret_name, secret_key = database_password_ref(c)
     volumes = [
         {"name": "slurmdbd-config", "configMap": {"name": names.slurmdbd_config_name(c.name)}},
-        # Only the one key, readable by slurm through the pod's fsGroup.
-        {"name": "db-password", "secret": {"secretName": secret_name, "defaultMode": 0o440,
+        {"name": "db-password", "secret": {"secretName": secret_name, "defaultMode": 0o400,
                                            "items": [{"key": secret_key, "path": "password"}]}},
         # The real slurmdbd.conf (with the password) lives in memory only.
         {"name": "slurmdbd-run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
@@ -98,15 +98,15 @@ def slurmdbd(c, slurmdbd_config):
         "volumeMounts": mounts,
         # The entrypoint's last words (why the database refused) become the container's termination message.
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": non_root(names.SLURM_UID),
+        # root (slurmctld's SlurmUser: it refuses slurmdbd's REQUEST_PERSIST_INIT from any other uid, measured)
+        # with every capability dropped: it reads root's own files and listens on an unprivileged port.
+        "securityContext": security([], RUNTIME_DEFAULT),
     }
     resources = container_resources(spec["slurmdbd"].get("resources"))
     if resources:
         container["resources"] = resources
     pod = c.pod_spec(spec["slurmdbd"].get("placement"), [container], volumes,
                      init_containers=[c.munge_sidecar(image)], grace=30)
-    # The Secret volumes become readable by slurm (group) without any capability.
-    pod["securityContext"]["fsGroup"] = names.SLURM_UID
     name = names.accounting_name(c.name)
     return statefulset(c, name, names.COMPONENT_ACCOUNTING, 1, name, pod,
                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurmdbd_config)})

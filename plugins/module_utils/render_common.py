@@ -127,8 +127,8 @@ class ClusterContext(object):
         return volumes, mounts
 
     def jwt_volume(self):
-        """The JWT key, readable by root (slurmctld) and by the pod's fsGroup (slurmdbd runs as slurm)."""
-        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": 0o440,
+        """The JWT key, for slurmctld and slurmdbd (both root)."""
+        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": 0o400,
                                               "items": [{"key": names.JWT_KEY_FILE, "path": names.JWT_KEY_FILE}]}}
 
     def generated_secret(self, name, generator, component=names.COMPONENT_SECRET):

@@ -4,9 +4,9 @@
 """slurmrestd, Slurm's REST API: its StatefulSet and Service, and the JWT key Secret.
 
 Tokens only (``rest_auth/jwt``): every request carries a user's token, which slurmrestd hands to slurmctld (and
-slurmdbd) as that user's credential; no request is ever served as slurmrestd's own user. slurmrestd itself needs
-neither the munge key nor the JWT key (only slurmctld and slurmdbd verify tokens), and it runs as its own
-unprivileged user, which Slurm requires (it refuses root and SlurmUser).
+slurmdbd) as that user's credential; a request without one is refused (401). slurmrestd itself needs neither the
+munge key nor the JWT key (only slurmctld and slurmdbd verify tokens), and it runs as its own unprivileged user,
+which Slurm requires (it refuses root and SlurmUser).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -41,7 +41,10 @@ def slurmrestd(c, slurm_config):
         "imagePullPolicy": c.pull_policy,
         "args": ["/usr/sbin/slurmrestd", "-a", "rest_auth/jwt", "-s", ",".join(plugins),
                  "0.0.0.0:%d" % names.SLURMRESTD_PORT],
-        "env": [{"name": "SLURM_CONF", "value": names.SLURM_CONFIG_DIR + "/slurm.conf"}],
+        # SLURM_JWT=daemon: slurmrestd's own traffic uses auth/jwt too, so it needs no munge key at all (measured:
+        # without it, slurmrestd dies at start when no munge socket is there).
+        "env": [{"name": "SLURM_CONF", "value": names.SLURM_CONFIG_DIR + "/slurm.conf"},
+                {"name": "SLURM_JWT", "value": "daemon"}],
         "ports": [{"name": "http", "containerPort": names.SLURMRESTD_PORT, "protocol": "TCP"}],
         "readinessProbe": tcp_probe("http"),
         "volumeMounts": [{"name": "slurm-config", "mountPath": names.SLURM_CONFIG_DIR, "readOnly": True}],

@@ -205,7 +205,8 @@ def render_slurmdbd_conf(cluster):
              "AuthType=auth/munge",
              "DbdHost=%s-0" % names.accounting_name(md["name"]),
              "DbdPort=%d" % names.SLURMDBD_PORT,
-             "SlurmUser=slurm",
+             # slurmctld accepts slurmdbd's connection only from its own SlurmUser, which is root.
+             "SlurmUser=root",
              "PidFile=%s/slurmdbd.pid" % names.SLURMDBD_RUN_DIR,
              "StorageType=accounting_storage/mysql",
              conf_line("StorageHost", host, base + ".host"),
