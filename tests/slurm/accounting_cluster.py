@@ -145,6 +145,22 @@ done
             raise AssertionError("slurmrestd exited %s:\n%s" % (proc.returncode, self.log_tail("slurmrestd.log")))
         return proc
 
+    # ---- the exporter -------------------------------------------------------------------------
+    def start_exporter(self, binary: str, args: list[str], port: int, timeout: float = 30) -> subprocess.Popen:
+        """Our exporter as its pod runs it (``args`` are the rendered container's): as nobody, a Slurm client with
+        munge and slurm.conf, on this host's ``port``."""
+        shutil.copy2(binary, self.root / names.EXPORTER_BINARY.lstrip("/"))
+        args = [a if not a.startswith("--web.listen-address=") else "--web.listen-address=127.0.0.1:%d" % port
+                for a in args]
+        command = " ".join(["exec", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] + args
+                           + [">/var/log/slurm/exporter.log", "2>&1"])
+        proc = subprocess.Popen(self.command_prefix() + ["sh", "-c", command], stdin=subprocess.DEVNULL)
+        wait_for(lambda: self.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"], timeout=5).returncode == 0
+                 or proc.poll() is not None, timeout, "the exporter to listen")
+        if proc.poll() is not None:
+            raise AssertionError("the exporter exited %s:\n%s" % (proc.returncode, self.log_tail("exporter.log")))
+        return proc
+
     def log_tail(self, name: str, lines: int = 30) -> str:
         return "\n".join(self.log(name).splitlines()[-lines:])
 

@@ -11,7 +11,6 @@ without one. Every command is bounded (``timeout``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import urllib.error
 import urllib.request
@@ -19,33 +18,13 @@ import urllib.request
 import pytest
 from accounting_cluster import ACCOUNTS, CLUSTER, AccountingCluster, accounting_spec
 from dynamic_cluster import node_name
-from slurm_cluster import USER, running, wait_for
+from slurm_cluster import USER, wait_for
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge, names
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
 from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import slurmrestd
 
 API = "v0.0.42"  # the newest REST API version Slurm 24.11 serves
-
-
-@pytest.fixture(scope="module")
-def acct():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
-    with running(AccountingCluster()) as c:
-        c.start_node(0)
-        c.start_node(1)
-        yield c
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    c = item.funcargs.get("acct") if hasattr(item, "funcargs") else None
-    if rep.when == "call" and rep.failed and isinstance(c, AccountingCluster):
-        for name in ("mariadb.log", "slurmdbd.log", "slurmctld.log", "slurmrestd.log"):
-            rep.sections.append((name, c.log_tail(name, 40)))
 
 
 def sbatch(c: AccountingCluster, *args: str, user: str | None = None) -> str:
