@@ -29,10 +29,12 @@ MARIADB_OPERATOR_API_VERSION = "k8s.mariadb.com/v1alpha1"
 MARIADB_SETTINGS = "[mariadb]\ninnodb_lock_wait_timeout=900\ninnodb_log_file_size=64M\nmax_allowed_packet=64M\n"
 
 
-def non_root(uid):
+def non_root(uid, read_only=False):
     """A container that runs as ``uid`` from its first instruction: nothing to drop to, no capability."""
     context = security([], RUNTIME_DEFAULT)
     context.update(runAsUser=uid, runAsGroup=uid, runAsNonRoot=True)
+    if read_only:
+        context["readOnlyRootFilesystem"] = True
     return context
 
 
@@ -99,8 +101,9 @@ def slurmdbd(c, slurmdbd_config):
         # The entrypoint's last words (why the database refused) become the container's termination message.
         "terminationMessagePolicy": "FallbackToLogsOnError",
         # root (slurmctld's SlurmUser: it refuses slurmdbd's REQUEST_PERSIST_INIT from any other uid, measured)
-        # with every capability dropped: it reads root's own files and listens on an unprivileged port.
-        "securityContext": security([], RUNTIME_DEFAULT),
+        # with every capability dropped: it reads root's own files, listens on an unprivileged port and writes
+        # only its memory volume.
+        "securityContext": dict(security([], RUNTIME_DEFAULT), readOnlyRootFilesystem=True),
     }
     resources = container_resources(spec["slurmdbd"].get("resources"))
     if resources:

@@ -53,7 +53,7 @@ def exporter(c, slurm_config):
                            "failureThreshold": 3},
         "volumeMounts": [{"name": "slurm-config", "mountPath": names.SLURM_CONFIG_DIR, "readOnly": True},
                          {"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR}],
-        "securityContext": non_root(names.EXPORTER_UID),
+        "securityContext": non_root(names.EXPORTER_UID, read_only=True),
     }
     resources = container_resources(spec.get("resources"))
     if resources:

@@ -48,7 +48,7 @@ def slurmrestd(c, slurm_config):
         "ports": [{"name": "http", "containerPort": names.SLURMRESTD_PORT, "protocol": "TCP"}],
         "readinessProbe": tcp_probe("http"),
         "volumeMounts": [{"name": "slurm-config", "mountPath": names.SLURM_CONFIG_DIR, "readOnly": True}],
-        "securityContext": non_root(names.SLURMRESTD_UID),
+        "securityContext": non_root(names.SLURMRESTD_UID, read_only=True),
     }
     resources = container_resources(spec.get("resources"))
     if resources:
