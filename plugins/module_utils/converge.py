@@ -628,10 +628,10 @@ def _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed_e
         live = statefulsets.get(_name(obj))
         ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
         if live is None or ready < want or _replicas(live) != want:
-            why = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, _name(obj)) is not None]
-            why = [w for w in why if w]
+            failing = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, _name(obj)) is not None]
+            failing = [w for w in failing if w]
             problems.append("%s: %d/%d pods ready%s" % (_name(obj), ready if live else 0, want,
-                                                        " (%s)" % "; ".join(why) if why else ""))
+                                                        " (%s)" % "; ".join(failing) if failing else ""))
     if slurm is None:
         why = observed_error or ""
         problems.append("slurmctld does not answer" + (": " + why if why else ""))

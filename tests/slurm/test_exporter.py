@@ -8,10 +8,9 @@ tests of the parsers read those recordings.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -23,7 +22,16 @@ from slurm_cluster import REPO, free_ports, wait_for
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
 from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import exporter_args
 
-DASHBOARD = REPO / "dashboards" / "soperator-slurm.json"
+sys.path.insert(0, str(REPO / "tests"))
+from metrics_check import (  # noqa: E402  (tests/metrics_check.py, shared with the end-to-end test)
+    DASHBOARD,
+    dashboard,
+    dashboard_metric_names,
+    operator_sample_names,
+    parse_exposition,
+    value,
+)
+
 TESTDATA = REPO / "exporter" / "testdata"
 RECORD = os.environ.get("SOPERATOR_RECORD_FIXTURES") == "1"
 HEALTH_REASON = "soperator: health: gpu: xid 79 on GPU 0"
@@ -36,24 +44,6 @@ COMMANDS = {
     "sshare": ["sshare", "-a", "-n", "-P", "-o", "Account,User,RawShares,NormShares,RawUsage,NormUsage,FairShare"],
     "sdiag": ["sdiag"],
 }
-
-
-def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Prometheus text format -> {sample name: [(labels, value)]}."""
-    samples: dict[str, list] = {}
-    pattern = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        found = pattern.match(line)
-        assert found, line
-        labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', found.group(3) or ""))
-        samples.setdefault(found.group(1), []).append((labels, float(found.group(4))))
-    return samples
-
-
-def value(samples, name: str, **labels) -> float:
-    return sum(v for lab, v in samples.get(name, []) if all(lab.get(k) == w for k, w in labels.items()))
 
 
 @pytest.fixture(scope="module")
@@ -133,34 +123,6 @@ def test_drain_reasons_and_fairshare_and_scheduler(scrape):
     assert STATEFULSET in node_name(0)
 
 
-def dashboard_metric_names() -> set[str]:
-    """Every metric name in the dashboard's PromQL expressions and template variables."""
-    board = json.loads(DASHBOARD.read_text())
-    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
-    exprs += [v.get("query", {}).get("query", "") if isinstance(v.get("query"), dict) else v.get("query", "")
-              for v in board.get("templating", {}).get("list", [])]
-    names = set()
-    for expr in exprs:
-        names.update(re.findall(r"\b((?:slurm|soperator)_[a-z0-9_]+)\b", expr))
-    return names
-
-
-def operator_sample_names() -> set[str]:
-    """The sample names the operator's /metrics serves (operator/soperator_operator/metrics.py)."""
-    import sys
-    sys.path.insert(0, str(REPO / "operator"))
-    from soperator_operator.metrics import OperatorMetrics
-
-    names = set()
-    for line in OperatorMetrics().registry.exposition().splitlines():
-        kind = re.match(r"^# TYPE (\S+) (\S+)$", line)
-        if kind:
-            base, typ = kind.groups()
-            names.update({"counter": [base + "_total"], "gauge": [base],
-                          "histogram": [base + "_bucket", base + "_sum", base + "_count"]}[typ])
-    return names
-
-
 def test_the_dashboard_queries_only_metrics_that_are_served(scrape):
     samples, _text = scrape
     used = dashboard_metric_names()
@@ -171,6 +133,6 @@ def test_the_dashboard_queries_only_metrics_that_are_served(scrape):
     for name in ("slurm_nodes_idle", "slurm_nodes_drain", "slurm_jobs_pending", "slurm_queue_wait_seconds_max",
                  "slurm_partition_cpus_allocated", "slurm_node_drain_reason_info", "soperator_operator_runs_total"):
         assert name in used, name
-    board = json.loads(DASHBOARD.read_text())
+    board = dashboard()
     assert any("soperator: health" in t["expr"] for p in board["panels"] for t in p.get("targets", []))
     assert Path(DASHBOARD).stat().st_size < 200_000
