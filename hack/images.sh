@@ -3,7 +3,8 @@
 #
 # Usage: hack/images.sh COMMAND...     (several commands run in order with one engine start)
 #   build    debootstrap (cached) a Debian trixie minbase rootfs, import it, build every image whose inputs
-#            changed, in dependency order: slurm-base -> controller, worker, login, jail; populate-jail
+#            changed, in dependency order: slurm-base -> controller, worker, login, jail, slurmdbd, slurmrestd,
+#            slurm-exporter; populate-jail, mariadb
 #   save     write each image as a docker-archive to ~/.cache/soperator/images/<name>-<version>.tar
 #            (`ctr images import` loads them into containerd; `docker load` into Docker)
 #   start    start the engine and leave it running (prints the DOCKER_HOST to use)
@@ -60,6 +61,10 @@ IMAGES=(
   "slurm-login images/login slurm-base"
   "jail images/jail slurm-base"
   "populate-jail images/populate-jail -"
+  "slurmdbd images/slurmdbd slurm-base"
+  "slurmrestd images/slurmrestd slurm-base"
+  "slurm-exporter images/slurm-exporter slurm-base"
+  "mariadb images/mariadb -"
 )
 
 log() { printf 'images: %s\n' "$*" >&2; }
@@ -248,6 +253,14 @@ make_context() {
     mkdir -p "$ctx/apt"
     if [[ -n ${SLURM_APT_KEY:-} ]]; then cp "$SLURM_APT_KEY" "$ctx/apt/slurm.asc"; fi
   fi
+  if [[ $name == mariadb ]]; then
+    mkdir -p "$ctx/lib"
+    cp -a "$ROOT/images/lib/soperator-entrypoint" "$ctx/lib/"
+  fi
+  if [[ $name == slurm-exporter ]]; then
+    # The static binary of exporter/, built (cached) from its sources: its bytes are part of the inputs hash.
+    cp "$("$ROOT/hack/build-binaries.sh" slurm-exporter)" "$ctx/slurm-exporter"
+  fi
 }
 
 # Inputs hash: the context's files (names, modes, contents), the build args and the parent's hash.
@@ -334,8 +347,8 @@ cmd_list() {
 }
 
 main() {
-  (($#)) || { sed -n '2,26p' "$0"; exit 2; }
-  [[ $1 == -h || $1 == --help ]] && { sed -n '2,26p' "$0"; exit 0; }
+  (($#)) || { sed -n '2,28p' "$0"; exit 2; }
+  [[ $1 == -h || $1 == --help ]] && { sed -n '2,28p' "$0"; exit 0; }
   [[ $1 == list ]] && { cmd_list; exit 0; }
   [[ $1 == env ]] && { echo "export DOCKER_HOST=$DOCKER_HOST"; exit 0; }
   [[ $(id -u) == 0 ]] || die "must run as root (dockerd, debootstrap)"

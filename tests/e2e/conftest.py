@@ -21,7 +21,8 @@ from polling import wait_until  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
 NAMESPACE = "e2e-site"
-IMAGES = ("slurm-controller", "slurm-worker", "slurm-login", "jail", "populate-jail")
+IMAGES = ("slurm-controller", "slurm-worker", "slurm-login", "jail", "populate-jail", "slurmdbd", "slurmrestd",
+          "slurm-exporter", "mariadb")
 TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 
 

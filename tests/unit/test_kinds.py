@@ -18,13 +18,17 @@ def test_the_renderer_produces_no_kind_missing_from_the_table(example):
     for obj in render_cluster(cluster, nodesets):
         kind = kinds.by_name(obj["kind"])
         assert kinds.api_version(kind) == obj["apiVersion"], obj["kind"]
-        assert kind.data == (obj["kind"] in ("Secret", "PersistentVolumeClaim"))
+        assert kind.data == (obj["kind"] in ("Secret", "PersistentVolumeClaim", "MariaDB"))
 
 
 def test_prune_kinds_are_the_applied_ones_and_data_is_never_pruned():
     assert kinds.prune_kinds() == ["apps/v1/StatefulSet", "v1/Service", "v1/ConfigMap",
-                                   "policy/v1/PodDisruptionBudget", "batch/v1/Job"]
-    assert {k.kind for k in kinds.data()} == {"Secret", "PersistentVolumeClaim"}
+                                   "policy/v1/PodDisruptionBudget", "batch/v1/Job",
+                                   "monitoring.coreos.com/v1/ServiceMonitor"]
+    assert {k.kind for k in kinds.data()} == {"Secret", "PersistentVolumeClaim", "MariaDB"}
+    # The operator caches (watches) only the kinds every cluster serves.
+    assert "ServiceMonitor" not in {k.kind for k in kinds.applied()}
+    assert kinds.optional_names() == ("ServiceMonitor", "MariaDB")
     with pytest.raises(KeyError):
         kinds.by_name("Deployment")
 
@@ -38,7 +42,10 @@ def test_operator_rules_grant_exactly_the_table():
                 by_resource[(group, resource)] = set(rule["verbs"])
     for kind in kinds.applied():
         assert by_resource[(kind.group, kind.plural)] == {"get", "list", "watch", "create", "patch", "delete"}
+    # Not cached by the operator: no watch.
+    assert by_resource[("monitoring.coreos.com", "servicemonitors")] == {"get", "list", "create", "patch", "delete"}
     assert by_resource[("", "secrets")] == by_resource[("", "persistentvolumeclaims")] == {"get", "create"}
+    assert by_resource[("k8s.mariadb.com", "mariadbs")] == {"get", "create"}
     assert by_resource[("", "pods/exec")] == {"get", "create"}
     assert by_resource[(names.GROUP, names.CLUSTER_PLURAL)] == {"get", "list", "watch", "patch"}
     assert not any("*" in verbs for verbs in by_resource.values())
