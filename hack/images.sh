@@ -13,6 +13,7 @@
 #   shell    start the engine, open $SHELL with DOCKER_HOST set, stop the engine when the shell exits
 #   env      print `export DOCKER_HOST=...` for the engine
 #   list     the images this script builds, one `name tag` per line
+#   archives the archive paths `save` writes (the images pods run), one per line: what a node imports
 # `build` and `save` stop the engine at the end unless it was already running (or SOPERATOR_KEEP_ENGINE=1).
 #
 # Environment:
@@ -338,6 +339,16 @@ cmd_save() {
   done
 }
 
+# The archives `save` writes (every image a pod runs), one path per line: what gets imported into a node.
+cmd_archives() {
+  local entry n
+  for entry in "${IMAGES[@]}"; do
+    read -r n _ <<<"$entry"
+    [[ $n == slurm-base ]] && continue
+    echo "$CACHE_ROOT/images/$n-$VERSION.tar"
+  done
+}
+
 cmd_list() {
   local entry n
   for entry in "${IMAGES[@]}"; do
@@ -347,9 +358,10 @@ cmd_list() {
 }
 
 main() {
-  (($#)) || { sed -n '2,28p' "$0"; exit 2; }
-  [[ $1 == -h || $1 == --help ]] && { sed -n '2,28p' "$0"; exit 0; }
+  (($#)) || { sed -n '2,29p' "$0"; exit 2; }
+  [[ $1 == -h || $1 == --help ]] && { sed -n '2,29p' "$0"; exit 0; }
   [[ $1 == list ]] && { cmd_list; exit 0; }
+  [[ $1 == archives ]] && { cmd_archives; exit 0; }
   [[ $1 == env ]] && { echo "export DOCKER_HOST=$DOCKER_HOST"; exit 0; }
   [[ $(id -u) == 0 ]] || die "must run as root (dockerd, debootstrap)"
   mkdir -p "$CACHE_ROOT"

@@ -66,8 +66,8 @@ stage "images: built (cached), imported into the real node"
 hack/images.sh build save
 if [ -n "$real_dir" ]; then
   export SOPERATOR_E2E_DIR=$real_dir
-  SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py import-image \
-    "$HOME"/.cache/soperator/images/{slurm-controller,slurm-worker,slurm-login,jail,populate-jail,slurmdbd,slurmrestd,slurm-exporter,mariadb}-0.1.0.tar
+  mapfile -t archives < <(hack/images.sh archives)
+  SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py import-image "${archives[@]}"
 fi
 
 stage "integration tests against the real kube-apiserver"
