@@ -263,9 +263,11 @@ def _accounting_schema():
         "resources": resources_schema("InCluster: resources of MariaDB."),
         "placement": placement_schema("InCluster: where MariaDB runs."),
     }, default={}, **{"x-kubernetes-validations": [
-        _rule("self.type != 'External' || (has(self.host) && has(self.passwordSecretRef))",
+        # has(self.type) first: the API server checks the rules on the default ({}) too, without nested defaults.
+        _rule("!has(self.type) || self.type != 'External' || (has(self.host) && has(self.passwordSecretRef))",
               ACCOUNTING_RULES["external"]),
-        _rule("self.type == 'External' || (!has(self.host) && !has(self.passwordSecretRef) && !has(self.tls))",
+        _rule("(has(self.type) && self.type == 'External') || "
+              "(!has(self.host) && !has(self.passwordSecretRef) && !has(self.tls))",
               ACCOUNTING_RULES["external_only"]),
     ]})
     slurmdbd = _o("slurmdbd, the accounting daemon (one pod).", {
