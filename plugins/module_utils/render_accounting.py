@@ -71,11 +71,14 @@ def slurmdbd(c, slurmdbd_config):
                                            "items": [{"key": secret_key, "path": "password"}]}},
         # The real slurmdbd.conf (with the password) lives in memory only.
         {"name": "slurmdbd-run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        # slurmdbd refuses to start unless its ArchiveDir (default /tmp) is writable, archiving or not (measured).
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
     ] + c.munge_volumes()
     mounts = [
         {"name": "slurmdbd-config", "mountPath": names.SLURMDBD_CONFIG_MOUNT, "readOnly": True},
         {"name": "db-password", "mountPath": names.DB_PASSWORD_MOUNT, "readOnly": True},
         {"name": "slurmdbd-run", "mountPath": names.SLURMDBD_RUN_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
         {"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR},
     ]
     tls = database.get("tls")
