@@ -60,6 +60,12 @@ def accounting_service(c):
     }
 
 
+# slurmdbd, running as root (slurmctld's SlurmUser), always calls setgroups() to drop supplementary groups before
+# it serves (measured in the pod without it: "Failed to drop supplementary groups, setgroups: Operation not
+# permitted"). Its uid and gid already are SlurmUser's, so it needs nothing else.
+SLURMDBD_CAPABILITIES = ["SETGID"]
+
+
 def slurmdbd(c, slurmdbd_config):
     spec = c.spec["accounting"]
     database = spec["database"]
@@ -104,9 +110,9 @@ def slurmdbd(c, slurmdbd_config):
         # The entrypoint's last words (why the database refused) become the container's termination message.
         "terminationMessagePolicy": "FallbackToLogsOnError",
         # root (slurmctld's SlurmUser: it refuses slurmdbd's REQUEST_PERSIST_INIT from any other uid, measured)
-        # with every capability dropped: it reads root's own files, listens on an unprivileged port and writes
-        # only its memory volume.
-        "securityContext": dict(security([], RUNTIME_DEFAULT), readOnlyRootFilesystem=True),
+        # with every capability dropped but SETGID: it reads root's own files, listens on an unprivileged port and
+        # writes only its memory volume.
+        "securityContext": dict(security(SLURMDBD_CAPABILITIES, RUNTIME_DEFAULT), readOnlyRootFilesystem=True),
     }
     resources = container_resources(spec["slurmdbd"].get("resources"))
     if resources:

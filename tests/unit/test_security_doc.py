@@ -8,6 +8,7 @@ import yaml
 from ansible_collections.soperator.slurm.plugins.module_utils import (
     names,
     render,
+    render_accounting,
     render_common,
     render_controller,
     render_jail,
@@ -28,6 +29,7 @@ RENDER_LISTS = {
     "slurmd": render_worker.WORKER_CAPABILITIES,
     "sshd": render_login.LOGIN_CAPABILITIES,
     "populate": render_jail.POPULATE_CAPABILITIES,
+    "slurmdbd": render_accounting.SLURMDBD_CAPABILITIES,
 }
 
 
