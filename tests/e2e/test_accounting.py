@@ -125,7 +125,8 @@ def test_sshare_shows_fairshare_for_two_accounts(acct):
         assert res.returncode == 0, res.stderr
     shares = wait_until(lambda: (lambda out: ("physics" in out and "chemistry" in out) and out)(
         acct.slurm("sshare -a -n -P -o Account,User,RawShares,NormShares,FairShare").stdout), 60, "sshare")
-    rows = {tuple(line.split("|")[:2]): line.split("|") for line in shares.splitlines()}
+    # sshare indents an account's name by its depth in the tree (" physics"): the name is the stripped field.
+    rows = {tuple(f.strip() for f in line.split("|")[:2]): line.split("|") for line in shares.splitlines()}
     assert rows[("physics", "")][2] == "3" and rows[("chemistry", "")][2] == "1", shares
     assert float(rows[("physics", "")][3]) == pytest.approx(3 * float(rows[("chemistry", "")][3]), rel=1e-3)
     for account in ("physics", "chemistry"):
@@ -149,6 +150,8 @@ def test_the_rest_api_answers_with_a_token_and_refuses_without(acct):
     status, body = wait_until(lambda: (lambda r: r[0] == 200 and r)(_get(url, token)), 120, "slurmrestd ping",
                               acct.explain)
     assert json.loads(body)["pings"][0]["responding"] is True
+    # diag counts since slurmctld started (the previous test restarted it): a job of its own to count.
+    assert acct.jail("cd /root && timeout 150 sbatch --wait -o /dev/null --wrap true").returncode == 0
     status, body = _get(acct.service_url("acct-rest", 6820, "/slurm/%s/diag" % API), token)
     assert status == 200 and json.loads(body)["statistics"]["jobs_submitted"] >= 1
     status, body = _get(acct.service_url("acct-rest", 6820, "/slurmdb/%s/jobs" % API), token)
@@ -159,7 +162,9 @@ def test_the_rest_api_answers_with_a_token_and_refuses_without(acct):
 
 def test_the_exporter_reports_what_sinfo_and_squeue_report(acct):
     held = acct.jail("cd /root && sbatch --parsable --hold -o /dev/null --wrap true").stdout.strip()
-    running = acct.jail("cd /root && sbatch --parsable -o /dev/null --wrap \"sleep 300\"").stdout.strip()
+    running = acct.jail("cd /root && sbatch --parsable -w acct-cpu-0 -o /dev/null --wrap \"sleep 300\"").stdout.strip()
+    # A drained node (an admin's, with a reason): the drain-reason series exist only while one is drained.
+    assert acct.slurm("scontrol update nodename=acct-cpu-1 state=drain reason=e2e-exporter").returncode == 0
     try:
         wait_until(lambda: "RUNNING" in acct.slurm("squeue -h -j %s -o %%T" % running).stdout, 60, "a running job")
         url = acct.service_url("acct-exporter", 9341, "/metrics")
@@ -172,10 +177,13 @@ def test_the_exporter_reports_what_sinfo_and_squeue_report(acct):
         assert value(samples, "slurm_jobs_pending") == len(acct.slurm("squeue -h -t PD -o %i").stdout.split()) == 1
         assert all(v == 1 for _lab, v in samples["slurm_exporter_collector_success"]), samples[
             "slurm_exporter_collector_success"]
+        drains = [labels for labels, _v in samples.get("slurm_node_drain_reason_info", [])]
+        assert any(lab.get("node") == "acct-cpu-1" and lab.get("reason") == "e2e-exporter" for lab in drains), drains
         missing = dashboard_metric_names() - set(samples) - operator_sample_names()
         assert missing == set(), "the dashboard queries metrics nobody serves: %s" % missing
     finally:
         acct.slurm("scancel %s %s" % (held, running))
+        acct.slurm("scontrol update nodename=acct-cpu-1 state=resume")
 
 
 def test_a_wrong_database_password_shows_in_the_status_and_recovers(acct):
