@@ -18,8 +18,9 @@ set -euo pipefail
 
 SUITE=trixie
 # busybox-static: the test jail is built from it, and its `ip` brings up loopback in the
-# tests' network namespace. util-linux (in minbase) brings runuser, setpriv, nsenter.
-PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev gcc make libc6-dev busybox-static)
+# tests' network namespace. util-linux (in minbase) brings runuser, setpriv, nsenter. python3: the worker image's
+# health program (images/worker/soperator_health.py) runs under real slurmd in tests/slurm.
+PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev gcc make libc6-dev busybox-static python3)
 # Bump when the recipe changes in a way the package list does not show.
 RECIPE_VERSION=1
 

@@ -18,8 +18,9 @@ No running job is ever killed by a plan (until a NodeSet's ``drainTimeout``):
 * what a plan cannot decide without Slurm (slurmctld not answering) is left as it is and reported pending,
   while everything else is still applied.
 
-Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended) are resumed; drains with any
-other reason belong to an administrator (or to the health checks) and are never touched.
+Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended, a Kubernetes node uncordoned) are
+resumed; drains with any other reason belong to an administrator (or to the health program on the node, which resumes
+its own) and are never touched. Slurm's node states are projected onto the worker pods (``projection.py``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,7 +31,8 @@ import calendar
 import copy
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, render, schema, spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, projection, render, schema
+from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
@@ -122,6 +124,7 @@ class Plan(object):
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
+        self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -413,7 +416,10 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
     * ``slurm``: ``{node name: node}`` as ``scale_in.parse_show_node`` returns it, or ``None`` when
       slurmctld did not answer (or was not asked, as in the operator's cache check);
-    * ``slurm_error``: why it did not answer, for the status message.
+    * ``slurm_error``: why it did not answer, for the status message;
+    * ``k8s_nodes``: ``{node name: {"unschedulable": bool, "conditions": {type: status}}}`` of the Kubernetes nodes of
+      the worker pods, when ``spec.healthChecks.kubernetesNodes`` asks for them (None: not read, see
+      ``k8s_nodes_error``).
 
     ``now``: epoch seconds. Raises SpecErrors when the SlurmCluster itself is invalid.
     """
@@ -543,8 +549,37 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         if p.delete_nodes:
             p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
 
+    if slurm is not None:
+        _project(p, cluster_name, spec, valid + leaving, pods, slurm, observed)
     _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
     return p
+
+
+def _project(p, cluster_name, spec, nodesets, pods, slurm, observed):
+    """Slurm node states onto the worker pods (a condition each); cordoned Kubernetes nodes and their listed
+    conditions onto the Slurm nodes of their pods (drain, and resume once the cause is gone)."""
+    sets = set(names.worker_name(cluster_name, _name(ns)) for ns in nodesets)
+    workers = dict((name, pod) for name, pod in pods.items()
+                   if name.rpartition("-")[0] in sets and nodes_core.ordinal(name, name.rpartition("-")[0]) is not None
+                   and not _deleting(pod))
+    for name in workers:
+        p.pod_conditions[name] = projection.pod_condition(slurm.get(name))
+    settings = spec["healthChecks"]["kubernetesNodes"]
+    if not settings["drainCordoned"] and not settings.get("drainOnConditions"):
+        return
+    if observed.get("k8s_nodes") is None:
+        p.deferred.append("spec.healthChecks.kubernetesNodes: %s" % (observed.get("k8s_nodes_error")
+                                                                      or "Kubernetes nodes not read"))
+        return
+    hosts = dict((name, (pod.get("spec") or {}).get("nodeName")) for name, pod in workers.items()
+                 if name not in p.delete_nodes)
+    drain, resume = projection.kubernetes_node_plan(hosts, observed["k8s_nodes"], slurm, settings)
+    decided = set(n for nodes in p.drain.values() for n in nodes)  # a drain of this plan (scale-in, update) wins
+    for reason, nodes in sorted(drain.items()):
+        for name in nodes:
+            if name not in decided:
+                p.drain_node(name, reason)
+    p.resume += [name for name in resume if name not in decided and name not in p.resume]
 
 
 def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):

@@ -23,6 +23,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_common impo
     secret,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render_controller import controller
+from ansible_collections.soperator.slurm.plugins.module_utils.render_health import health_config, nccl_cronjob
 from ansible_collections.soperator.slurm.plugins.module_utils.render_jail import jail_claim, populate_job
 from ansible_collections.soperator.slurm.plugins.module_utils.render_login import login, login_service
 from ansible_collections.soperator.slurm.plugins.module_utils.render_worker import worker
@@ -36,7 +37,8 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
 
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
     name/namespace and optionally uid, spec). Both are validated and defaulted first: a SpecErrors lists every
-    problem. Apply order: Secrets, jail claim, ConfigMaps, Services, populate Job, StatefulSets, PDBs.
+    problem. Apply order: Secrets, jail claim, ConfigMaps, Services, populate Job, NCCL check CronJob, StatefulSets,
+    PDBs.
     """
     cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets)
@@ -47,7 +49,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     if "existingClaim" not in c.spec["jail"]:
         objects.append(jail_claim(c))
     objects += [config_map(c, names.slurm_config_name(c.name), slurm_config),
-                config_map(c, names.sshd_config_name(c.name), sshd_config)]
+                config_map(c, names.sshd_config_name(c.name), sshd_config), health_config(c)]
     objects.append(headless_service(c, names.controller_name(c.name), names.COMPONENT_CONTROLLER, "slurmctld",
                                     names.SLURMCTLD_PORT))
     objects.append(login_service(c))
@@ -57,6 +59,9 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
                                  "slurmd", names.SLURMD_PORT, nodeset=ns) for ns in c.nodesets]
     if not c.maintenance:
         objects.append(populate_job(c))
+    cronjob = nccl_cronjob(c)
+    if cronjob is not None:
+        objects.append(cronjob)
     objects.append(controller(c, slurm_config))
     objects.append(login(c, sshd_config))
     objects += [worker(c, ns) for ns in c.nodesets]

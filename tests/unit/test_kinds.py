@@ -23,7 +23,7 @@ def test_the_renderer_produces_no_kind_missing_from_the_table(example):
 
 def test_prune_kinds_are_the_applied_ones_and_data_is_never_pruned():
     assert kinds.prune_kinds() == ["apps/v1/StatefulSet", "v1/Service", "v1/ConfigMap",
-                                   "policy/v1/PodDisruptionBudget", "batch/v1/Job"]
+                                   "policy/v1/PodDisruptionBudget", "batch/v1/Job", "batch/v1/CronJob"]
     assert {k.kind for k in kinds.data()} == {"Secret", "PersistentVolumeClaim"}
     with pytest.raises(KeyError):
         kinds.by_name("Deployment")
