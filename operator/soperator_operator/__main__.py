@@ -46,6 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--watch-nodes", action="store_true", default=False,
                    help="watch Kubernetes Nodes: a cordon runs the converge of the clusters with workers on it "
                         "(needs get/list/watch on nodes: the role's operator_read_nodes)")
+    p.add_argument("--status-period", default=os.environ.get("STATUS_PERIOD", "30s"),
+                   help="how often Slurm's node states are read into NodeSet counts and worker pod conditions "
+                        "(one scontrol exec per cluster; 0: only when the role runs)")
     p.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     p.add_argument("--version", action="version", version=__version__)
     args = p.parse_args(argv)
@@ -105,6 +108,9 @@ def main(argv=None):
         if args.watch_nodes:
             from .nodes import NodeWatch
             NodeWatch(kube, controller).start()
+        if parse_duration(args.status_period) > 0:
+            from .slurmstatus import SlurmStatus
+            SlurmStatus(kube, controller, parse_duration(args.status_period)).start()
 
     def lost_leadership():
         # As client-go's leader election: stop at once. Runs in flight are killed (SSA and scontrol are

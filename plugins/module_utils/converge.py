@@ -382,24 +382,7 @@ def _nodeset_facts(nodeset_name, statefulset, replicas, target, sts, pods, slurm
     facts = {"statefulset": statefulset, "replicas": replicas, "desired": target,
              "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
              "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
-    counts = {"idle": 0, "allocated": 0, "mixed": 0, "drained": 0, "down": 0}
-    serving = 0
-    for ordinal in range(replicas):
-        node = (slurm or {}).get("%s-%d" % (statefulset, ordinal))
-        if node is None:
-            continue
-        if node["down"] or "NOT_RESPONDING" in node["flags"]:
-            counts["down"] += 1
-        elif node["drain"]:
-            counts["drained"] += 1
-        elif node["state"] == "IDLE":
-            counts["idle"] += 1
-        elif node["state"] == "ALLOCATED":
-            counts["allocated"] += 1
-        elif node["state"] == "MIXED":
-            counts["mixed"] += 1
-        if _node_serves(node):
-            serving += 1
+    counts, serving = projection.nodeset_counts(statefulset, replicas, slurm or {})
     facts["serving"] = serving
     if slurm is not None:
         facts.update(counts)

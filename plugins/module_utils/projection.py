@@ -21,9 +21,15 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 SERVING_STATES = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
 
 
-def serves(node):
+def up(node):
+    """Registered and answering (drained or not): what readiness counts."""
     return (node is not None and node["state"] in SERVING_STATES and "NOT_RESPONDING" not in node["flags"]
-            and not node["down"] and not node["drain"])
+            and not node["down"])
+
+
+def serves(node):
+    """Up and taking jobs: what the pod condition says."""
+    return up(node) and not node["drain"]
 
 
 def _camel(word):
@@ -65,6 +71,28 @@ def live_condition(pod):
         if cond.get("type") == names.POD_CONDITION_SLURM_NODE:
             return cond
     return None
+
+
+COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down")
+
+
+def nodeset_counts(statefulset, replicas, slurm):
+    """A NodeSet's Slurm node counts (its pods' nodes, ordinals below ``replicas``) and how many are up."""
+    counts = dict((key, 0) for key in COUNT_KEYS)
+    serving = 0
+    for ordinal in range(replicas):
+        node = slurm.get("%s-%d" % (statefulset, ordinal))
+        if node is None:
+            continue
+        if node["down"] or "NOT_RESPONDING" in node["flags"]:
+            counts["down"] += 1
+        elif node["drain"]:
+            counts["drained"] += 1
+        elif node["state"] in ("IDLE", "ALLOCATED", "MIXED"):
+            counts[node["state"].lower()] += 1
+        if up(node):
+            serving += 1
+    return counts, serving
 
 
 def node_causes(k8s_node, settings):

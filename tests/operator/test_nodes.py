@@ -52,3 +52,31 @@ def test_a_cordon_forces_a_run_of_the_clusters_on_that_node():
     item = ctl.queue.get(timeout=1.0)
     assert item == (("SlurmCluster", "slurm", "demo"), {Q.REQUEUE})
     assert ctl.queue.get(timeout=0.1) is None
+
+
+# --- slurmstatus.py: NodeSet counts and pod conditions between role runs -------------------------------------------
+def test_status_changes_writes_only_what_differs():
+    from ansible_collections.soperator.slurm.plugins.module_utils import scale_in
+    from soperator_operator import slurmstatus as S
+
+    slurm = scale_in.parse_show_node(
+        "NodeName=demo-cpu-0 CPUAlloc=2 CPUTot=2 State=ALLOCATED+DYNAMIC_NORM\n"
+        "NodeName=demo-cpu-1 CPUAlloc=0 CPUTot=2 State=IDLE+DYNAMIC_NORM\n")
+    sts = {"demo-cpu": {"metadata": {"name": "demo-cpu", "labels": {"app.kubernetes.io/component": "worker"}},
+                        "spec": {"replicas": 2}},
+           "demo-login": {"metadata": {"name": "demo-login", "labels": {"app.kubernetes.io/component": "login"}},
+                          "spec": {"replicas": 1}}}
+    nodeset = {"metadata": {"name": "cpu"}, "spec": {"clusterRef": {"name": "demo"}},
+               "status": {"idle": 2, "allocated": 0, "mixed": 0, "drained": 0, "down": 0}}
+    pods = {"demo-cpu-0": {"metadata": {"name": "demo-cpu-0"}, "status": {"conditions": []}},
+            "demo-cpu-1": {"metadata": {"name": "demo-cpu-1"}, "status": {"conditions": [
+                {"type": "SlurmNodeReady", "status": "True", "reason": "Idle",
+                 "message": "Slurm node IDLE+DYNAMIC_NORM"}]}},
+            "demo-login-0": {"metadata": {"name": "demo-login-0"}, "status": {}}}
+    counts, conditions = S.status_changes([nodeset], sts, pods, slurm)
+    assert counts == [("cpu", {"idle": 1, "allocated": 1, "mixed": 0, "drained": 0, "down": 0})]
+    assert conditions == [("demo-cpu-0", {"type": "SlurmNodeReady", "status": "True", "reason": "Allocated",
+                                          "message": "Slurm node ALLOCATED+DYNAMIC_NORM"})]
+    nodeset["status"].update(idle=1, allocated=1)
+    pods["demo-cpu-0"]["status"]["conditions"] = [dict(conditions[0][1], lastTransitionTime="t")]
+    assert S.status_changes([nodeset], sts, pods, slurm) == ([], [])
