@@ -330,7 +330,35 @@ class Converger(object):
             if not self.check_mode:
                 slurm.delete(plan.delete_nodes)
             done["deleted_nodes"] = list(plan.delete_nodes)
+        for pod_name, uid, host, why in plan.evict:
+            if not self.check_mode and not self.move_pod(pod_name, uid, host, why):
+                continue
+            done["replaced_pods"].append(pod_name)
         return applied, done
+
+    def move_pod(self, pod_name, uid, host, why):
+        """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
+        API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
+        if host:
+            res = self.resource("v1", "Node")
+            self._call("cordon Node %s" % host, self.client.patch, res, name=host, content_type=
+                       "application/merge-patch+json", body={"metadata": {"annotations": {
+                           names.ANNOTATION_CORDONED: "%s/%s: %s" % (self.namespace, pod_name, why)}},
+                           "spec": {"unschedulable": True}})
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod_name, "namespace": self.namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        try:
+            self._call("evict pod %s/%s" % (self.namespace, pod_name), self.client.request, "POST",
+                       "/api/v1/namespaces/%s/pods/%s/eviction" % (self.namespace, pod_name), body=body,
+                       expect=(NotFoundError, ConflictError))
+        except (NotFoundError, ConflictError):
+            return False
+        except KubernetesError as e:
+            if e.details.get("status") == 429:  # a disruption budget says not now
+                return False
+            raise
+        return True
 
     # --- the whole converge ---------------------------------------------------------------------------------
     def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):

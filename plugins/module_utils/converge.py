@@ -125,6 +125,7 @@ class Plan(object):
         self.invalid = {}            # nodeset name -> "path: message; ..."
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
+        self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -533,7 +534,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
             p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
 
     if slurm is not None:
-        _project(p, cluster_name, spec, valid + leaving, pods, slurm, observed)
+        _project(p, cluster_name, spec, valid + leaving, pods, slurm, dict(observed, now=now))
     _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
     return p
 
@@ -548,6 +549,13 @@ def _project(p, cluster_name, spec, nodesets, pods, slurm, observed):
     for name in workers:
         p.pod_conditions[name] = projection.pod_condition(slurm.get(name))
     settings = spec["healthChecks"]["kubernetesNodes"]
+    if settings.get("evictUnhealthyAfter"):
+        after = durations.seconds(settings["evictUnhealthyAfter"])
+        for name, why in projection.evictions(workers, slurm, after, observed.get("now", 0)):
+            pod = workers[name]
+            p.evict.append((name, pod["metadata"].get("uid"), (pod.get("spec") or {}).get("nodeName"), why))
+            p.wait(REQUEUE_PROGRESSING, "%s: unhealthy since more than %s (%s): moving it to another node"
+                   % (name, settings["evictUnhealthyAfter"], why))
     if not settings["drainCordoned"] and not settings.get("drainOnConditions"):
         return
     if observed.get("k8s_nodes") is None:

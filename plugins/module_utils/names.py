@@ -63,6 +63,9 @@ HEALTH_REASON_PREFIX = DRAIN_REASON_PREFIX + " health:"
 # Kubernetes node state projected into Slurm by the converge (spec.healthChecks.kubernetesNodes).
 REASON_NODE_CORDONED = DRAIN_REASON_PREFIX + " node cordoned"
 REASON_NODE_CONDITION = DRAIN_REASON_PREFIX + " node condition "  # + the condition type
+# On a Kubernetes node the converge cordoned (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter): why, for whoever
+# uncordons it once repaired.
+ANNOTATION_CORDONED = GROUP + "/cordoned"
 # The pod condition carrying a worker's Slurm node state (status from Slurm, reason its state in CamelCase).
 POD_CONDITION_SLURM_NODE = "SlurmNodeReady"
 

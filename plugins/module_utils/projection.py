@@ -133,3 +133,21 @@ def kubernetes_node_plan(worker_pods, k8s_nodes, slurm, settings):
         elif ours and node["drain"]:
             resume.append(pod_name)
     return drain, resume
+
+
+def evictions(worker_pods, slurm, after_seconds, now):
+    """Worker pods to move to another Kubernetes node: their Slurm node drained by the health program for at least
+    ``after_seconds`` (its reason's time) and idle. [(pod name, drain reason)], at most one per StatefulSet a pass."""
+    chosen, sets = [], set()
+    for name in sorted(worker_pods):
+        node = slurm.get(name)
+        sts = name.rpartition("-")[0]
+        if node is None or sts in sets or not node["drain"] or node["busy"]:
+            continue
+        if not (node["reason"] or "").startswith(names.HEALTH_REASON_PREFIX):
+            continue
+        if not isinstance(node.get("reason_time"), int) or now - node["reason_time"] < after_seconds:
+            continue
+        chosen.append((name, node["reason"]))
+        sets.add(sts)
+    return chosen

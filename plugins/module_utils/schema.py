@@ -264,6 +264,11 @@ def health_checks_schema():
                                            "<type>').", _s("A condition type.", maxLength=MAX_SHORT,
                                                            pattern=CONDITION_TYPE_PATTERN), 16,
                                            **{"x-kubernetes-list-type": "set"}),
+                   "evictUnhealthyAfter": _s("A worker drained by the health program this long, and idle, has its "
+                                             "Kubernetes node cordoned and its pod evicted (the StatefulSet makes it "
+                                             "again elsewhere; its jobs are never killed). Absent: never. Cordoning "
+                                             "needs operator_cordon_nodes: true.", maxLength=32,
+                                             pattern=GO_DURATION_PATTERN),
                }, default={})
     return _o("Node health: the worker image's health program run by slurmd (HealthCheckProgram), the NCCL check, and "
               "Kubernetes node state projected into Slurm.", {

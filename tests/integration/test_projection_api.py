@@ -60,3 +60,31 @@ def test_the_pod_condition_is_written_once_and_the_nodes_of_the_pods_are_read(k8
     found, error = conv.kubernetes_nodes(pods)
     assert error is None and found[host]["unschedulable"] is False
     assert found[host]["conditions"].get("Ready") == "True"
+
+
+def test_moving_an_unhealthy_worker_cordons_its_node_and_evicts_the_pod(k8s, namespace):
+    core = client.CoreV1Api(k8s)
+    host = kwok_node(core)
+    pod = core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "demo-cpu-1", "labels": {names.LABEL_CLUSTER: "demo"}},
+        "spec": {"nodeName": host, "containers": [{"name": "slurmd", "image": "soperator/slurm-worker:0.1.0"}]}})
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    try:
+        # another pod's UID: the precondition refuses, nothing is evicted
+        assert conv.move_pod("demo-cpu-1", "not-its-uid", None, "x") is False
+        assert core.read_namespaced_pod("demo-cpu-1", namespace).metadata.deletion_timestamp is None
+        assert conv.move_pod("demo-cpu-1", pod.metadata.uid, host, "soperator: health: gpu: 7 of 8 GPUs visible")
+        node = core.read_node(host)
+        assert node.spec.unschedulable is True
+        assert node.metadata.annotations[names.ANNOTATION_CORDONED] == (
+            "%s/demo-cpu-1: soperator: health: gpu: 7 of 8 GPUs visible" % namespace)
+
+        def gone():
+            try:
+                return core.read_namespaced_pod("demo-cpu-1", namespace).metadata.deletion_timestamp is not None
+            except client.ApiException as e:
+                return e.status == 404
+        wait(gone, "the pod evicted")
+    finally:
+        core.patch_node(host, {"spec": {"unschedulable": None},
+                               "metadata": {"annotations": {names.ANNOTATION_CORDONED: None}}})

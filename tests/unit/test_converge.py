@@ -565,3 +565,26 @@ def test_a_scale_in_drain_wins_over_a_cordon():
     obs["k8s_nodes"] = {"k1": {"unschedulable": True, "conditions": {}}}
     p = converge.plan(cluster(**CORDON), [nodeset(1)], obs, NOW)
     assert p.drain == {converge.REASON_SCALE_IN: ["demo-cpu-1"], names.REASON_NODE_CORDONED: ["demo-cpu-0"]}
+
+
+EVICT = {"healthChecks": {"kubernetesNodes": {"evictUnhealthyAfter": "30m"}}}
+
+
+def test_a_worker_unhealthy_past_the_deadline_and_idle_is_moved_to_another_node():
+    sick = "soperator: health: gpu: 7 of 8 GPUs visible"
+    obs = placed(dict(steady(3), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", sick, when=NOW - 3600),
+                                             line("demo-cpu-1", "IDLE+DRAIN", sick, when=NOW - 600),
+                                             line("demo-cpu-2", "MIXED+DRAIN", sick, when=NOW - 3600, cpus_alloc=1))),
+                 {"demo-cpu-0": "k1", "demo-cpu-1": "k2", "demo-cpu-2": "k3"})
+    p = converge.plan(cluster(**EVICT), [nodeset(3)], obs, NOW)
+    # only the idle one drained long enough; never one with a job; one per NodeSet a pass
+    assert p.evict == [("demo-cpu-0", "uid-demo-cpu-0", "k1", sick)]
+    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    assert converge.plan(cluster(), [nodeset(3)], obs, NOW).evict == []  # off by default
+
+
+def test_an_admin_or_update_drain_never_moves_a_pod():
+    obs = placed(dict(steady(2), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", "bad DIMM", when=NOW - 36000),
+                                             line("demo-cpu-1", "IDLE+DRAIN", "soperator: update", when=NOW - 36000))),
+                 {"demo-cpu-0": "k1", "demo-cpu-1": "k1"})
+    assert converge.plan(cluster(**EVICT), [nodeset(2)], obs, NOW).evict == []

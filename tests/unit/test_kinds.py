@@ -41,6 +41,7 @@ def test_operator_rules_grant_exactly_the_table():
     assert by_resource[("", "secrets")] == by_resource[("", "persistentvolumeclaims")] == {"get", "create"}
     assert by_resource[("", "pods/exec")] == {"get", "create"}
     assert by_resource[("", "pods/status")] == {"patch"}  # each worker's SlurmNodeReady condition
+    assert by_resource[("", "pods/eviction")] == {"create"}  # an unhealthy worker moved (evictUnhealthyAfter)
     assert ("", "nodes") not in by_resource  # cluster-scoped: opt-in, a ClusterRole of its own
     assert by_resource[(names.GROUP, names.CLUSTER_PLURAL)] == {"get", "list", "watch", "patch"}
     assert not any("*" in verbs for verbs in by_resource.values())
@@ -77,7 +78,8 @@ def test_reading_nodes_is_opt_in(root):
     with open(os.path.join(root, "roles", "operator", "templates", "manifests.yml.j2")) as handle:
         template = handle.read()
     # the ClusterRole and the runtime's Node watch exist only when operator_read_nodes asks for them
-    assert "{% if _operator_node_rules %}" in template and "--watch-nodes" in template
+    assert "{% if _operator_node_rules %}" in template and "{% if operator_read_nodes | bool %}" in template
+    assert kinds.NODE_CORDON_RULES == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
     with open(os.path.join(root, "roles", "operator", "vars", "main.yml")) as handle:
-        assert "operator_read_nodes | soperator.slurm.operator_node_rbac_rules" in yaml.safe_load(handle)[
-            "_operator_node_rules"]
+        assert "operator_read_nodes | soperator.slurm.operator_node_rbac_rules(operator_cordon_nodes)" in \
+            yaml.safe_load(handle)["_operator_node_rules"]
