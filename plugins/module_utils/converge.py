@@ -535,8 +535,26 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
 
     if slurm is not None:
         _project(p, cluster_name, spec, valid + leaving, pods, slurm, dict(observed, now=now))
+        # What Kubernetes is told is Slurm as this pass leaves it: its own drains and resumes included.
+        after = _after_actions(slurm, p)
+        for name in p.pod_conditions:
+            p.pod_conditions[name] = projection.pod_condition(after.get(name))
+        for facts in p.nodesets.values():
+            counts, dummy = projection.nodeset_counts(facts["statefulset"], facts["replicas"], after)
+            facts.update(counts)
     _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
     return p
+
+
+def _after_actions(slurm, p):
+    """Slurm's node table once the plan's drains and resumes are done (what `scontrol update` makes of it)."""
+    after = dict(slurm)
+    for reason, node_names in p.drain.items():
+        after = nodes_core.simulate_drain(after, node_names, reason)
+    for name in p.resume:
+        if name in after:
+            after[name] = dict(after[name], drain=False, flags=[f for f in after[name]["flags"] if f != "DRAIN"])
+    return after
 
 
 def _project(p, cluster_name, spec, nodesets, pods, slurm, observed):

@@ -527,6 +527,9 @@ def test_a_cordoned_kubernetes_node_drains_the_slurm_nodes_of_its_pods_and_uncor
                         "k2": {"unschedulable": False, "conditions": {"GpuProblem": "False"}}}
     p = converge.plan(cluster(**CORDON), [nodeset(3)], obs, NOW)
     assert p.drain == {names.REASON_NODE_CORDONED: ["demo-cpu-0", "demo-cpu-1"]} and not p.resume
+    # Kubernetes is told Slurm as the pass leaves it: drained, in the condition and in the counts.
+    assert p.pod_conditions["demo-cpu-0"]["reason"] == "Drained" and p.pod_conditions["demo-cpu-2"]["reason"] == "Idle"
+    assert (p.nodesets["cpu"]["drained"], p.nodesets["cpu"]["idle"]) == (2, 1)
     # Drained: nothing more to do while k1 stays cordoned; uncordoned: resumed.
     obs["slurm"] = slurm(line("demo-cpu-0", "IDLE+DRAIN", "soperator: node cordoned"),
                          line("demo-cpu-1", "IDLE+DRAIN", "soperator: node cordoned"), line("demo-cpu-2"))
@@ -534,6 +537,7 @@ def test_a_cordoned_kubernetes_node_drains_the_slurm_nodes_of_its_pods_and_uncor
     obs["k8s_nodes"]["k1"]["unschedulable"] = False
     p = converge.plan(cluster(**CORDON), [nodeset(3)], obs, NOW)
     assert p.resume == ["demo-cpu-0", "demo-cpu-1"] and not p.drain
+    assert p.pod_conditions["demo-cpu-0"]["status"] == "True" and p.nodesets["cpu"]["idle"] == 3
 
 
 def test_a_listed_node_condition_drains_and_an_admin_drain_is_never_touched():
