@@ -453,6 +453,15 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                 maintenance_ready = True
     elif slurm is not None:
         _resume_ours(p, slurm, worker_nodes, (REASON_MAINTENANCE,))
+    if slurm is not None and not specs.health_enabled(spec):
+        # The health program no longer runs: nobody else would ever resume the drains it left (NCCL drains are a
+        # measurement, and stay for an administrator).
+        for name in worker_nodes:
+            node = slurm.get(name)
+            reason = (node or {}).get("reason") or ""
+            if node and node["drain"] and reason.startswith(names.HEALTH_REASON_PREFIX) and not reason.startswith(
+                    names.HEALTH_REASON_PREFIX + " nccl:") and name not in p.resume:
+                p.resume.append(name)
     render_cluster = cluster_ok
     if spec["maintenance"] and not maintenance_ready:
         render_cluster = copy.deepcopy(cluster_ok)

@@ -592,3 +592,12 @@ def test_an_admin_or_update_drain_never_moves_a_pod():
                                              line("demo-cpu-1", "IDLE+DRAIN", "soperator: update", when=NOW - 36000))),
                  {"demo-cpu-0": "k1", "demo-cpu-1": "k1"})
     assert converge.plan(cluster(**EVICT), [nodeset(2)], obs, NOW).evict == []
+
+
+def test_switching_the_health_program_off_resumes_the_drains_it_left():
+    health = "soperator: health: "
+    obs = dict(steady(3), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", health + "disk: /tmp full"),
+                                      line("demo-cpu-1", "IDLE+DRAIN", health + "nccl: busbw 4.00 GB/s < 100"),
+                                      line("demo-cpu-2", "IDLE+DRAIN", "bad DIMM")))
+    assert converge.plan(cluster(healthChecks={"enabled": False}), [nodeset(3)], obs, NOW).resume == ["demo-cpu-0"]
+    assert converge.plan(cluster(), [nodeset(3)], obs, NOW).resume == []  # on: the program resumes its own
