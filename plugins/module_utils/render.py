@@ -23,7 +23,11 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_common impo
     secret,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render_controller import controller
-from ansible_collections.soperator.slurm.plugins.module_utils.render_health import health_config, nccl_cronjob
+from ansible_collections.soperator.slurm.plugins.module_utils.render_health import (
+    health_config,
+    nccl_cronjob,
+    nccl_service,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.render_jail import jail_claim, populate_job
 from ansible_collections.soperator.slurm.plugins.module_utils.render_login import login, login_service
 from ansible_collections.soperator.slurm.plugins.module_utils.render_worker import worker
@@ -57,6 +61,9 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
                                     names.SSH_PORT))
     objects += [headless_service(c, names.worker_name(c.name, ns["metadata"]["name"]), names.COMPONENT_WORKER,
                                  "slurmd", names.SLURMD_PORT, nodeset=ns) for ns in c.nodesets]
+    service = nccl_service(c)
+    if service is not None:
+        objects.append(service)
     if not c.maintenance:
         objects.append(populate_job(c))
     cronjob = nccl_cronjob(c)

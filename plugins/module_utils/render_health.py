@@ -22,6 +22,10 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_common impo
     run_mounts,
     security,
 )
+
+# The NCCL check pod's host name: slurmctld calls srun back by the name srun reports, which the pod's headless Service
+# (and the controller's DNS searches) resolve. One at a time (concurrencyPolicy Forbid), so one name serves.
+NCCL_HOSTNAME = "nccl-check"
 from ansible_collections.soperator.slurm.plugins.module_utils.spec import health_enabled, real_memory_mib
 
 # The NCCL check runs as root (Slurm's own super user may drain nodes) and needs no capability: it only talks to
@@ -102,10 +106,27 @@ def worker_health_volume(c, nodeset):
     return volume, {"name": "health-checks", "mountPath": names.HEALTH_CONFIG_MOUNT, "readOnly": True}
 
 
+def nccl_enabled(c):
+    nccl = c.spec["healthChecks"]["nccl"]
+    return bool(nccl.get("schedule") and nccl_sets(c.nodesets) and not c.maintenance)
+
+
+def nccl_service(c):
+    """The headless Service that gives the NCCL check pod a DNS name (srun's callbacks), or None."""
+    if not nccl_enabled(c):
+        return None
+    name = names.nccl_check_name(c.name)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": c.owned(name, names.COMPONENT_HEALTH),
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                     "selector": names.selector_labels(c.name, names.COMPONENT_HEALTH),
+                     # A headless Service needs a port to publish its endpoints; srun listens on ephemeral ports.
+                     "ports": [{"name": "srun", "port": 6820, "protocol": "TCP"}]}}
+
+
 def nccl_cronjob(c):
     """The NCCL check's CronJob, or None (not scheduled, or no NodeSet with GPUs and a threshold)."""
     nccl = c.spec["healthChecks"]["nccl"]
-    if not nccl.get("schedule") or not nccl_sets(c.nodesets) or c.maintenance:
+    if not nccl_enabled(c):
         return None
     image = c.spec["images"]["worker"]
     jail_volumes, jail_mounts = c.jail_volumes(with_sub_mounts=False)
@@ -127,6 +148,7 @@ def nccl_cronjob(c):
     }
     pod = c.pod_spec(None, [container], volumes, init_containers=[c.munge_sidecar(image)])
     pod["restartPolicy"] = "Never"
+    pod["hostname"], pod["subdomain"] = NCCL_HOSTNAME, names.nccl_check_name(c.name)
     # Each test job has a time limit; the runs are sequential per stage (nodes, pairs, retests).
     deadline = nccl["timeLimitMinutes"] * 60 * 3 + 600
     name = names.nccl_check_name(c.name)

@@ -71,6 +71,12 @@ def test_the_nccl_check_is_off_unless_scheduled_and_a_gpu_nodeset_has_a_threshol
     assert cron["spec"]["schedule"] == "0 3 * * 0" and cron["spec"]["concurrencyPolicy"] == "Forbid"
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Never"
+    # slurmctld calls srun back by its host name: a headless Service and the controller's DNS searches resolve it
+    assert (pod["hostname"], pod["subdomain"]) == ("nccl-check", "demo-nccl-check")
+    assert found[("Service", "demo-nccl-check")]["spec"]["clusterIP"] == "None"
+    searches = found[("StatefulSet", "demo-controller")]["spec"]["template"]["spec"]["dnsConfig"]["searches"]
+    assert searches[1] == "demo-nccl-check.hpc.svc.cluster.local"
+    assert ("Service", "demo-nccl-check") not in objects(make_cluster(), [gpu])
     assert [c["name"] for c in pod["initContainers"]] == ["munge"]
     container = pod["containers"][0]
     assert container["args"] == [names.NCCL_CHECK_PROGRAM, "/etc/soperator/health/nccl.json"]
