@@ -107,6 +107,20 @@ class Converger(object):
                 raise
             raise KubernetesError("%s: cannot reach the Kubernetes API: %s" % (what, e))
 
+    def served(self, api_version, kind):
+        """Whether the cluster serves a kind (another project's CRD); remembered for this Converger."""
+        key = (api_version, kind)
+        if key not in self._res:
+            try:
+                self._res[key] = self.client.resources.get(api_version=api_version, kind=kind)
+            except Exception:  # ResourceNotFoundError: not served; discovery failures count as not served too
+                return False
+        return True
+
+    def served_kinds(self):
+        """The optional kinds (kinds.OWNED) the cluster serves: only those are rendered."""
+        return tuple(k.kind for k in kinds.OWNED if k.optional and self.served(kinds.api_version(k), k.kind))
+
     def get_cr(self, kind, name):
         res = self.resource(names.API_VERSION, kind)
         try:
@@ -200,7 +214,7 @@ class Converger(object):
         else:
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
-                    "login_sessions": self.login_sessions(statefulsets, pods)}
+                    "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds()}
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
@@ -656,7 +670,10 @@ def _allowed(conv, verb, resource):
 def data_deletion_problems(conv, deletion_policy):
     """Fields of ``spec.deletionPolicy`` asking to delete data we have no right to delete."""
     problems = []
-    for field, resource in (("jail", "persistentvolumeclaims"), ("secrets", "secrets")):
+    for field, resource in (("jail", "persistentvolumeclaims"), ("secrets", "secrets"),
+                            ("database", "persistentvolumeclaims"), ("database", "secrets")):
+        if any(p.path == "spec.deletionPolicy.%s" % field for p in problems):
+            continue
         if (deletion_policy or {}).get(field) == "Delete" and not _allowed(conv, "delete", resource):
             problems.append(SpecError("spec.deletionPolicy.%s" % field,
                                       "Delete is not allowed: the reconciler may not delete %s in namespace %s "
@@ -671,7 +688,8 @@ def teardown(conv, params):
     cluster = conv.get_cr(names.CLUSTER_KIND, conv.name)
     # What the API server stored (with the CRD's defaults); without a SlurmCluster: keep everything.
     policy = ((cluster or {}).get("spec") or {}).get("deletionPolicy") or {}
-    delete = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets")}
+    delete = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets"),
+              "database": params.get("delete_database")}
     for key in delete:
         if delete[key] is None:
             delete[key] = policy.get(key) == "Delete"
@@ -696,6 +714,7 @@ def teardown(conv, params):
             live = conv.get_cr(names.NODESET_KIND, ns["metadata"]["name"])
             if live is not None:
                 conv.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or [] if f != FINALIZER])
+    prune_kinds = [k for k in prune_kinds if conv.served(*objects.parse_kind(k))]
     for kind_text in prune_kinds:
         api_version, kind = objects.parse_kind(kind_text)
         res = conv.resource(api_version, kind)
@@ -714,7 +733,15 @@ def teardown(conv, params):
     # user brought (jail.existingClaim).
     data_objects = []
     if delete["secrets"]:
-        data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name))]
+        data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name),
+                                                 names.jwt_key_name(conv.name))]
+    if delete["database"]:
+        # What the cluster made for its database (an external one is never ours): the in-cluster MariaDB's volume,
+        # a mariadb-operator MariaDB, the generated password.
+        data_objects += [("PersistentVolumeClaim", names.db_claim_name(conv.name)),
+                         ("Secret", names.db_password_name(conv.name))]
+        if conv.served("k8s.mariadb.com/v1alpha1", "MariaDB"):
+            data_objects.append(("MariaDB", names.database_name(conv.name)))
     if delete["jail"]:
         existing = ((((cluster or {}).get("spec") or {}).get("jail") or {}).get("existingClaim"))
         claims = [names.spool_claim_name(conv.name)]
@@ -722,7 +749,7 @@ def teardown(conv, params):
             claims.append(names.jail_claim_name(conv.name))
         data_objects += [("PersistentVolumeClaim", n) for n in claims]
     for kind_name, obj_name in data_objects:
-        res = conv.resource("v1", kind_name)
+        res = conv.resource(kinds.api_version(kinds.by_name(kind_name)), kind_name)
         try:
             if not conv.check_mode:
                 conv._call("delete %s %s/%s" % (kind_name, conv.namespace, obj_name), res.delete, name=obj_name,
@@ -747,7 +774,7 @@ def teardown(conv, params):
         if not left:
             break
         conv.sleep(1.0)
-    kept = {"jail": not delete["jail"], "secrets": not delete["secrets"]}
+    kept = {"jail": not delete["jail"], "secrets": not delete["secrets"], "database": not delete["database"]}
     return {"changed": bool(deleted), "deleted": deleted, "kept": kept,
             "data_kept": warnings, "name": conv.name, "namespace": conv.namespace}
 

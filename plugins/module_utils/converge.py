@@ -29,6 +29,7 @@ __metaclass__ = type
 
 import calendar
 import copy
+import re
 import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, projection, render, schema
@@ -121,6 +122,7 @@ class Plan(object):
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
         self.deferred = []           # human-readable: work a later pass does, which keeps nothing from Ready
         self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
+        self.components = {}         # condition type -> (status, reason, message) of optional components
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
@@ -404,6 +406,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     * ``k8s_nodes``: ``{node name: {"unschedulable": bool, "conditions": {type: status}}}`` of the Kubernetes nodes of
       the worker pods, when ``spec.healthChecks.kubernetesNodes`` asks for them (None: not read, see
       ``k8s_nodes_error``).
+    * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
 
     ``now``: epoch seconds. Raises SpecErrors when the SlurmCluster itself is invalid.
     """
@@ -501,7 +504,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     for set_name in invalid:
         _keep_worker_objects(p, names.worker_name(cluster_name, set_name))
 
-    p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version)
+    p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version,
+                                        served=observed.get("served") or ())
 
     # --- rolling updates: outdated workers replaced one drained node at a time --------------------------------
     hashes = dict((m["metadata"]["name"], _template_hash(m)) for m in p.manifests if m["kind"] == "StatefulSet")
@@ -551,7 +555,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         for facts in p.nodesets.values():
             counts, dummy = projection.nodeset_counts(facts["statefulset"], facts["replicas"], after)
             facts.update(counts)
-    _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
+    _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed.get("slurm_error"))
+    _components(p, cluster_name, spec, statefulsets, pods)
     return p
 
 
@@ -600,7 +605,66 @@ def _project(p, cluster_name, spec, nodesets, pods, slurm, observed):
     p.resume += [name for name in resume if name not in decided and name not in p.resume]
 
 
-def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
+_REASON = re.compile(r"^([A-Z][A-Za-z]+): ")
+
+
+def pod_problem(pod):
+    """Why a pod's container keeps failing, from its status: the last termination message (our entrypoints end
+    with ``<Reason>: <what to do>``; Slurm's own last log lines otherwise), or the waiting reason. None if fine."""
+    statuses = ((pod or {}).get("status") or {})
+    for status in (statuses.get("initContainerStatuses") or []) + (statuses.get("containerStatuses") or []):
+        if status.get("ready"):
+            continue
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        terminated = (status.get("lastState") or {}).get("terminated") or (status.get("state") or {}).get(
+            "terminated") or {}
+        message = (terminated.get("message") or "").strip()
+        if terminated.get("exitCode") and message:
+            return "%s: %s" % (status.get("name"), message.splitlines()[-1])
+        if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull",
+                                     "CreateContainerConfigError", "CreateContainerError"):
+            return "%s: %s%s" % (status.get("name"), waiting["reason"],
+                                 ": " + waiting["message"] if waiting.get("message") else "")
+    return None
+
+
+def _components(p, cluster_name, spec, statefulsets, pods):
+    """A condition per optional component (AccountingReady, RestApiReady, ExporterReady): its pods ready, or why
+    not, with the reason its entrypoint gave (DatabaseAccessDenied: ...)."""
+    parts = [("accounting", "AccountingReady", [names.accounting_name(cluster_name)]
+              + ([names.database_name(cluster_name)] if spec["accounting"]["database"]["type"] == "InCluster"
+                 else [])),
+             ("restApi", "RestApiReady", [names.rest_name(cluster_name)]),
+             ("exporter", "ExporterReady", [names.exporter_name(cluster_name)])]
+    for field, ctype, sts_names in parts:
+        if not spec[field]["enabled"]:
+            continue
+        if spec["maintenance"]:
+            p.components[ctype] = ("False", "Maintenance", "the cluster is in maintenance")
+            continue
+        problems, reason = [], "Progressing"
+        for sts_name in sts_names:
+            want = next((m["spec"]["replicas"] for m in p.manifests
+                         if m["kind"] == "StatefulSet" and m["metadata"]["name"] == sts_name), 0)
+            live = statefulsets.get(sts_name)
+            ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
+            if live is not None and ready >= want and _replicas(live) == want:
+                continue
+            why = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, sts_name) is not None]
+            why = [w for w in why if w]
+            for text in why:
+                found = _REASON.match(text.split(": ", 1)[-1])
+                if found:
+                    reason = found.group(1)
+                    break
+            problems.append("%s: %d/%d pods ready%s" % (sts_name, ready, want, "; " + "; ".join(why) if why else ""))
+        if problems:
+            p.components[ctype] = ("False", reason, "; ".join(problems))
+        else:
+            p.components[ctype] = ("True", "Ready", "every pod ready")
+
+
+def _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed_error):
     """Ready: nothing pending, every StatefulSet's pods ready, every worker a serving Slurm node."""
     if p.invalid:
         p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
@@ -617,7 +681,10 @@ def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
         live = statefulsets.get(_name(obj))
         ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
         if live is None or ready < want or _replicas(live) != want:
-            problems.append("%s: %d/%d pods ready" % (_name(obj), ready if live else 0, want))
+            failing = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, _name(obj)) is not None]
+            failing = [w for w in failing if w]
+            problems.append("%s: %d/%d pods ready%s" % (_name(obj), ready if live else 0, want,
+                                                        " (%s)" % "; ".join(failing) if failing else ""))
     if slurm is None:
         why = observed_error or ""
         problems.append("slurmctld does not answer" + (": " + why if why else ""))

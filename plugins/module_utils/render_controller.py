@@ -32,6 +32,10 @@ def controller(c, slurm_config):
     jail_volumes = c.jail_volumes(with_sub_mounts=False)[0]
     volumes = ([{"name": "slurm-config", "configMap": {"name": names.slurm_config_name(c.name)}}] + c.munge_volumes()
                + jail_volumes)
+    mounts = []
+    if c.spec["restApi"]["enabled"]:
+        volumes.append(c.jwt_volume())
+        mounts.append({"name": "jwt-key", "mountPath": names.JWT_KEY_MOUNT, "readOnly": True})
     container = {
         "name": "slurmctld",
         "image": image,
@@ -48,7 +52,7 @@ def controller(c, slurm_config):
             # Users exist only in the jail (one set for the cluster): slurmctld resolves job owners from its
             # /etc/passwd and /etc/group, which the entrypoint links to the jail's. Read-only: it never writes there.
             {"name": "jail", "mountPath": names.JAIL_MOUNT, "readOnly": True},
-        ],
+        ] + mounts,
         "securityContext": security(CONTROLLER_CAPABILITIES, RUNTIME_DEFAULT),
     }
     resources = container_resources(spec.get("resources"))

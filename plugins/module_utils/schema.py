@@ -43,6 +43,10 @@ LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 LABEL_KEY_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                      r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_KEYS_RULE_MESSAGE = "label keys must be qualified names ([prefix/]name, name at most 63 characters)"
+# A MariaDB/MySQL identifier we put into SQL and slurmdbd.conf (database and user names): no quoting needed.
+DB_IDENTIFIER_PATTERN = r"^[A-Za-z0-9_]+$"
+DB_HOST_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$"
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 
 # Human explanations of patterns, appended to "should match" errors by the Python validator.
 PATTERN_HINTS = {
@@ -55,6 +59,9 @@ PATTERN_HINTS = {
     JAIL_PATH_PATTERN: "an absolute path, no component starting with '.'",
     SLURM_TIME_PATTERN: "a Slurm time: minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED",
     GO_DURATION_PATTERN: "a duration such as 30m, 1h30m, 90s",
+    DB_IDENTIFIER_PATTERN: "letters, digits and '_'",
+    DB_HOST_PATTERN: "a host name or IP address",
+    SECRET_KEY_PATTERN: "a Secret key: letters, digits, '-', '_' and '.'",
     QUANTITY_PATTERN: "a quantity such as 500m, 2, 4Gi",
     CIDR_PATTERN: "a CIDR such as 203.0.113.0/24",
     LABEL_VALUE_PATTERN: "a label value: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
@@ -126,6 +133,14 @@ def resources_schema(description):
     })
 
 
+def _label_map(description, max_properties):
+    """Kubernetes labels: qualified-name keys (a CEL rule; its Python twin is in spec.py), label values."""
+    return _m(description, _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), max_properties,
+              **{"x-kubernetes-validations": [_rule(
+                  "self.all(k, size(k) <= 317 && k.matches('%s'))" % LABEL_KEY_PATTERN.replace("\\", "\\\\"),
+                  LABEL_KEYS_RULE_MESSAGE)]})
+
+
 def placement_schema(description):
     toleration = _o("A Kubernetes toleration.", {
         "key": _s("Taint key the toleration applies to; empty with operator Exists matches every taint.",
@@ -137,11 +152,8 @@ def placement_schema(description):
         "tolerationSeconds": _i("How long a NoExecute taint is tolerated before eviction.", format="int64"),
     })
     return _o(description, {
-        "nodeSelector": _m("Node labels the pods must match (merged over the cluster-wide ones; these win).",
-                           _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), 32,
-                           **{"x-kubernetes-validations": [_rule(
-                               "self.all(k, size(k) <= 317 && k.matches('%s'))" % LABEL_KEY_PATTERN.replace(
-                                   "\\", "\\\\"), LABEL_KEYS_RULE_MESSAGE)]}),
+        "nodeSelector": _label_map("Node labels the pods must match (merged over the cluster-wide ones; these win).",
+                                   32),
         "tolerations": _a("Tolerations (added to the cluster-wide ones).", toleration, 32),
         "affinity": {
             "type": "object",
@@ -196,6 +208,7 @@ def _name_rules(kind, max_length):
 
 CLUSTER_NAME_MAX = 24
 NODESET_NAME_MAX = 24
+
 
 
 def _image(component):
@@ -298,6 +311,105 @@ def nodeset_health_checks_schema():
     }, default={})
 
 
+def _secret_key_ref(description):
+    return _o(description, {
+        "name": _s("Name of the Secret (in the cluster's namespace).", maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+        "key": _s("Key of the value in the Secret.", maxLength=253, pattern=SECRET_KEY_PATTERN),
+    }, required=["name", "key"])
+
+
+def _storage(description):
+    return _o(description, {
+        "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
+                               pattern=DNS_SUBDOMAIN_PATTERN),
+        "size": {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
+                 "pattern": QUANTITY_PATTERN, "default": "10Gi", "description": "Size of the volume."},
+    }, default={})
+
+
+DB_TYPES = ["InCluster", "External", "MariaDBOperator"]
+ACCOUNTING_RULES = {
+    "external": "type External requires host and passwordSecretRef",
+    "external_only": "host, passwordSecretRef and tls apply to type External only",
+}
+
+
+def _accounting_schema():
+    database = _o("The database slurmdbd stores accounting in (MariaDB or MySQL).", {
+        "type": _s("InCluster: a MariaDB StatefulSet of the cluster (Debian's MariaDB), its volume and a generated "
+                   "password. MariaDBOperator: a mariadb-operator MariaDB resource (k8s.mariadb.com/v1alpha1; the "
+                   "operator must be installed). External: a database you run (host, user, passwordSecretRef).",
+                   enum=DB_TYPES, default="InCluster"),
+        "host": _s("Host name or address of the external database.", maxLength=253, pattern=DB_HOST_PATTERN),
+        "port": _i("Port of the database.", minimum=1, maximum=65535, default=names.MARIADB_PORT),
+        "name": _s("Database (schema) name: slurmdbd's StorageLoc.", maxLength=64, pattern=DB_IDENTIFIER_PATTERN,
+                   default="slurm_acct_db"),
+        "user": _s("Database user slurmdbd connects as.", maxLength=80, pattern=DB_IDENTIFIER_PATTERN,
+                   default="slurm"),
+        "passwordSecretRef": _secret_key_ref("External: the Secret key holding the user's password (one token: no "
+                                             "whitespace, '#', quote or backslash). Other types generate "
+                                             "<cluster>-accounting-db-password once and never rotate it."),
+        "tls": _o("External: verify the database server's certificate.", {
+            "caSecretRef": _secret_key_ref("The Secret key holding the CA certificate (PEM) that signed the server's "
+                                           "certificate; slurmdbd then connects with TLS (StorageParameters=SSL_CA)."),
+        }, required=["caSecretRef"]),
+        "storage": _storage("InCluster and MariaDBOperator: the database's volume (ReadWriteOnce); immutable once "
+                            "created."),
+        "resources": resources_schema("InCluster: resources of MariaDB."),
+        "placement": placement_schema("InCluster: where MariaDB runs."),
+    }, default={}, **{"x-kubernetes-validations": [
+        # has(self.type) first: the API server checks the rules on the default ({}) too, without nested defaults.
+        _rule("!has(self.type) || self.type != 'External' || (has(self.host) && has(self.passwordSecretRef))",
+              ACCOUNTING_RULES["external"]),
+        _rule("(has(self.type) && self.type == 'External') || "
+              "(!has(self.host) && !has(self.passwordSecretRef) && !has(self.tls))",
+              ACCOUNTING_RULES["external_only"]),
+    ]})
+    slurmdbd = _o("slurmdbd, the accounting daemon (one pod).", {
+        "resources": resources_schema("Resources of slurmdbd."),
+        "placement": placement_schema("Where slurmdbd runs."),
+        "config": _m("Other slurmdbd.conf keys (an allowlist, e.g. PurgeJobAfter, PrivateData); each value one "
+                     "token.", _s("Value of the key.", maxLength=1024, pattern=SLURM_VALUE_PATTERN), 32),
+    }, default={})
+    return _o("Accounting: slurmdbd and its database. Jobs' history (sacct), fairshare (sshare), limits and QOS "
+              "(sacctmgr). The cluster registers itself in the database when slurmctld first connects.", {
+                  "enabled": _b("Run slurmdbd and store accounting.", default=False),
+                  "database": database,
+                  "slurmdbd": slurmdbd,
+              }, default={})
+
+
+def _rest_api_schema():
+    service = _o("How clients reach slurmrestd.", {
+        "type": _s("Kubernetes Service type.", enum=["ClusterIP", "NodePort", "LoadBalancer"], default="ClusterIP"),
+        "port": _i("Port of the Service.", minimum=1, maximum=65535, default=names.SLURMRESTD_PORT),
+    }, default={})
+    return _o("slurmrestd, Slurm's REST API, with JSON Web Token authentication only (auth/jwt: no anonymous "
+              "access). Users get a token with `scontrol token` (on a login node) and send it as "
+              "X-SLURM-USER-TOKEN. Enabling it adds AuthAltTypes=auth/jwt to slurmctld and slurmdbd, with a key "
+              "generated once in the Secret <cluster>-jwt-key.", {
+                  "enabled": _b("Run slurmrestd.", default=False),
+                  "replicas": _i("Number of slurmrestd pods.", minimum=1, maximum=16, default=1),
+                  "service": service,
+                  "resources": resources_schema("Resources of slurmrestd."),
+                  "placement": placement_schema("Where slurmrestd runs."),
+              }, default={})
+
+
+def _exporter_schema():
+    return _o("A Prometheus exporter of Slurm's state (nodes, jobs, partitions, drains, fairshare, scheduler), "
+              "with a Service and, when the cluster serves monitoring.coreos.com/v1, a ServiceMonitor.", {
+                  "enabled": _b("Run the exporter.", default=False),
+                  "resources": resources_schema("Resources of the exporter."),
+                  "placement": placement_schema("Where the exporter runs."),
+                  "serviceMonitor": _o("The ServiceMonitor, made only when the cluster serves the CRD.", {
+                      "enabled": _b("Make it.", default=True),
+                      "interval": _s("Scrape interval.", maxLength=32, pattern=GO_DURATION_PATTERN, default="30s"),
+                      "labels": _label_map("Labels your Prometheus selects ServiceMonitors by.", 16),
+                  }, default={}),
+              }, default={})
+
+
 def slurm_cluster_schema():
     service = _o("How users reach the login nodes over SSH.", {
         "type": _s("Kubernetes Service type of the login Service.", enum=["ClusterIP", "NodePort", "LoadBalancer"],
@@ -398,6 +510,8 @@ def slurm_cluster_schema():
               "healthCheckInterval requires healthCheckProgram", ".healthCheckInterval"),
     ]})
 
+    accounting, rest_api, exporter = _accounting_schema(), _rest_api_schema(), _exporter_schema()
+
     spec = _o("Desired state of a Slurm cluster: controller, login nodes, jail, partitions, Slurm settings. "
               "Workers are NodeSet objects that reference this cluster.", {
                   "clusterName": _s("Slurm ClusterName. Default: metadata.name.", maxLength=40,
@@ -408,6 +522,10 @@ def slurm_cluster_schema():
                       "login": _image("login"),
                       "populateJail": _image("populateJail"),
                       "jail": _image("jail"),
+                      "slurmdbd": _image("slurmdbd"),
+                      "slurmrestd": _image("slurmrestd"),
+                      "exporter": _image("exporter"),
+                      "mariadb": _image("mariadb"),
                       "pullPolicy": _s("imagePullPolicy of every container.", enum=["Always", "IfNotPresent", "Never"],
                                        default="IfNotPresent"),
                   }, default={}),
@@ -447,14 +565,21 @@ def slurm_cluster_schema():
                   "slurm": slurm,
                   "placement": placement_schema("Cluster-wide placement of every pod; component placements are "
                                                 "merged over it."),
+                  "accounting": accounting,
+                  "restApi": rest_api,
+                  "exporter": exporter,
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
                   "healthChecks": health_checks_schema(),
                   "deletionPolicy": _o("What deleting the cluster does to its data.", {
                       "jail": _s("The jail claim and the controller's spool claim: Retain or Delete.",
                                  enum=["Retain", "Delete"], default="Retain"),
-                      "secrets": _s("The munge key and SSH host keys: Retain or Delete.", enum=["Retain", "Delete"],
-                                    default="Retain"),
+                      "secrets": _s("The munge key, SSH host keys and JWT key: Retain or Delete.",
+                                    enum=["Retain", "Delete"], default="Retain"),
+                      "database": _s("The accounting database the cluster made (the in-cluster MariaDB's volume, "
+                                     "or the mariadb-operator MariaDB) and its generated password: Retain or "
+                                     "Delete. An external database is never touched.", enum=["Retain", "Delete"],
+                                     default="Retain"),
                   }, default={}),
               }, required=["jail"], **{"x-kubernetes-validations": [
                   _rule("!has(self.healthChecks) || !has(self.healthChecks.enabled) || !self.healthChecks.enabled"

@@ -282,6 +282,20 @@ def _label_keys(labels, path):
             if len(key) > 317 or not re.match(schema.LABEL_KEY_PATTERN, key)]
 
 
+@_twin(schema.ACCOUNTING_RULES["external"])
+def _external_database(database, path):
+    if database.get("type") == "External" and not ("host" in database and "passwordSecretRef" in database):
+        return _cel_error(path, schema.ACCOUNTING_RULES["external"])
+    return []
+
+
+@_twin(schema.ACCOUNTING_RULES["external_only"])
+def _external_only(database, path):
+    if database.get("type") != "External" and any(k in database for k in ("host", "passwordSecretRef", "tls")):
+        return _cel_error(path, schema.ACCOUNTING_RULES["external_only"])
+    return []
+
+
 @_twin("healthCheckInterval requires healthCheckProgram")
 def _health_check(slurm, path):
     if slurm.get("healthCheckInterval") and "healthCheckProgram" not in slurm:
@@ -340,6 +354,9 @@ def _cluster_rules(spec, errors):
         errors.append(SpecError("spec.slurm.slurmConf.HealthCheckNodeState", "slurm.conf key HealthCheckNodeState "
                                 "has a typed field while the shipped health program runs: use "
                                 "spec.healthChecks.nodeStates"))
+    slurmdbd = ((spec.get("accounting") or {}).get("slurmdbd") or {})
+    _check_raw_keys(slurmdbd.get("config") or {}, "spec.accounting.slurmdbd.config", config_keys.SLURMDBD_CONF_KEYS,
+                    config_keys.SLURMDBD_CONF_OWNED, {}, "slurmdbd.conf", errors, config_keys.SLURMDBD_CONF_VALUES)
     login = spec.get("login") or {}
     sshd = login.get("sshdConfig") or {}
     _check_raw_keys(sshd, "spec.login.sshdConfig", config_keys.SSHD_KEYS, config_keys.SSHD_OWNED, {},

@@ -24,6 +24,9 @@ REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
 REASON_LEAVING = "Removing"
 REASON_ROLLING = "RollingUpdate"
 
+# Conditions of the optional components (converge._components), present while the component is enabled.
+COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady")
+
 COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
 
 
@@ -98,6 +101,12 @@ def cluster_status(old, obj, plan, now):
                               "%d login pod(s) on an older template: each is replaced once nobody is logged in to "
                               "it, or after spec.login.updateGracePeriod" % outdated if outdated else
                               "every login pod on the current template", gen, now)
+    for ctype in COMPONENT_CONDITIONS:
+        if ctype in plan.components:
+            cstatus, reason, message = plan.components[ctype]
+            conds = set_condition(conds, ctype, cstatus, reason, message, gen, now)
+        else:  # the component was switched off
+            conds = remove_condition(conds, ctype)
     if plan.invalid:
         message = "; ".join("NodeSet %s: %s" % kv for kv in sorted(plan.invalid.items()))
         conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, message, gen, now)

@@ -21,7 +21,6 @@ from polling import wait_until  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
 NAMESPACE = "e2e-site"
-IMAGES = ("slurm-controller", "slurm-worker", "slurm-login", "jail", "populate-jail")
 TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 
 
@@ -214,8 +213,9 @@ def real_node_cluster(tmp_path_factory):
         started = True
     env["SOPERATOR_LOCALCLUSTER_DIR"] = state_dir
     subprocess.run([os.path.join(ROOT, "hack", "images.sh"), "build", "save"], check=True, stdin=subprocess.DEVNULL)
-    images = os.path.join(os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator")), "images")
-    _tool(env, "import-image", *[os.path.join(images, "%s-0.1.0.tar" % i) for i in IMAGES])
+    archives = subprocess.run([os.path.join(ROOT, "hack", "images.sh"), "archives"], check=True, text=True,
+                              capture_output=True, stdin=subprocess.DEVNULL).stdout.split()
+    _tool(env, "import-image", *archives)
     try:
         yield state_dir
     finally:

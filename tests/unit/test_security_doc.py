@@ -18,7 +18,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import (
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "docs", "security.md")
-EXAMPLES = ("cpu-cluster.yaml", "gpu-cluster.yaml")
+EXAMPLES = ("cpu-cluster.yaml", "gpu-cluster.yaml", "accounting-cluster-local.yaml")
 CONTAINER_COLUMNS = ["pod", "container", "capabilities added", "seccomp", "AppArmor", "privileged",
                      "allowPrivilegeEscalation", "runAsUser", "readOnlyRootFilesystem"]
 CAPABILITY_COLUMNS = ["container", "capability", "why", "measured"]
@@ -82,7 +82,7 @@ def container_row(component, pod, container):
         (sc.get("appArmorProfile") or pod_sc.get("appArmorProfile") or {}).get("type", "unset"),
         "yes" if sc.get("privileged") else "no",
         _unset(escalation if escalation is None else str(escalation).lower()),
-        _unset(sc.get("runAsUser", pod_sc.get("runAsUser"))),
+        str(_unset(sc.get("runAsUser", pod_sc.get("runAsUser")))),
         _unset(read_only if read_only is None else str(read_only).lower()),
     ]
 
@@ -116,6 +116,12 @@ def test_doc_states_every_container_exactly_as_rendered(example):
         "in the doc, not rendered: %s" % (example, missing, stale)
     # Each (pod, container) once: one row per container, whatever the number of NodeSets.
     assert len({(r[0], r[1]) for r in rendered}) == len(rendered)
+
+
+def test_every_row_of_the_doc_is_rendered_by_an_example():
+    _header, documented = doc_table("containers")
+    rendered = [r for example in EXAMPLES for r in rendered_rows(example)]
+    assert [r for r in documented if r not in rendered] == [], "in docs/security.md, rendered by no example"
 
 
 def test_doc_gives_a_reason_for_exactly_the_capabilities_of_render_py():
