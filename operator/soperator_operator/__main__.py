@@ -118,7 +118,7 @@ def main(argv=None):
         metrics.leader.set(0)
         log.error("lost leadership: cancelling runs in flight and exiting")
         controller.abort()
-        runner.close()
+        runner.close(helpers=True)
         logging.shutdown()
         os._exit(1)
 
