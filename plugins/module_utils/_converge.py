@@ -25,7 +25,8 @@ from typing import Any, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
-from ansible_collections.soperator.slurm.plugins.module_utils import kinds, login_check, names, objects, slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, login_check, names, objects, projection
+from ansible_collections.soperator.slurm.plugins.module_utils import slurm_check
 from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
@@ -214,7 +215,30 @@ class Converger(object):
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds()}
+        settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
+        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
+            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
+
+    def kubernetes_nodes(self, pods):
+        """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
+        when Nodes may not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
+        res = self.resource("v1", "Node")
+        found = {}
+        hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
+                    if (p.get("spec") or {}).get("nodeName"))
+        for host in sorted(hosts):
+            try:
+                node = _body(self._call("get Node %s" % host, res.get, name=host, serialize=False,
+                                        expect=NotFoundError))
+            except NotFoundError:
+                continue
+            except KubernetesError as e:
+                return None, "cannot read Kubernetes nodes: %s" % e.msg
+            found[host] = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+                           "conditions": dict((c.get("type"), c.get("status"))
+                                              for c in (node.get("status") or {}).get("conditions") or ())}
+        return found, None
 
     def login_sessions(self, statefulsets, pods):
         """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
@@ -320,7 +344,35 @@ class Converger(object):
             if not self.check_mode:
                 slurm.delete(plan.delete_nodes)
             done["deleted_nodes"] = list(plan.delete_nodes)
+        for pod_name, uid, host, why in plan.evict:
+            if not self.check_mode and not self.move_pod(pod_name, uid, host, why):
+                continue
+            done["replaced_pods"].append(pod_name)
         return applied, done
+
+    def move_pod(self, pod_name, uid, host, why):
+        """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
+        API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
+        if host:
+            res = self.resource("v1", "Node")
+            self._call("cordon Node %s" % host, self.client.patch, res, name=host, content_type=
+                       "application/merge-patch+json", body={"metadata": {"annotations": {
+                           names.ANNOTATION_CORDONED: "%s/%s: %s" % (self.namespace, pod_name, why)}},
+                           "spec": {"unschedulable": True}})
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod_name, "namespace": self.namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        try:
+            self._call("evict pod %s/%s" % (self.namespace, pod_name), self.client.request, "POST",
+                       "/api/v1/namespaces/%s/pods/%s/eviction" % (self.namespace, pod_name), body=body,
+                       expect=(NotFoundError, ConflictError))
+        except (NotFoundError, ConflictError):
+            return False
+        except KubernetesError as e:
+            if e.details.get("status") == 429:  # a disruption budget says not now
+                return False
+            raise
+        return True
 
     # --- the whole converge ---------------------------------------------------------------------------------
     def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
@@ -415,8 +467,28 @@ class Converger(object):
                 self.patch_finalizers(ns, list(md.get("finalizers") or []) + [FINALIZER])
         return released
 
+    def report_pods(self, observed, plan, now):
+        """Each worker pod's SlurmNodeReady condition, written (pods/status) only when it changed."""
+        res = self.resource("v1", "Pod")
+        for name, desired in sorted(plan.pod_conditions.items()):
+            pod = observed["pods"].get(name)
+            live = projection.live_condition(pod)
+            if pod is None or projection.same_condition(live, desired):
+                continue
+            cond = dict(desired, lastTransitionTime=now if live is None or live.get("status") != desired["status"]
+                        else live.get("lastTransitionTime") or now)
+            try:
+                self._call("write the %s condition of pod %s/%s" % (desired["type"], self.namespace, name),
+                           self.client.patch, res.status, name=name, namespace=self.namespace,
+                           body={"status": {"conditions": [cond]}},
+                           content_type="application/strategic-merge-patch+json", expect=NotFoundError)
+            except NotFoundError:
+                continue
+
     def report(self, cluster, nodesets, observed, plan):
         now = _now_iso(self.clock())
+        if self.write_status:
+            self.report_pods(observed, plan, now)
         self.patch_status(names.CLUSTER_KIND, self.name, lambda old, obj: st.cluster_status(old, obj, plan, now))
         for ns in nodesets:
             name = ns["metadata"]["name"]

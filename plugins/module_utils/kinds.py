@@ -29,6 +29,7 @@ OWNED = (
     Kind("", "v1", "ConfigMap", "configmaps", False, False),
     Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", False, False),
     Kind("batch", "v1", "Job", "jobs", False, False),
+    Kind("batch", "v1", "CronJob", "cronjobs", False, False),
     Kind("", "v1", "Secret", "secrets", True, False),
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, False),
     # prometheus-operator: the exporter's ServiceMonitor, rendered only when the cluster serves the kind.
@@ -77,6 +78,13 @@ def by_name(kind_name):
     raise KeyError(kind_name)
 
 
+# Cluster-scoped and opt-in (operator_read_nodes): Kubernetes node state projected into Slurm
+# (spec.healthChecks.kubernetesNodes), and the runtime's watch of Nodes that brings a cordon to the converge at once.
+NODE_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+# ... and, opt-in on its own (operator_cordon_nodes), cordoning the node of a worker that stays unhealthy.
+NODE_CORDON_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+
+
 def operator_rules(allow_data_deletion=False):
     """The RBAC rules the operator needs in a namespace it watches: exactly what the roles and the runtime call."""
     cr_plurals = [names.CLUSTER_PLURAL, names.NODESET_PLURAL]
@@ -104,6 +112,10 @@ def operator_rules(allow_data_deletion=False):
     # and in outdated login pods (session count, sshd -t), and deletes an outdated worker pod (OnDelete rolling
     # update) once its Slurm node is drained and idle, a login pod once nobody is logged in to it.
     rules.append({"apiGroups": [""], "resources": [POD.plural], "verbs": ["get", "list", "watch", "delete"]})
+    # Each worker pod's SlurmNodeReady condition (its Slurm node state); moving an unhealthy worker to another node
+    # (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter) through the Eviction API, which honours its budget.
+    rules.append({"apiGroups": [""], "resources": [POD.plural + "/status"], "verbs": ["patch"]})
+    rules.append({"apiGroups": [""], "resources": [POD.plural + "/eviction"], "verbs": ["create"]})
     # exec over a WebSocket is an upgraded GET: it needs `get` besides `create`.
     rules.append({"apiGroups": [""], "resources": [POD.plural + "/exec"], "verbs": ["get", "create"]})
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})

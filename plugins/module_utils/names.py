@@ -37,6 +37,7 @@ COMPONENT_JAIL = "jail"
 COMPONENT_CONFIG = "config"
 COMPONENT_SECRET = "secret"
 COMPONENT_POPULATE = "populate-jail"
+COMPONENT_HEALTH = "health"
 COMPONENT_ACCOUNTING = "accounting"  # slurmdbd
 COMPONENT_DATABASE = "accounting-db"  # the in-cluster MariaDB
 COMPONENT_REST = "rest"  # slurmrestd
@@ -68,6 +69,16 @@ SSH_HOST_KEY_FILES = tuple("ssh_host_%s_key" % t for t in SSH_HOST_KEY_TYPES)
 
 # Drain reasons written by the operator start with this; anything else belongs to an administrator.
 DRAIN_REASON_PREFIX = "soperator:"
+# ... those of the health program (images/worker/soperator_health.py) with this: only it resumes them.
+HEALTH_REASON_PREFIX = DRAIN_REASON_PREFIX + " health:"
+# Kubernetes node state projected into Slurm by the converge (spec.healthChecks.kubernetesNodes).
+REASON_NODE_CORDONED = DRAIN_REASON_PREFIX + " node cordoned"
+REASON_NODE_CONDITION = DRAIN_REASON_PREFIX + " node condition "  # + the condition type
+# On a Kubernetes node the converge cordoned (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter): why, for whoever
+# uncordons it once repaired.
+ANNOTATION_CORDONED = GROUP + "/cordoned"
+# The pod condition carrying a worker's Slurm node state (status from Slurm, reason its state in CamelCase).
+POD_CONDITION_SLURM_NODE = "SlurmNodeReady"
 
 # Paths inside the containers (the images and the SPANK plugin rely on them).
 JAIL_MOUNT = "/mnt/jail"
@@ -83,6 +94,14 @@ SSHD_CONFIG_MOUNT = "/etc/soperator/sshd"
 POPULATE_TOOL_DIR = "/opt/soperator/bin"
 POPULATE_TOOL = "populate-jail"
 NODE_READY_PROBE = "/usr/local/bin/soperator-node-ready"  # images/lib/soperator-node-ready
+# The worker image's health programs (images/worker) and where their per-NodeSet configuration is mounted.
+HEALTH_CHECK_PROGRAM = "/usr/local/sbin/soperator-health-check"
+NCCL_CHECK_PROGRAM = "/usr/local/sbin/soperator-nccl-check"
+HEALTH_CONFIG_MOUNT = "/etc/soperator/health"
+HEALTH_CONFIG_FILE = "health.json"
+NCCL_CONFIG_FILE = "nccl.json"
+# Results of the NCCL check, in the jail (JSON and a Prometheus textfile).
+NCCL_RESULTS_DIR = "/var/lib/soperator/nccl"
 JWT_KEY_MOUNT = "/etc/soperator/jwt"
 JWT_KEY_PATH = JWT_KEY_MOUNT + "/" + JWT_KEY_FILE
 # slurmdbd: the rendered slurmdbd.conf without its password (ConfigMap), the password (Secret), an external
@@ -124,8 +143,9 @@ IMAGE_REPOSITORIES = {
 # NodeSet names that would collide with the cluster's own object names (`<cluster>-<nodeset>`) or with Slurm
 # keywords in `Nodes=`.
 RESERVED_NODESET_NAMES = ("controller", "login", "login-headless", "jail", "slurm-config", "sshd-config",
-                          "munge-key", "ssh-host-keys", "populate-jail", "all", "accounting", "accounting-db",
-                          "accounting-db-password", "slurmdbd-config", "jwt-key", "rest", "exporter")
+                          "munge-key", "ssh-host-keys", "populate-jail", "all", "health-checks", "nccl-check",
+                          "accounting", "accounting-db", "accounting-db-password", "slurmdbd-config", "jwt-key",
+                          "rest", "exporter")
 
 
 def default_image(component, collection_version=COLLECTION_VERSION):
@@ -155,6 +175,15 @@ def slurm_config_name(cluster):
 
 def sshd_config_name(cluster):
     return "%s-sshd-config" % cluster
+
+
+def health_config_name(cluster):
+    """The ConfigMap of the health programs' settings: one key per NodeSet, and the NCCL check's."""
+    return "%s-health-checks" % cluster
+
+
+def nccl_check_name(cluster):
+    return "%s-nccl-check" % cluster
 
 
 def munge_key_name(cluster):

@@ -29,6 +29,11 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter im
     exporter_service,
     service_monitor,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.render_health import (
+    health_config,
+    nccl_cronjob,
+    nccl_service,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.render_jail import jail_claim, populate_job
 from ansible_collections.soperator.slurm.plugins.module_utils.render_login import login, login_service
 from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import rest_service, slurmrestd
@@ -47,8 +52,8 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
     name/namespace and optionally uid, spec). Both are validated and defaulted first: a SpecErrors lists every
     problem. ``served``: optional kinds the cluster serves (``ServiceMonitor``): rendered only then. Apply order:
-    Secrets, jail claim (and a mariadb-operator MariaDB), ConfigMaps, Services, populate Job, StatefulSets, PDBs,
-    ServiceMonitor.
+    Secrets, jail claim (and a mariadb-operator MariaDB), ConfigMaps, Services, populate Job, NCCL check CronJob,
+    StatefulSets, PDBs, ServiceMonitor.
     """
     cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets)
@@ -70,7 +75,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
         objects.append(jail_claim(c))
     objects += account_data
     objects += [config_map(c, names.slurm_config_name(c.name), slurm_config),
-                config_map(c, names.sshd_config_name(c.name), sshd_config)]
+                config_map(c, names.sshd_config_name(c.name), sshd_config), health_config(c)]
     if slurmdbd_config is not None:
         objects.append(config_map(c, names.slurmdbd_config_name(c.name), slurmdbd_config))
     objects.append(headless_service(c, names.controller_name(c.name), names.COMPONENT_CONTROLLER, "slurmctld",
@@ -85,8 +90,14 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
         objects.append(rest_service(c))
     if spec["exporter"]["enabled"]:
         objects.append(exporter_service(c))
+    service = nccl_service(c)
+    if service is not None:
+        objects.append(service)
     if not c.maintenance:
         objects.append(populate_job(c))
+    cronjob = nccl_cronjob(c)
+    if cronjob is not None:
+        objects.append(cronjob)
     # The database and slurmdbd first: slurmctld registers with slurmdbd when it starts.
     objects += account_workloads
     objects.append(controller(c, slurm_config))

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render_health import nccl_enabled
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     RUNTIME_DEFAULT,
     config_hash,
@@ -61,8 +62,8 @@ def controller(c, slurm_config):
     # slurmctld calls back srun and sbatch by the short host name they report (a login or worker pod's name):
     # searching the pods' headless Services resolves it. Without, each callback spends ~10 failed lookups and a
     # finished job stays COMPLETING for a minute or more.
-    services = [names.login_headless_name(c.name)] + sorted(names.worker_name(c.name, ns["metadata"]["name"])
-                                                            for ns in c.nodesets)
+    services = [names.login_headless_name(c.name)] + ([names.nccl_check_name(c.name)] if nccl_enabled(c) else []) \
+        + sorted(names.worker_name(c.name, ns["metadata"]["name"]) for ns in c.nodesets)  # + the NCCL check's srun
     pod["dnsConfig"] = {"searches": ["%s.%s.svc.%s" % (svc, c.namespace, names.CLUSTER_DOMAIN)
                                      for svc in services[:names.MAX_EXTRA_DNS_SEARCHES]]}
     spool = spec["spool"]

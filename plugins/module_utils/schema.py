@@ -216,6 +216,101 @@ def _image(component):
               maxLength=MAX_PATH, pattern=IMAGE_PATTERN)
 
 
+# --- node health (spec.healthChecks of a SlurmCluster and of a NodeSet) ----------------------------------------------
+HEALTH_NODE_STATES = ["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
+DEFAULT_XIDS = [48, 63, 64, 74, 79, 92, 94, 95]
+NCCL_SIZE_PATTERN = r"^[0-9]+[KMG]?$"
+CRON_PATTERN = r"^(@(hourly|daily|weekly|monthly|yearly|annually)|[0-9*/,-]+( [0-9*/,A-Za-z-]+){4})$"
+CONDITION_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9]*$"
+HEALTH_EXCLUSIVE_RULE = ("spec.healthChecks.enabled and spec.slurm.healthCheckProgram exclude each other: slurmd runs "
+                         "one HealthCheckProgram, the shipped one or yours")
+PATTERN_HINTS.update({NCCL_SIZE_PATTERN: "a size such as 512M or 8G", CRON_PATTERN: "a cron schedule such as 0 3 * * 0",
+                      CONDITION_TYPE_PATTERN: "a condition type such as KernelDeadlock"})
+
+
+def gpu_health_schema(description, defaults=True):
+    """Thresholds of the GPU checks. The NodeSet's copy has no defaults: what it sets overrides the cluster's."""
+    def d(value):
+        return {"default": value} if defaults else {}
+    return _o(description, {
+        "persistenceMode": _b("Fail a GPU whose persistence mode is off.", **d(True)),
+        "maxUncorrectedEccErrors": _i("Volatile uncorrected ECC errors a GPU may have.", minimum=0, **d(0)),
+        "maxRetiredPages": _i("Retired pages (single- and double-bit) a GPU may have; a pending retirement always "
+                              "fails (it needs a reset).", minimum=0, **d(60)),
+        "maxRemappedRows": _i("Rows remapped for uncorrectable errors a GPU may have; a pending or failed remapping "
+                              "always fails.", minimum=0, **d(512)),
+        "xids": _a("NVIDIA Xid codes that fail a node once seen in the kernel log (read when the container may: "
+                   "kernel.dmesg_restrict=0).", _i("An Xid code.", minimum=1, maximum=1024), 64,
+                   **dict(d(list(DEFAULT_XIDS)), **{"x-kubernetes-list-type": "set"})),
+        "maxXidEvents": _i("Events of those codes tolerated.", minimum=0, **d(0)),
+        "dcgmDiagLevel": _i("Run `dcgmi diag -r <level>` when dcgmi is in the worker image (0: never).", minimum=0,
+                            maximum=2, **d(1)),
+    }, **d({}))
+
+
+def health_checks_schema():
+    nccl = _o("The NCCL check: a CronJob that runs all_reduce_perf as Slurm jobs on each idle node of the NodeSets "
+              "with spec.healthChecks.ncclMinBusBandwidthGBps, then across pairs of them, and drains a node under "
+              "that bus bandwidth (reason 'soperator: health: nccl: busbw <figure> ...'). Off unless scheduled.", {
+                  "schedule": _s("Cron schedule of the check (e.g. '0 3 * * 0'). Absent: no check.", maxLength=64,
+                                 pattern=CRON_PATTERN),
+                  "command": _s("all_reduce_perf inside the jail (nccl-tests).", maxLength=MAX_PATH,
+                                pattern=PROGRAM_PATH_PATTERN, default="/usr/bin/all_reduce_perf"),
+                  "minBytes": _s("all_reduce_perf -b.", maxLength=16, pattern=NCCL_SIZE_PATTERN, default="512M"),
+                  "maxBytes": _s("all_reduce_perf -e; the bus bandwidth judged is the one at this size.",
+                                 maxLength=16, pattern=NCCL_SIZE_PATTERN, default="8G"),
+                  "pairs": _b("Also test pairs of nodes (one job across both); a node failing with two partners is "
+                              "drained.", default=True),
+                  "mpi": _s("srun --mpi of the pair tests (all_reduce_perf built with MPI).",
+                            enum=["pmix", "pmi2", "none"], default="pmix"),
+                  "partition": _s("Partition of the test jobs (default: the cluster's default partition).",
+                                  maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
+                  "timeLimitMinutes": _i("Time limit of each test job.", minimum=1, maximum=1440, default=10),
+              }, default={})
+    nodes = _o("Kubernetes node state projected into Slurm (reading Nodes needs the operator's opt-in cluster-scoped "
+               "RBAC, operator_read_nodes: true).", {
+                   "drainCordoned": _b("Drain the Slurm nodes of the pods on a cordoned Kubernetes node (reason "
+                                       "'soperator: node cordoned'); resume them when it is uncordoned.",
+                                       default=False),
+                   "drainOnConditions": _a("Kubernetes node condition types (e.g. Node Problem Detector's) that drain "
+                                           "the Slurm nodes of its pods while True (reason 'soperator: node condition "
+                                           "<type>').", _s("A condition type.", maxLength=MAX_SHORT,
+                                                           pattern=CONDITION_TYPE_PATTERN), 16,
+                                           **{"x-kubernetes-list-type": "set"}),
+                   "evictUnhealthyAfter": _s("A worker drained by the health program this long, and idle, has its "
+                                             "Kubernetes node cordoned and its pod evicted (the StatefulSet makes it "
+                                             "again elsewhere; its jobs are never killed). Absent: never. Cordoning "
+                                             "needs operator_cordon_nodes: true.", maxLength=32,
+                                             pattern=GO_DURATION_PATTERN),
+               }, default={})
+    return _o("Node health: the worker image's health program run by slurmd (HealthCheckProgram), the NCCL check, and "
+              "Kubernetes node state projected into Slurm.", {
+                  "enabled": _b("Run the shipped health program on every node. Default: on, unless "
+                                "spec.slurm.healthCheckProgram names a program of your own."),
+                  "interval": _i("Slurm HealthCheckInterval, seconds.", minimum=10, maximum=86400, default=120),
+                  "nodeStates": _a("Slurm HealthCheckNodeState: which nodes are checked. NONDRAINED_IDLE is not "
+                                   "offered: a node drained by a check must be checked again to be resumed.",
+                                   _s("A node state.", enum=HEALTH_NODE_STATES), 5, default=["ANY"],
+                                   **{"x-kubernetes-list-type": "set"}),
+                  "minFreeSpoolMiB": _i("Free space the slurmd spool must keep.", minimum=0, default=1024),
+                  "minFreeTmpMiB": _i("Free space /tmp must keep.", minimum=0, default=1024),
+                  "minAvailableMemoryMiB": _i("MemAvailable a node must keep (0: not checked).", minimum=0, default=0),
+                  "gpu": gpu_health_schema("GPU checks of the NodeSets with GPUs (nvidia-smi; DCGM when present)."),
+                  "nccl": nccl,
+                  "kubernetesNodes": nodes,
+              }, default={})
+
+
+def nodeset_health_checks_schema():
+    return _o("Node health of this NodeSet (see the SlurmCluster's spec.healthChecks).", {
+        "enabled": _b("Run the health program on these nodes (when the cluster runs it).", default=True),
+        "gpu": gpu_health_schema("GPU thresholds of this NodeSet, over the cluster's.", defaults=False),
+        "ncclMinBusBandwidthGBps": _i("Bus bandwidth (GB/s, all_reduce_perf at maxBytes) a node of this set must "
+                                      "reach in the NCCL check. Absent: the check leaves this set alone.",
+                                      minimum=1, maximum=100000),
+    }, default={})
+
+
 def _secret_key_ref(description):
     return _o(description, {
         "name": _s("Name of the Secret (in the cluster's namespace).", maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
@@ -475,6 +570,7 @@ def slurm_cluster_schema():
                   "exporter": exporter,
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
+                  "healthChecks": health_checks_schema(),
                   "deletionPolicy": _o("What deleting the cluster does to its data.", {
                       "jail": _s("The jail claim and the controller's spool claim: Retain or Delete.",
                                  enum=["Retain", "Delete"], default="Retain"),
@@ -485,7 +581,11 @@ def slurm_cluster_schema():
                                      "Delete. An external database is never touched.", enum=["Retain", "Delete"],
                                      default="Retain"),
                   }, default={}),
-              }, required=["jail"])
+              }, required=["jail"], **{"x-kubernetes-validations": [
+                  _rule("!has(self.healthChecks) || !has(self.healthChecks.enabled) || !self.healthChecks.enabled"
+                        " || !has(self.slurm) || !has(self.slurm.healthCheckProgram)", HEALTH_EXCLUSIVE_RULE,
+                        ".healthChecks.enabled"),
+              ]})
 
     status = {
         "type": "object",
@@ -536,6 +636,7 @@ def nodeset_schema():
                              }, default={}),
         "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
                     pattern=IMAGE_PATTERN),
+        "healthChecks": nodeset_health_checks_schema(),
     }, required=["clusterRef"])
 
     status = {
@@ -547,10 +648,11 @@ def nodeset_schema():
             "replicas": _i("Pods that exist.", minimum=0),
             "readyReplicas": _i("Pods that are ready.", minimum=0),
             "selector": _s("Label selector of the pods (for the scale subresource and autoscalers).", maxLength=1024),
-            "idle": _i("Slurm nodes IDLE.", minimum=0),
-            "allocated": _i("Slurm nodes ALLOCATED or MIXED.", minimum=0),
+            "idle": _i("Slurm nodes IDLE (not drained).", minimum=0),
+            "allocated": _i("Slurm nodes ALLOCATED: every CPU in use (not drained).", minimum=0),
+            "mixed": _i("Slurm nodes MIXED: some CPUs in use (not drained).", minimum=0),
             "drained": _i("Slurm nodes DRAINING or DRAINED.", minimum=0),
-            "down": _i("Slurm nodes DOWN.", minimum=0),
+            "down": _i("Slurm nodes DOWN or not responding.", minimum=0),
             "updatedReplicas": _i("Pods on the current template.", minimum=0),
             "outdatedReplicas": _i("Pods on an older template, waiting to be replaced by the rolling update.",
                                    minimum=0),
@@ -602,6 +704,10 @@ def crds():
         {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
         {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
         {"name": "Idle", "type": "integer", "jsonPath": ".status.idle"},
+        {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
+        {"name": "Mixed", "type": "integer", "jsonPath": ".status.mixed"},
+        {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
+        {"name": "Down", "type": "integer", "jsonPath": ".status.down", "priority": 1},
         copy.deepcopy(age),
     ], scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
               "labelSelectorPath": ".status.selector"})

@@ -18,7 +18,7 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.spec import (
-    cpu_count, nodeset_partitions, real_memory_mib,
+    cpu_count, health_enabled, nodeset_partitions, real_memory_mib,
 )
 
 _UNSAFE = re.compile(r"[\s\\#\x00]")
@@ -138,7 +138,13 @@ def render_slurm_conf(cluster, nodesets):
               "SlurmctldTimeout=%d" % slurm["slurmctldTimeout"],
               "SlurmdTimeout=%d" % slurm["slurmdTimeout"],
               "KillWait=%d" % slurm["killWait"]]
-    if slurm.get("healthCheckInterval"):
+    if health_enabled(spec):
+        # The worker image's program: it drains a failing node with `soperator: health: ...` and resumes it.
+        health = spec["healthChecks"]
+        lines.append("HealthCheckProgram=%s" % names.HEALTH_CHECK_PROGRAM)
+        lines.append("HealthCheckInterval=%d" % health["interval"])
+        lines.append(conf_line("HealthCheckNodeState", ",".join(health["nodeStates"]), "spec.healthChecks.nodeStates"))
+    elif slurm.get("healthCheckInterval"):
         lines.append("HealthCheckInterval=%d" % slurm["healthCheckInterval"])
         lines.append(conf_line("HealthCheckProgram", slurm["healthCheckProgram"], "spec.slurm.healthCheckProgram"))
     if has_gpus(nodesets):

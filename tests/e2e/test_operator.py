@@ -446,6 +446,57 @@ def test_removing_the_operator_strands_no_finalizer(op):
     op.kubectl("delete", "nodeset", "cpu", "-n", WATCHED, "--wait=true", timeout=60)
 
 
+def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(op):
+    """Under the operator only: NodeSet counts and pod conditions follow Slurm within one --status-period (30 s) with
+    no role run, and (operator_read_nodes: a ClusterRole on Nodes, the runtime watching them) `kubectl cordon` of the
+    real node drains the Slurm nodes of its worker pods at once; uncordon resumes them."""
+    op.playbook("operator.yml", install_params(operator_read_nodes=True))
+    assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode == 0
+
+    def rolled_out():
+        deploy = op.get_in(OPERATOR_NS, "deployment", "soperator-operator")
+        st = deploy.get("status") or {}
+        args = [p["spec"]["containers"][0]["args"] for p in operator_pods(op)]
+        return (st.get("observedGeneration") == deploy["metadata"]["generation"] and st.get("updatedReplicas") == 2
+                and st.get("availableReplicas") == 2 and st.get("replicas") == 2
+                and all("--watch-nodes" in a for a in args))
+    wait_until(rolled_out, 240, "the replicas watching Nodes rolled out")
+    docs = op.definition(health_checks={"kubernetesNodes": {"drainCordoned": True}})
+    kubectl_apply(op, docs)
+    wait_until(lambda: ready(op), 300, "SlurmCluster Ready", op.explain)
+    host = op.get("pod", "demo-cpu-0")["spec"]["nodeName"]
+
+    submit = op.jail("cd /root && sbatch --parsable --exclusive -w demo-cpu-0 -o /dev/null --wrap 'sleep 300'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    try:
+        wait_until(lambda: op.sinfo().get("demo-cpu-0") == "allocated", 60, "demo-cpu-0 allocated", op.explain)
+        t0 = time.monotonic()
+        shown = wait_until(lambda: (lambda sc: sc[0] == sc[1] and sc[0]["allocated"] == 1 and sc[0])(
+            op.nodeset_counts()), 90, "NodeSet counts matching sinfo", op.explain)
+        print("e2e-operator: a job's start reached the NodeSet's counts in %.1f s" % (time.monotonic() - t0))
+        assert shown["idle"] == 1
+        cond = op.slurm_condition("demo-cpu-0")
+        assert (cond["status"], cond["reason"]) == ("True", "Allocated"), cond
+    finally:
+        op.slurm("scancel %s" % job)
+    op.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+    op.kubectl("cordon", host)
+    try:
+        t0 = time.monotonic()
+        wait_until(lambda: all("Reason=soperator: node cordoned" in op.node(n) for n in ("demo-cpu-0", "demo-cpu-1")),
+                   120, "both Slurm nodes drained for the cordon", op.explain)
+        print("e2e-operator: cordon -> Slurm nodes drained in %.1f s" % (time.monotonic() - t0))
+    finally:
+        op.kubectl("uncordon", host)
+    wait_until(lambda: not any("DRAIN" in op.node(n) for n in ("demo-cpu-0", "demo-cpu-1")), 120,
+               "resumed after uncordon", op.explain)
+    op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300)
+    op.playbook("operator.yml", install_params())
+    assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode != 0
+
+
 def test_cluster_wide_install_watches_every_namespace(op):
     """The same image, installed namespaced and then reinstalled with operator_cluster_wide: a ClusterRole (the
     namespaced Role pruned), and a namespace nobody listed.

@@ -23,7 +23,7 @@ def test_the_renderer_produces_no_kind_missing_from_the_table(example):
 
 def test_prune_kinds_are_the_applied_ones_and_data_is_never_pruned():
     assert kinds.prune_kinds() == ["apps/v1/StatefulSet", "v1/Service", "v1/ConfigMap",
-                                   "policy/v1/PodDisruptionBudget", "batch/v1/Job",
+                                   "policy/v1/PodDisruptionBudget", "batch/v1/Job", "batch/v1/CronJob",
                                    "monitoring.coreos.com/v1/ServiceMonitor"]
     assert {k.kind for k in kinds.data()} == {"Secret", "PersistentVolumeClaim", "MariaDB"}
     # The operator caches (watches) only the kinds every cluster serves.
@@ -47,6 +47,9 @@ def test_operator_rules_grant_exactly_the_table():
     assert by_resource[("", "secrets")] == by_resource[("", "persistentvolumeclaims")] == {"get", "create"}
     assert by_resource[("k8s.mariadb.com", "mariadbs")] == {"get", "create"}
     assert by_resource[("", "pods/exec")] == {"get", "create"}
+    assert by_resource[("", "pods/status")] == {"patch"}  # each worker's SlurmNodeReady condition
+    assert by_resource[("", "pods/eviction")] == {"create"}  # an unhealthy worker moved (evictUnhealthyAfter)
+    assert ("", "nodes") not in by_resource  # cluster-scoped: opt-in, a ClusterRole of its own
     assert by_resource[(names.GROUP, names.CLUSTER_PLURAL)] == {"get", "list", "watch", "patch"}
     assert not any("*" in verbs for verbs in by_resource.values())
     deleting = {(r["apiGroups"][0], res): set(r["verbs"]) for r in kinds.operator_rules(True) for res in r["resources"]}
@@ -87,3 +90,15 @@ def test_only_an_invalid_spec_or_a_vanished_object_is_permanent():
                         errors.API_ERROR, errors.NOT_FOUND) if not errors.retryable(r)] == \
         [errors.INVALID_SPEC, errors.NOT_FOUND]
     assert errors.retryable(None)  # a failure no module classified: retried with backoff
+
+
+def test_reading_nodes_is_opt_in(root):
+    assert kinds.NODE_RULES == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    with open(os.path.join(root, "roles", "operator", "templates", "manifests.yml.j2")) as handle:
+        template = handle.read()
+    # the ClusterRole and the runtime's Node watch exist only when operator_read_nodes asks for them
+    assert "{% if _operator_node_rules %}" in template and "{% if operator_read_nodes | bool %}" in template
+    assert kinds.NODE_CORDON_RULES == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+    with open(os.path.join(root, "roles", "operator", "vars", "main.yml")) as handle:
+        assert "operator_read_nodes | soperator.slurm.operator_node_rbac_rules(operator_cordon_nodes)" in \
+            yaml.safe_load(handle)["_operator_node_rules"]
