@@ -28,6 +28,7 @@ __metaclass__ = type
 
 import calendar
 import copy
+import re
 import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, render, schema, spec as specs
@@ -188,7 +189,7 @@ def _beyond(name, kept_ordinals, cluster_name=None):
     """Whether ``name`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
     the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
     sts_name, dummy, ordinal = name.rpartition("-")
-    if not ordinal.isdigit() or (ordinal != "0" and ordinal.startswith("0")):
+    if not re.fullmatch(r"[0-9]+", ordinal) or (ordinal != "0" and ordinal.startswith("0")):
         return False
     if sts_name in kept_ordinals:
         return int(ordinal) >= kept_ordinals[sts_name]

@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+
 COLLECTION_VERSION = "0.1.0"  # tests/unit/test_names.py checks it against galaxy.yml
 
 GROUP = "slurm.soperator.dev"
@@ -138,6 +140,34 @@ def spool_claim_name(cluster, ordinal=0):
 
 def jail_claim_name(cluster):
     return "%s-jail" % cluster
+
+
+def populate_job_name(cluster, repopulate_token):
+    """``<cluster>-populate-jail-initial``, or a short hash of the token: a new token is a new Job."""
+    if not repopulate_token:
+        return "%s-populate-jail-initial" % cluster
+    return "%s-populate-jail-%s" % (cluster, hashlib.sha256(repopulate_token.encode("utf-8")).hexdigest()[:10])
+
+
+# Tails of the names a family of objects takes: pods (and their claims) of a StatefulSet, populate Jobs.
+ORDINAL_TAIL = r"[0-9]+"
+POPULATE_TAIL = r"initial|[0-9a-f]{10}"
+
+
+def owned_names(cluster, nodeset=None):
+    """The names of the objects a SlurmCluster itself (``nodeset`` None) or one of its NodeSets makes in the
+    namespace: ``(exact names, [(prefix, tail pattern)])``; a family's members are ``prefix`` + a tail matching
+    the pattern (pods of a StatefulSet, populate Jobs). Two owners whose names meet would overwrite each other's
+    objects, or make a pod name resolve to another owner's Service."""
+    if nodeset is not None:
+        worker = worker_name(cluster, nodeset)
+        return [worker], [(worker + "-", ORDINAL_TAIL)]
+    exact = [controller_name(cluster), login_name(cluster), login_headless_name(cluster), slurm_config_name(cluster),
+             sshd_config_name(cluster), munge_key_name(cluster), ssh_host_keys_name(cluster), jail_claim_name(cluster)]
+    families = [(controller_name(cluster) + "-", ORDINAL_TAIL), (login_name(cluster) + "-", ORDINAL_TAIL),
+                ("%s-%s-" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster)), ORDINAL_TAIL),
+                ("%s-populate-jail-" % cluster, POPULATE_TAIL)]
+    return exact, families
 
 
 # The kubelet's default --cluster-domain; the controller's DNS search list is built from it.

@@ -14,6 +14,7 @@ import hashlib
 import json
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.spec import sub_mount_read_only
 
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
@@ -115,15 +116,16 @@ class ClusterContext(object):
             return volumes, mounts
         for sub in self.spec["jail"].get("subMounts") or ():
             volume = {"name": "submount-" + sub["name"]}
+            read_only = sub_mount_read_only(sub)
             if "hostPath" in sub:
                 volume["hostPath"] = {"path": sub["hostPath"], "type": "Directory"}
             elif "claimName" in sub:
-                volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": sub["readOnly"]}
+                volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": read_only}
             else:
                 volume["emptyDir"] = {}
             volumes.append(volume)
             mounts.append({"name": volume["name"], "mountPath": names.JAIL_MOUNT + sub["mountPath"],
-                           "readOnly": sub["readOnly"]})
+                           "readOnly": read_only})
         return volumes, mounts
 
     def munge_volumes(self):

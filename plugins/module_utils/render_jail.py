@@ -7,8 +7,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
-
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     RUNTIME_DEFAULT,
@@ -33,13 +31,6 @@ def jail_claim(c):
             "metadata": c.metadata(names.jail_claim_name(c.name), names.COMPONENT_JAIL,
                                    annotations={names.ANNOTATION_CREATE_ONLY: "true"}),
             "spec": spec}
-
-
-def populate_job_name(cluster_name, repopulate_token):
-    """``<cluster>-populate-jail-initial``, or a short hash of the token: a new token is a new Job."""
-    if not repopulate_token:
-        return "%s-populate-jail-initial" % cluster_name
-    return "%s-populate-jail-%s" % (cluster_name, hashlib.sha256(repopulate_token.encode("utf-8")).hexdigest()[:10])
 
 
 def populate_job(c):
@@ -72,7 +63,7 @@ def populate_job(c):
     pod["restartPolicy"] = "Never"
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": c.owned(populate_job_name(c.name, token), names.COMPONENT_POPULATE,
+        "metadata": c.owned(names.populate_job_name(c.name, token), names.COMPONENT_POPULATE,
                             annotations={names.ANNOTATION_CREATE_ONLY: "true"}),
         "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": labels}, "spec": pod}},
     }

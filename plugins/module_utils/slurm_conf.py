@@ -21,7 +21,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.spec import (
     cpu_count, nodeset_partitions, real_memory_mib,
 )
 
-_UNSAFE = re.compile(r"[\s\\#\x00]")
+_UNSAFE = re.compile(r"[\x00-\x20\x7f\\#]")
 
 # slurm.conf defaults a raw override (spec.slurm.slurmConf) may replace, in rendering order.
 SLURM_CONF_DEFAULTS = (
@@ -51,8 +51,8 @@ def conf_line(key, value, path, separator="="):
     """``Key=Value``; a SpecError naming ``path`` when the value could inject another line or key."""
     text = str(value)
     if _UNSAFE.search(text):
-        raise SpecError(path, "value %r would break the configuration line (whitespace, line break, "
-                              "backslash, '#' or NUL)" % text)
+        raise SpecError(path, "value %r would break the configuration line (whitespace, control character, "
+                              "backslash or '#')" % text)
     return "%s%s%s" % (key, separator, text)
 
 
