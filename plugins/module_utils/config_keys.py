@@ -75,7 +75,7 @@ SLURM_CONF_OWNED = {
     "PlugStackConfig": "the jail plugin stack is owned by the operator",
     "StateSaveLocation": "lives on the controller's spool volume",
     "SlurmdSpoolDir": "lives on a volume the jail also sees",
-    "SlurmUser": "set by the images",
+    "SlurmUser": "slurmctld runs as the images' slurm user",
     "SlurmdUser": "set by the images",
     "SlurmctldPidFile": "set by the images",
     "SlurmdPidFile": "set by the images",
@@ -98,6 +98,7 @@ SLURM_CONF_TYPED = {
     "HealthCheckInterval": "spec.slurm.healthCheckInterval",
     "HealthCheckProgram": "spec.slurm.healthCheckProgram",
     "MaxJobCount": "spec.slurm.maxJobCount",
+    "DisableRootJobs": "spec.slurm.disableRootJobs",
 }
 
 CGROUP_CONF_KEYS = frozenset((

@@ -75,6 +75,9 @@ POPULATE_TOOL_DIR = "/opt/soperator/bin"
 POPULATE_TOOL = "populate-jail"
 NODE_READY_PROBE = "/usr/local/bin/soperator-node-ready"  # images/lib/soperator-node-ready
 
+# slurmctld drops root for this user (the images and the jail have it, uid 64030 as Debian fixes it).
+SLURM_USER = "slurm"
+
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SSH_PORT = 22

@@ -113,6 +113,8 @@ def render_slurm_conf(cluster, nodesets):
              "SlurmctldPort=%d" % names.SLURMCTLD_PORT,
              "SlurmdPort=%d" % names.SLURMD_PORT,
              "AuthType=auth/munge",
+             # slurmctld runs as this user, not root (it owns the spool; the entrypoint hands it over).
+             "SlurmUser=%s" % names.SLURM_USER,
              "CredType=cred/munge",
              "# Configless: slurmd and sackd fetch these files from slurmctld",
              conf_line("SlurmctldParameters", ctld_params, "spec.slurm.slurmConf.SlurmctldParameters"),
@@ -131,7 +133,9 @@ def render_slurm_conf(cluster, nodesets):
              "ReturnToService=%d" % slurm["returnToService"],
              "SlurmctldTimeout=%d" % slurm["slurmctldTimeout"],
              "SlurmdTimeout=%d" % slurm["slurmdTimeout"],
-             "KillWait=%d" % slurm["killWait"]]
+             "KillWait=%d" % slurm["killWait"],
+             # A root job is still jailed and holds no CAP_SYS_ADMIN, but it is root on a node: opt-in only.
+             "DisableRootJobs=%s" % _yes(slurm["disableRootJobs"])]
     if slurm.get("healthCheckInterval"):
         lines.append("HealthCheckInterval=%d" % slurm["healthCheckInterval"])
         lines.append(conf_line("HealthCheckProgram", slurm["healthCheckProgram"], "spec.slurm.healthCheckProgram"))
