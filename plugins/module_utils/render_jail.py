@@ -50,6 +50,8 @@ def populate_job(c):
         "image": images["jail"],
         "imagePullPolicy": c.pull_policy,
         "command": command,
+        # A refusal (a non-empty volume that is not a soperator jail) reaches the converge's status this way.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": jail_mounts + [tools_mount],
         "securityContext": security(POPULATE_CAPABILITIES, RUNTIME_DEFAULT),
     }], volumes=jail_volumes + [{"name": "tools", "emptyDir": {}}], init_containers=[{
