@@ -255,3 +255,11 @@ def test_site_yml_status_fills_the_columns_and_serves_the_scale_subresource(kube
     pods = client.CoreV1Api(k8s).list_namespaced_pod(namespace, label_selector=selector).items
     assert [p.metadata.name for p in pods] == ["demo-cpu-0"]
 
+
+
+def test_a_definition_with_a_document_it_does_not_understand_writes_nothing(kubeconfig, k8s, namespace, crds):
+    definition = docs(namespace, nodesets=("cpu",))
+    definition[1]["kind"] = "Nodeset"  # a typo: silently ignored, it would leave the cluster without workers
+    failure = refused(kubeconfig, definition=definition)
+    assert failure.reason == errors.INVALID_SPEC and failure.details["field"] == "definition[1] (Nodeset cpu)"
+    assert written(k8s, namespace) == []
