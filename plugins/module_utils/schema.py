@@ -166,8 +166,8 @@ def _label_selector(description):
                      _s("A label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), 64),
     }, required=["key", "operator"])
     return _o(description, {
-        "matchLabels": _m("Labels the pods must have.", _s("Label value.", maxLength=MAX_SHORT,
-                                                          pattern=LABEL_VALUE_PATTERN), 32),
+        "matchLabels": _m("Labels the pods must have.",
+                          _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), 32),
         "matchExpressions": _a("Requirements the pods' labels must meet.", requirement, 32),
     })
 
@@ -190,8 +190,8 @@ def _pod_affinity_term(description):
     return _o(description, {
         "labelSelector": _label_selector("The pods this term is about."),
         "namespaceSelector": _label_selector("Namespaces of those pods, by label."),
-        "namespaces": _a("Namespaces of those pods, by name.", _s("A namespace.", maxLength=MAX_SHORT,
-                                                                 pattern=DNS_LABEL_PATTERN), 32),
+        "namespaces": _a("Namespaces of those pods, by name.",
+                         _s("A namespace.", maxLength=MAX_SHORT, pattern=DNS_LABEL_PATTERN), 32),
         "topologyKey": _label_key("Node label whose equal values make one topology domain (e.g. "
                                   "kubernetes.io/hostname)."),
         "matchLabelKeys": _a("Pod label keys whose values are added to labelSelector (In).",
@@ -324,6 +324,15 @@ def _image(component):
               maxLength=MAX_PATH, pattern=IMAGE_PATTERN)
 
 
+def _spool():
+    return _o("The controller's state volume (StateSaveLocation); immutable once set: the StatefulSet's claim "
+              "template cannot change.", {
+                  "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
+                                         pattern=DNS_SUBDOMAIN_PATTERN),
+                  "size": quantity_schema("Size of the spool volume (more than zero).", default="10Gi"),
+              }, default={}, **{"x-kubernetes-validations": [_rule("self == oldSelf", SPOOL_IMMUTABLE)]})
+
+
 def slurm_cluster_schema():
     service = _o("How users reach the login nodes over SSH.", {
         "type": _s("Kubernetes Service type of the login Service.", enum=["ClusterIP", "NodePort", "LoadBalancer"],
@@ -451,13 +460,7 @@ def slurm_cluster_schema():
                   }, default={}),
                   "controller": _o("The Slurm controller (slurmctld, one pod).", {
                       "resources": resources_schema("Resources of slurmctld."),
-                      "spool": _o("The controller's state volume (StateSaveLocation); immutable once set: the "
-                                  "StatefulSet's claim template cannot change.", {
-                          "storageClassName": _s("Storage class (default: the cluster's default class).",
-                                                 maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
-                          "size": quantity_schema("Size of the spool volume (more than zero).", default="10Gi"),
-                      }, default={}, **{"x-kubernetes-validations": [
-                          _rule("self == oldSelf", SPOOL_IMMUTABLE)]}),
+                      "spool": _spool(),
                       "placement": placement_schema("Where the controller pod runs."),
                   }, default={}),
                   "login": _o("Login nodes: sshd jailed into the shared root, Slurm client commands.", {
