@@ -26,7 +26,7 @@ from typing import Any, Dict
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils import (
-    fieldmap, kinds, login_check, names, objects, render, slurm_check,
+    fieldmap, kinds, login_check, names, objects, projection, render, slurm_check,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
@@ -129,6 +129,20 @@ class Converger(object):
                                     serialize=False, expect=NotFoundError))
         except NotFoundError:
             return None
+
+    def served(self, api_version, kind):
+        """Whether the cluster serves a kind (another project's CRD); remembered for this Converger."""
+        key = (api_version, kind)
+        if key not in self._res:
+            try:
+                self._res[key] = self.client.resources.get(api_version=api_version, kind=kind)
+            except Exception:  # ResourceNotFoundError: not served; discovery failures count as not served too
+                return False
+        return True
+
+    def served_kinds(self):
+        """The optional kinds (kinds.OWNED) the cluster serves: only those are rendered."""
+        return tuple(k.kind for k in kinds.OWNED if k.optional and self.served(kinds.api_version(k), k.kind))
 
     def get_cr(self, kind, name):
         res = self.resource(names.API_VERSION, kind)
@@ -238,9 +252,32 @@ class Converger(object):
         else:
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
-                    "login_sessions": self.login_sessions(statefulsets, pods),
+                    "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
                     "owners": self.owners(every)}
+        settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
+        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
+            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
+
+    def kubernetes_nodes(self, pods):
+        """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
+        when Nodes may not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
+        res = self.resource("v1", "Node")
+        found = {}
+        hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
+                    if (p.get("spec") or {}).get("nodeName"))
+        for host in sorted(hosts):
+            try:
+                node = _body(self._call("get Node %s" % host, res.get, name=host, serialize=False,
+                                        expect=NotFoundError))
+            except NotFoundError:
+                continue
+            except KubernetesError as e:
+                return None, "cannot read Kubernetes nodes: %s" % e.msg
+            found[host] = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+                           "conditions": dict((c.get("type"), c.get("status"))
+                                              for c in (node.get("status") or {}).get("conditions") or ())}
+        return found, None
 
     def login_sessions(self, statefulsets, pods):
         """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
@@ -379,7 +416,35 @@ class Converger(object):
             if not self.check_mode:
                 slurm.delete(plan.delete_nodes)
             done["deleted_nodes"] = list(plan.delete_nodes)
+        for pod_name, uid, host, why in plan.evict:
+            if not self.check_mode and not self.move_pod(pod_name, uid, host, why):
+                continue
+            done["replaced_pods"].append(pod_name)
         return applied, done
+
+    def move_pod(self, pod_name, uid, host, why):
+        """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
+        API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
+        if host:
+            res = self.resource("v1", "Node")
+            self._call("cordon Node %s" % host, self.client.patch, res, name=host, content_type=
+                       "application/merge-patch+json", body={"metadata": {"annotations": {
+                           names.ANNOTATION_CORDONED: "%s/%s: %s" % (self.namespace, pod_name, why)}},
+                           "spec": {"unschedulable": True}})
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod_name, "namespace": self.namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        try:
+            self._call("evict pod %s/%s" % (self.namespace, pod_name), self.client.request, "POST",
+                       "/api/v1/namespaces/%s/pods/%s/eviction" % (self.namespace, pod_name), body=body,
+                       expect=(NotFoundError, ConflictError))
+        except (NotFoundError, ConflictError):
+            return False
+        except KubernetesError as e:
+            if e.details.get("status") == 429:  # a disruption budget says not now
+                return False
+            raise
+        return True
 
     # --- the whole converge ---------------------------------------------------------------------------------
     def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
@@ -478,8 +543,28 @@ class Converger(object):
                 self.patch_finalizers(ns, list(md.get("finalizers") or []) + [FINALIZER])
         return released
 
+    def report_pods(self, observed, plan, now):
+        """Each worker pod's SlurmNodeReady condition, written (pods/status) only when it changed."""
+        res = self.resource("v1", "Pod")
+        for name, desired in sorted(plan.pod_conditions.items()):
+            pod = observed["pods"].get(name)
+            live = projection.live_condition(pod)
+            if pod is None or projection.same_condition(live, desired):
+                continue
+            cond = dict(desired, lastTransitionTime=now if live is None or live.get("status") != desired["status"]
+                        else live.get("lastTransitionTime") or now)
+            try:
+                self._call("write the %s condition of pod %s/%s" % (desired["type"], self.namespace, name),
+                           self.client.patch, res.status, name=name, namespace=self.namespace,
+                           body={"status": {"conditions": [cond]}},
+                           content_type="application/strategic-merge-patch+json", expect=NotFoundError)
+            except NotFoundError:
+                continue
+
     def report(self, cluster, nodesets, observed, plan):
         now = _now_iso(self.clock())
+        if self.write_status:
+            self.report_pods(observed, plan, now)
         self.patch_status(names.CLUSTER_KIND, self.name, lambda old, obj: st.cluster_status(old, obj, plan, now))
         for ns in nodesets:
             name = ns["metadata"]["name"]
@@ -626,7 +711,7 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
     shown = dict(checked_cluster, metadata=dict(checked_cluster["metadata"], uid=uid)) if uid else checked_cluster
     manifests = render.render_cluster(shown, [dict(ns, metadata=dict(
         ns["metadata"], uid=((live_nodesets.get(ns["metadata"]["name"]) or {}).get("metadata") or {}).get("uid")))
-        for ns in checked], collection_version)
+        for ns in checked], collection_version, served=conv.served_kinds())
     # Seen as the converge sees them (its label selector): an object of that name someone else made is a conflict.
     refusals = conv.applier(manifests).preflight()
     if refusals:
@@ -745,7 +830,10 @@ def _allowed(conv, verb, resource):
 def data_deletion_problems(conv, deletion_policy):
     """Fields of ``spec.deletionPolicy`` asking to delete data we have no right to delete."""
     problems = []
-    for field, resource in (("jail", "persistentvolumeclaims"), ("secrets", "secrets")):
+    for field, resource in (("jail", "persistentvolumeclaims"), ("secrets", "secrets"),
+                            ("database", "persistentvolumeclaims"), ("database", "secrets")):
+        if any(p.path == "spec.deletionPolicy.%s" % field for p in problems):
+            continue
         if (deletion_policy or {}).get(field) == "Delete" and not _allowed(conv, "delete", resource):
             problems.append(SpecError("spec.deletionPolicy.%s" % field,
                                       "Delete is not allowed: the reconciler may not delete %s in namespace %s "
@@ -760,7 +848,8 @@ def teardown(conv, params):
     cluster = conv.get_cr(names.CLUSTER_KIND, conv.name)
     # What the API server stored (with the CRD's defaults); without a SlurmCluster: keep everything.
     policy = ((cluster or {}).get("spec") or {}).get("deletionPolicy") or {}
-    delete = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets")}
+    delete = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets"),
+              "database": params.get("delete_database")}
     for key in delete:
         if delete[key] is None:
             delete[key] = policy.get(key) == "Delete"
@@ -785,6 +874,7 @@ def teardown(conv, params):
             live = conv.get_cr(names.NODESET_KIND, ns["metadata"]["name"])
             if live is not None:
                 conv.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or [] if f != FINALIZER])
+    prune_kinds = [k for k in prune_kinds if conv.served(*objects.parse_kind(k))]
     for kind_text in prune_kinds:
         api_version, kind = objects.parse_kind(kind_text)
         res = conv.resource(api_version, kind)
@@ -803,7 +893,15 @@ def teardown(conv, params):
     # user brought (jail.existingClaim).
     data_objects = []
     if delete["secrets"]:
-        data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name))]
+        data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name),
+                                                 names.jwt_key_name(conv.name))]
+    if delete["database"]:
+        # What the cluster made for its database (an external one is never ours): the in-cluster MariaDB's volume,
+        # a mariadb-operator MariaDB, the generated password.
+        data_objects += [("PersistentVolumeClaim", names.db_claim_name(conv.name)),
+                         ("Secret", names.db_password_name(conv.name))]
+        if conv.served("k8s.mariadb.com/v1alpha1", "MariaDB"):
+            data_objects.append(("MariaDB", names.database_name(conv.name)))
     if delete["jail"]:
         existing = ((((cluster or {}).get("spec") or {}).get("jail") or {}).get("existingClaim"))
         claims = [names.spool_claim_name(conv.name)]
@@ -811,7 +909,7 @@ def teardown(conv, params):
             claims.append(names.jail_claim_name(conv.name))
         data_objects += [("PersistentVolumeClaim", n) for n in claims]
     for kind_name, obj_name in data_objects:
-        res = conv.resource("v1", kind_name)
+        res = conv.resource(kinds.api_version(kinds.by_name(kind_name)), kind_name)
         try:
             if not conv.check_mode:
                 conv._call("delete %s %s/%s" % (kind_name, conv.namespace, obj_name), res.delete, name=obj_name,
@@ -836,7 +934,7 @@ def teardown(conv, params):
         if not left:
             break
         conv.sleep(1.0)
-    kept = {"jail": not delete["jail"], "secrets": not delete["secrets"]}
+    kept = {"jail": not delete["jail"], "secrets": not delete["secrets"], "database": not delete["database"]}
     return {"changed": bool(deleted), "deleted": deleted, "kept": kept,
             "data_kept": warnings, "name": conv.name, "namespace": conv.namespace}
 

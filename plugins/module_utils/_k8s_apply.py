@@ -15,7 +15,8 @@ do, and sends the requests. Request economy, the rule the benchmarks hold us to:
 * so a no-op converge costs one request per kind and namespace, never one per object.
 
 Create-only objects (annotation ``slurm.soperator.dev/create-only: "true"``) are created when absent, with
-generated data for ``slurm.soperator.dev/generate: munge-key | ssh-host-keys``, and never touched again.
+generated data for ``slurm.soperator.dev/generate: munge-key | ssh-host-keys | db-password | jwt-key``, and never
+touched again.
 Generated values are handed to ``on_secret`` (the module's ``no_log_values``) and never returned.
 """
 
@@ -61,6 +62,12 @@ except ImportError:  # the module reports the missing library before calling us;
         pass
 
 MUNGE_KEY_BYTES = 1024
+# slurmdbd.conf holds the database password as one unquoted token: letters and digits only (32 of 62 symbols:
+# 190 bits).
+DB_PASSWORD_LENGTH = 32
+DB_PASSWORD_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+# HS256 key of auth/jwt; Slurm's documentation asks for 32 random bytes at least.
+JWT_KEY_BYTES = 64
 
 
 def _api_message(err):
@@ -99,6 +106,22 @@ def _munge_key():
     return {"munge.key": _b64(os.urandom(MUNGE_KEY_BYTES))}
 
 
+def _password():
+    import secrets  # stdlib; imported here so the module stays importable on old interpreters' sanity checks
+
+    return "".join(secrets.choice(DB_PASSWORD_ALPHABET) for _ in range(DB_PASSWORD_LENGTH))
+
+
+def _db_passwords():
+    """The accounting database user's password, and a root password (used by a mariadb-operator MariaDB)."""
+    return {names.DB_PASSWORD_KEY: _b64(_password().encode("ascii")),
+            names.DB_ROOT_PASSWORD_KEY: _b64(_password().encode("ascii"))}
+
+
+def _jwt_key():
+    return {names.JWT_KEY_FILE: _b64(os.urandom(JWT_KEY_BYTES))}
+
+
 def _ssh_host_keys(what):
     """OpenSSH host keys of every type sshd is configured with, generated in-process (no ssh-keygen: the
     operator image and a bare control host need not have OpenSSH installed)."""
@@ -129,6 +152,10 @@ def _generate(desired, what):
         return _munge_key()
     if kind == "ssh-host-keys":
         return _ssh_host_keys(what)
+    if kind == names.GENERATE_DB_PASSWORD:
+        return _db_passwords()
+    if kind == names.GENERATE_JWT_KEY:
+        return _jwt_key()
     return {}
 
 
@@ -243,6 +270,9 @@ class _Run(object):
         generated = _generate(desired, what)
         for value in generated.values():
             self.on_secret(value)
+            plain = base64.b64decode(value)
+            if plain.isascii() and plain.decode("ascii").isprintable():
+                self.on_secret(plain.decode("ascii"))  # a password is also hidden as itself
         if generated:
             body["data"] = dict(body.get("data") or {}, **generated)
         try:

@@ -18,11 +18,9 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 
 # slurm.conf keys (Slurm 24.05 - 25.05 man page), without node/partition/nodeset lines and owned keys.
 SLURM_CONF_KEYS = frozenset((
-    "AccountingStorageBackupHost", "AccountingStorageEnforce", "AccountingStorageExternalHost",
-    "AccountingStorageHost", "AccountingStorageParameters", "AccountingStoragePass", "AccountingStoragePort",
-    "AccountingStorageTRES", "AccountingStorageType", "AccountingStorageUser", "AccountingStoreFlags",
+    "AccountingStorageEnforce", "AccountingStorageParameters", "AccountingStorageTRES", "AccountingStoreFlags",
     "AcctGatherEnergyType", "AcctGatherFilesystemType", "AcctGatherInterconnectType", "AcctGatherNodeFreq",
-    "AcctGatherProfileType", "AllowSpecResourcesUsage", "AuthAltParameters", "AuthAltTypes", "BatchStartTimeout",
+    "AcctGatherProfileType", "AllowSpecResourcesUsage", "BatchStartTimeout",
     "BcastExclude", "BcastParameters", "BurstBufferType", "CliFilterPlugins", "CommunicationParameters",
     "CompleteWait", "CpuFreqDef", "CpuFreqGovernors", "DataParserParameters", "DebugFlags", "DefCpuPerGPU",
     "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "DependencyParameters", "DisableRootJobs", "EioTimeout",
@@ -83,6 +81,15 @@ SLURM_CONF_OWNED = {
     "SlurmdLogFile": "daemons log to the container's output",
     "PluginDir": "set by the images",
     "Include": "every file is rendered by the operator",
+    "AccountingStorageType": "set spec.accounting.enabled",
+    "AccountingStorageHost": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStorageBackupHost": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStorageExternalHost": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStoragePort": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStorageUser": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStoragePass": "slurmdbd authenticates with munge",
+    "AuthAltTypes": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
+    "AuthAltParameters": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
 }
 
 # slurm.conf keys with a typed field in spec.slurm: one way to set each thing.
@@ -245,7 +252,6 @@ SLURM_CONF_VALUES = {
     "ProctrackType": _one_of("proctrack/cgroup", "proctrack/linuxproc", "proctrack/pgid"),
     "TaskPlugin": _plugins("task/affinity", "task/cgroup", "task/none"),
     "JobAcctGatherType": _one_of("jobacct_gather/cgroup", "jobacct_gather/linux", "jobacct_gather/none"),
-    "AccountingStorageType": _one_of("accounting_storage/slurmdbd", "accounting_storage/none"),
     "JobCompType": _one_of("jobcomp/none", "jobcomp/elasticsearch", "jobcomp/filetxt", "jobcomp/kafka",
                            "jobcomp/lua", "jobcomp/mysql", "jobcomp/script"),
     "JobContainerType": _one_of("job_container/none", "job_container/tmpfs"),
@@ -263,6 +269,52 @@ SLURM_CONF_VALUES = {
                                           "acct_gather_interconnect/sysfs"),
     "AcctGatherFilesystemType": _one_of("acct_gather_filesystem/none", "acct_gather_filesystem/lustre"),
     "PrioritySiteFactorPlugin": _one_of("site_factor/none"),
+}
+
+# slurmdbd.conf keys spec.accounting.slurmdbd.config may set (Slurm 24.11 man page): purging, privacy, logging,
+# limits. Where slurmdbd runs, how it authenticates and where its database is are the operator's; archiving needs a
+# volume the pod does not have.
+SLURMDBD_CONF_KEYS = frozenset((
+    "CommitDelay", "DebugFlags", "DebugLevel", "DebugLevelSyslog", "LogTimeFormat", "MaxQueryTimeRange",
+    "MessageTimeout", "Parameters", "PrivateData", "PurgeEventAfter", "PurgeJobAfter", "PurgeResvAfter",
+    "PurgeStepAfter", "PurgeSuspendAfter", "PurgeTXNAfter", "PurgeUsageAfter", "TCPTimeout", "TrackSlurmctldDown",
+    "TrackWCKey",
+))
+SLURMDBD_CONF_OWNED = {
+    "AuthType": "munge authentication is wired by the operator",
+    "AuthInfo": "munge authentication is wired by the operator",
+    "AuthAltTypes": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
+    "AuthAltParameters": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
+    "DbdHost": "slurmdbd runs in the cluster's accounting pod",
+    "DbdAddr": "slurmdbd runs in the cluster's accounting pod",
+    "DbdBackupHost": "slurmdbd runs in the cluster's accounting pod",
+    "DbdPort": "the operator owns the ports",
+    "SlurmUser": "set by the image",
+    "PidFile": "set by the image",
+    "LogFile": "slurmdbd logs to the container's output",
+    "PluginDir": "set by the image",
+    "StorageType": "set spec.accounting.database",
+    "StorageHost": "set spec.accounting.database",
+    "StorageBackupHost": "set spec.accounting.database",
+    "StoragePort": "set spec.accounting.database",
+    "StorageLoc": "set spec.accounting.database.name",
+    "StorageUser": "set spec.accounting.database.user",
+    "StoragePass": "the password comes from a Secret: spec.accounting.database.passwordSecretRef",
+    "StorageParameters": "set spec.accounting.database.tls",
+    "ArchiveDir": "archiving is not supported (no archive volume)",
+    "ArchiveEvents": "archiving is not supported (no archive volume)",
+    "ArchiveJobs": "archiving is not supported (no archive volume)",
+    "ArchiveResvs": "archiving is not supported (no archive volume)",
+    "ArchiveScript": "archiving is not supported (no archive volume)",
+    "ArchiveSteps": "archiving is not supported (no archive volume)",
+    "ArchiveSuspend": "archiving is not supported (no archive volume)",
+    "ArchiveTXN": "archiving is not supported (no archive volume)",
+    "ArchiveUsage": "archiving is not supported (no archive volume)",
+}
+SLURMDBD_CONF_VALUES = {
+    "DebugLevel": _one_of(*_LOG_LEVELS), "DebugLevelSyslog": _one_of(*_LOG_LEVELS),
+    "CommitDelay": _uint(U16), "MessageTimeout": _uint(U16), "TCPTimeout": _uint(U16),
+    "TrackSlurmctldDown": _one_of(*_YES_NO), "TrackWCKey": _one_of(*_YES_NO),
 }
 
 CGROUP_CONF_VALUES = {

@@ -18,8 +18,9 @@ No running job is ever killed by a plan (until a NodeSet's ``drainTimeout``):
 * what a plan cannot decide without Slurm (slurmctld not answering) is left as it is and reported pending,
   while everything else is still applied.
 
-Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended) are resumed; drains with any
-other reason belong to an administrator (or to the health checks) and are never touched.
+Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended, a Kubernetes node uncordoned) are
+resumed; drains with any other reason belong to an administrator (or to the health program on the node, which resumes
+its own) and are never touched. Slurm's node states are projected onto the worker pods (``projection.py``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,7 +32,8 @@ import copy
 import re
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, render, schema, spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, projection, render, schema
+from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
@@ -138,6 +140,7 @@ class Plan(object):
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
         self.deferred = []           # human-readable: work a later pass does, which keeps nothing from Ready
         self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
+        self.components = {}         # condition type -> (status, reason, message) of optional components
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
         self.degraded = []           # human-readable: what failed and needs someone (a refused populate Job)
@@ -145,6 +148,8 @@ class Plan(object):
         self.valid_nodesets = []     # ... and its valid NodeSets (defaulted)
         self.pods_running = False    # a controller, login or worker pod exists (they hold the cluster's keys)
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
+        self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
+        self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -402,24 +407,7 @@ def _nodeset_facts(nodeset_name, statefulset, replicas, target, sts, pods, slurm
     facts = {"statefulset": statefulset, "replicas": replicas, "desired": target,
              "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
              "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
-    counts = {"idle": 0, "allocated": 0, "mixed": 0, "drained": 0, "down": 0}
-    serving = 0
-    for ordinal in range(replicas):
-        node = (slurm or {}).get("%s-%d" % (statefulset, ordinal))
-        if node is None:
-            continue
-        if node["down"] or "NOT_RESPONDING" in node["flags"]:
-            counts["down"] += 1
-        elif node["drain"]:
-            counts["drained"] += 1
-        elif node["state"] == "IDLE":
-            counts["idle"] += 1
-        elif node["state"] == "ALLOCATED":
-            counts["allocated"] += 1
-        elif node["state"] == "MIXED":
-            counts["mixed"] += 1
-        if _node_serves(node):
-            serving += 1
+    counts, serving = projection.nodeset_counts(statefulset, replicas, slurm or {})
     facts["serving"] = serving
     if slurm is not None:
         facts.update(counts)
@@ -455,6 +443,10 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     * ``slurm``: ``{node name: node}`` as ``scale_in.parse_show_node`` returns it, or ``None`` when
       slurmctld did not answer (or was not asked, as in the operator's cache check);
     * ``slurm_error``: why it did not answer, for the status message;
+    * ``k8s_nodes``: ``{node name: {"unschedulable": bool, "conditions": {type: status}}}`` of the Kubernetes nodes of
+      the worker pods, when ``spec.healthChecks.kubernetesNodes`` asks for them (None: not read, see
+      ``k8s_nodes_error``).
+    * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
     * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
 
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
@@ -508,6 +500,15 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                 maintenance_ready = True
     elif slurm is not None:
         _resume_ours(p, slurm, worker_nodes, (REASON_MAINTENANCE,))
+    if slurm is not None and not specs.health_enabled(spec):
+        # The health program no longer runs: nobody else would ever resume the drains it left (NCCL drains are a
+        # measurement, and stay for an administrator).
+        for name in worker_nodes:
+            node = slurm.get(name)
+            reason = (node or {}).get("reason") or ""
+            if node and node["drain"] and reason.startswith(names.HEALTH_REASON_PREFIX) and not reason.startswith(
+                    names.HEALTH_REASON_PREFIX + " nccl:") and name not in p.resume:
+                p.resume.append(name)
     render_cluster = cluster_ok
     if spec["maintenance"] and not maintenance_ready:
         render_cluster = copy.deepcopy(cluster_ok)
@@ -547,7 +548,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     for set_name in invalid:
         _keep_worker_objects(p, names.worker_name(cluster_name, set_name))
 
-    p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version)
+    p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version,
+                                        served=observed.get("served") or ())
 
     # --- rolling updates: outdated workers replaced one drained node at a time --------------------------------
     hashes = dict((m["metadata"]["name"], _template_hash(m)) for m in p.manifests if m["kind"] == "StatefulSet")
@@ -595,11 +597,125 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     failure = _populate_failure(cluster_name, spec, pods) if not spec["maintenance"] else None
     if failure:
         p.degraded.append(failure)
-    _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
+    if slurm is not None:
+        _project(p, cluster_name, spec, valid + leaving, pods, slurm, dict(observed, now=now))
+        # What Kubernetes is told is Slurm as this pass leaves it: its own drains and resumes included.
+        after = _after_actions(slurm, p)
+        for name in p.pod_conditions:
+            p.pod_conditions[name] = projection.pod_condition(after.get(name))
+        for facts in p.nodesets.values():
+            counts, dummy = projection.nodeset_counts(facts["statefulset"], facts["replicas"], after)
+            facts.update(counts)
+    _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed.get("slurm_error"))
+    _components(p, cluster_name, spec, statefulsets, pods)
     return p
 
 
-def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
+def _after_actions(slurm, p):
+    """Slurm's node table once the plan's drains and resumes are done (what `scontrol update` makes of it)."""
+    after = dict(slurm)
+    for reason, node_names in p.drain.items():
+        after = nodes_core.simulate_drain(after, node_names, reason)
+    for name in p.resume:
+        if name in after:
+            after[name] = dict(after[name], drain=False, flags=[f for f in after[name]["flags"] if f != "DRAIN"])
+    return after
+
+
+def _project(p, cluster_name, spec, nodesets, pods, slurm, observed):
+    """Slurm node states onto the worker pods (a condition each); cordoned Kubernetes nodes and their listed
+    conditions onto the Slurm nodes of their pods (drain, and resume once the cause is gone)."""
+    sets = set(names.worker_name(cluster_name, _name(ns)) for ns in nodesets)
+    workers = dict((name, pod) for name, pod in pods.items()
+                   if name.rpartition("-")[0] in sets and nodes_core.ordinal(name, name.rpartition("-")[0]) is not None
+                   and not _deleting(pod))
+    for name in workers:
+        p.pod_conditions[name] = projection.pod_condition(slurm.get(name))
+    settings = spec["healthChecks"]["kubernetesNodes"]
+    if settings.get("evictUnhealthyAfter"):
+        after = durations.seconds(settings["evictUnhealthyAfter"])
+        for name, why in projection.evictions(workers, slurm, after, observed.get("now", 0)):
+            pod = workers[name]
+            p.evict.append((name, pod["metadata"].get("uid"), (pod.get("spec") or {}).get("nodeName"), why))
+            p.wait(REQUEUE_PROGRESSING, "%s: unhealthy since more than %s (%s): moving it to another node"
+                   % (name, settings["evictUnhealthyAfter"], why))
+    if not settings["drainCordoned"] and not settings.get("drainOnConditions"):
+        return
+    if observed.get("k8s_nodes") is None:
+        p.deferred.append("spec.healthChecks.kubernetesNodes: %s" % (observed.get("k8s_nodes_error")
+                                                                      or "Kubernetes nodes not read"))
+        return
+    hosts = dict((name, (pod.get("spec") or {}).get("nodeName")) for name, pod in workers.items()
+                 if name not in p.delete_nodes)
+    drain, resume = projection.kubernetes_node_plan(hosts, observed["k8s_nodes"], slurm, settings)
+    decided = set(n for nodes in p.drain.values() for n in nodes)  # a drain of this plan (scale-in, update) wins
+    for reason, nodes in sorted(drain.items()):
+        for name in nodes:
+            if name not in decided:
+                p.drain_node(name, reason)
+    p.resume += [name for name in resume if name not in decided and name not in p.resume]
+
+
+_REASON = re.compile(r"^([A-Z][A-Za-z]+): ")
+
+
+def pod_problem(pod):
+    """Why a pod's container keeps failing, from its status: the last termination message (our entrypoints end
+    with ``<Reason>: <what to do>``; Slurm's own last log lines otherwise), or the waiting reason. None if fine."""
+    statuses = ((pod or {}).get("status") or {})
+    for status in (statuses.get("initContainerStatuses") or []) + (statuses.get("containerStatuses") or []):
+        if status.get("ready"):
+            continue
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        terminated = (status.get("lastState") or {}).get("terminated") or (status.get("state") or {}).get(
+            "terminated") or {}
+        message = (terminated.get("message") or "").strip()
+        if terminated.get("exitCode") and message:
+            return "%s: %s" % (status.get("name"), message.splitlines()[-1])
+        if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull",
+                                     "CreateContainerConfigError", "CreateContainerError"):
+            return "%s: %s%s" % (status.get("name"), waiting["reason"],
+                                 ": " + waiting["message"] if waiting.get("message") else "")
+    return None
+
+
+def _components(p, cluster_name, spec, statefulsets, pods):
+    """A condition per optional component (AccountingReady, RestApiReady, ExporterReady): its pods ready, or why
+    not, with the reason its entrypoint gave (DatabaseAccessDenied: ...)."""
+    parts = [("accounting", "AccountingReady", [names.accounting_name(cluster_name)]
+              + ([names.database_name(cluster_name)] if spec["accounting"]["database"]["type"] == "InCluster"
+                 else [])),
+             ("restApi", "RestApiReady", [names.rest_name(cluster_name)]),
+             ("exporter", "ExporterReady", [names.exporter_name(cluster_name)])]
+    for field, ctype, sts_names in parts:
+        if not spec[field]["enabled"]:
+            continue
+        if spec["maintenance"]:
+            p.components[ctype] = ("False", "Maintenance", "the cluster is in maintenance")
+            continue
+        problems, reason = [], "Progressing"
+        for sts_name in sts_names:
+            want = next((m["spec"]["replicas"] for m in p.manifests
+                         if m["kind"] == "StatefulSet" and m["metadata"]["name"] == sts_name), 0)
+            live = statefulsets.get(sts_name)
+            ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
+            if live is not None and ready >= want and _replicas(live) == want:
+                continue
+            why = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, sts_name) is not None]
+            why = [w for w in why if w]
+            for text in why:
+                found = _REASON.match(text.split(": ", 1)[-1])
+                if found:
+                    reason = found.group(1)
+                    break
+            problems.append("%s: %d/%d pods ready%s" % (sts_name, ready, want, "; " + "; ".join(why) if why else ""))
+        if problems:
+            p.components[ctype] = ("False", reason, "; ".join(problems))
+        else:
+            p.components[ctype] = ("True", "Ready", "every pod ready")
+
+
+def _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed_error):
     """Ready: nothing pending, every StatefulSet's pods ready, every worker a serving Slurm node."""
     if p.invalid:
         p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
@@ -617,7 +733,10 @@ def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
         live = statefulsets.get(_name(obj))
         ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
         if live is None or ready < want or _replicas(live) != want:
-            problems.append("%s: %d/%d pods ready" % (_name(obj), ready if live else 0, want))
+            failing = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, _name(obj)) is not None]
+            failing = [w for w in failing if w]
+            problems.append("%s: %d/%d pods ready%s" % (_name(obj), ready if live else 0, want,
+                                                        " (%s)" % "; ".join(failing) if failing else ""))
     if slurm is None:
         why = observed_error or ""
         problems.append("slurmctld does not answer" + (": " + why if why else ""))

@@ -39,6 +39,11 @@ COMPONENT_JAIL = "jail"
 COMPONENT_CONFIG = "config"
 COMPONENT_SECRET = "secret"
 COMPONENT_POPULATE = "populate-jail"
+COMPONENT_HEALTH = "health"
+COMPONENT_ACCOUNTING = "accounting"  # slurmdbd
+COMPONENT_DATABASE = "accounting-db"  # the in-cluster MariaDB
+COMPONENT_REST = "rest"  # slurmrestd
+COMPONENT_EXPORTER = "exporter"  # the Prometheus exporter
 
 # Annotations (the same strings as objects.py, which the apply adapter reads).
 ANNOTATION_CONFIG_HASH = GROUP + "/config-hash"
@@ -52,6 +57,13 @@ ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
 ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"
 GENERATE_SSH_HOST_KEYS = "ssh-host-keys"
+# The accounting database's password (and, for a mariadb-operator MariaDB, its root password): random, once.
+GENERATE_DB_PASSWORD = "db-password"
+DB_PASSWORD_KEY = "password"
+DB_ROOT_PASSWORD_KEY = "root-password"
+# The HS256 key slurmctld and slurmdbd verify JSON Web Tokens with (auth/jwt, for slurmrestd): random, once.
+GENERATE_JWT_KEY = "jwt-key"
+JWT_KEY_FILE = "jwt_hs256.key"
 MUNGE_KEY_FILE = "munge.key"
 # Host key types sshd is configured with and the apply adapter generates (once) for the login Secret.
 SSH_HOST_KEY_TYPES = ("ed25519", "rsa")
@@ -59,6 +71,16 @@ SSH_HOST_KEY_FILES = tuple("ssh_host_%s_key" % t for t in SSH_HOST_KEY_TYPES)
 
 # Drain reasons written by the operator start with this; anything else belongs to an administrator.
 DRAIN_REASON_PREFIX = "soperator:"
+# ... those of the health program (images/worker/soperator_health.py) with this: only it resumes them.
+HEALTH_REASON_PREFIX = DRAIN_REASON_PREFIX + " health:"
+# Kubernetes node state projected into Slurm by the converge (spec.healthChecks.kubernetesNodes).
+REASON_NODE_CORDONED = DRAIN_REASON_PREFIX + " node cordoned"
+REASON_NODE_CONDITION = DRAIN_REASON_PREFIX + " node condition "  # + the condition type
+# On a Kubernetes node the converge cordoned (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter): why, for whoever
+# uncordons it once repaired.
+ANNOTATION_CORDONED = GROUP + "/cordoned"
+# The pod condition carrying a worker's Slurm node state (status from Slurm, reason its state in CamelCase).
+POD_CONDITION_SLURM_NODE = "SlurmNodeReady"
 
 # Paths inside the containers (the images and the SPANK plugin rely on them).
 JAIL_MOUNT = "/mnt/jail"
@@ -74,6 +96,31 @@ SSHD_CONFIG_MOUNT = "/etc/soperator/sshd"
 POPULATE_TOOL_DIR = "/opt/soperator/bin"
 POPULATE_TOOL = "populate-jail"
 NODE_READY_PROBE = "/usr/local/bin/soperator-node-ready"  # images/lib/soperator-node-ready
+# The worker image's health programs (images/worker) and where their per-NodeSet configuration is mounted.
+HEALTH_CHECK_PROGRAM = "/usr/local/sbin/soperator-health-check"
+NCCL_CHECK_PROGRAM = "/usr/local/sbin/soperator-nccl-check"
+HEALTH_CONFIG_MOUNT = "/etc/soperator/health"
+HEALTH_CONFIG_FILE = "health.json"
+NCCL_CONFIG_FILE = "nccl.json"
+# Results of the NCCL check, in the jail (JSON and a Prometheus textfile).
+NCCL_RESULTS_DIR = "/var/lib/soperator/nccl"
+JWT_KEY_MOUNT = "/etc/soperator/jwt"
+JWT_KEY_PATH = JWT_KEY_MOUNT + "/" + JWT_KEY_FILE
+# slurmdbd: the rendered slurmdbd.conf without its password (ConfigMap), the password (Secret), an external
+# database's CA (Secret); the entrypoint assembles the real file in a memory volume at SLURMDBD_RUN_DIR.
+SLURMDBD_CONFIG_MOUNT = "/etc/soperator/slurmdbd"
+DB_PASSWORD_MOUNT = "/etc/soperator/db-password"
+DB_CA_MOUNT = "/etc/soperator/db-ca"
+SLURMDBD_RUN_DIR = "/run/slurmdbd"
+MARIADB_DATA_DIR = "/var/lib/mysql"
+MARIADB_RUN_DIR = "/run/mysqld"
+EXPORTER_BINARY = "/usr/local/bin/slurm-exporter"
+# Fixed ids of the users the accounting images run as (images/*/Containerfile): the pods run as them
+# (runAsUser) with no capability at all. slurm is Debian's fixed id; the others are chosen here.
+SLURM_UID = 64030
+MYSQL_UID = 992
+SLURMRESTD_UID = 993
+EXPORTER_UID = 65534  # nobody: the exporter only reads what any Slurm user may read
 
 # slurmctld drops root for this user (the images and the jail have it, uid 64030 as Debian fixes it).
 SLURM_USER = "slurm"
@@ -81,6 +128,10 @@ SLURM_USER = "slurm"
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SSH_PORT = 22
+SLURMDBD_PORT = 6819
+SLURMRESTD_PORT = 6820
+MARIADB_PORT = 3306
+EXPORTER_PORT = 9341
 
 IMAGE_REPOSITORIES = {
     "controller": "soperator/slurm-controller",
@@ -88,12 +139,18 @@ IMAGE_REPOSITORIES = {
     "login": "soperator/slurm-login",
     "populateJail": "soperator/populate-jail",
     "jail": "soperator/jail",
+    "slurmdbd": "soperator/slurmdbd",
+    "slurmrestd": "soperator/slurmrestd",
+    "exporter": "soperator/slurm-exporter",
+    "mariadb": "soperator/mariadb",
 }
 
 # NodeSet names that would collide with the cluster's own object names (`<cluster>-<nodeset>`) or with Slurm
 # keywords in `Nodes=`.
 RESERVED_NODESET_NAMES = ("controller", "login", "login-headless", "jail", "slurm-config", "sshd-config",
-                          "munge-key", "ssh-host-keys", "populate-jail", "all")
+                          "munge-key", "ssh-host-keys", "populate-jail", "all", "health-checks", "nccl-check",
+                          "accounting", "accounting-db", "accounting-db-password", "slurmdbd-config", "jwt-key",
+                          "rest", "exporter")
 
 
 def default_image(component, collection_version=COLLECTION_VERSION):
@@ -125,6 +182,15 @@ def sshd_config_name(cluster):
     return "%s-sshd-config" % cluster
 
 
+def health_config_name(cluster):
+    """The ConfigMap of the health programs' settings: one key per NodeSet, and the NCCL check's."""
+    return "%s-health-checks" % cluster
+
+
+def nccl_check_name(cluster):
+    return "%s-nccl-check" % cluster
+
+
 def munge_key_name(cluster):
     return "%s-munge-key" % cluster
 
@@ -143,6 +209,53 @@ def spool_claim_name(cluster, ordinal=0):
 
 def jail_claim_name(cluster):
     return "%s-jail" % cluster
+
+
+def accounting_name(cluster):
+    """slurmdbd's StatefulSet and headless Service; its pod (``<this>-0``) is the DbdHost."""
+    return "%s-accounting" % cluster
+
+
+def slurmdbd_config_name(cluster):
+    return "%s-slurmdbd-config" % cluster
+
+
+def database_name(cluster):
+    """The in-cluster database: MariaDB's StatefulSet and Service, or the mariadb-operator ``MariaDB``."""
+    return "%s-accounting-db" % cluster
+
+
+def db_password_name(cluster):
+    return "%s-accounting-db-password" % cluster
+
+
+# The in-cluster MariaDB's data come from a claim template: its claim is <template>-<pod>.
+DB_CLAIM_TEMPLATE = "data"
+
+
+def db_claim_name(cluster, ordinal=0):
+    return "%s-%s-%d" % (DB_CLAIM_TEMPLATE, database_name(cluster), ordinal)
+
+
+def jwt_key_name(cluster):
+    return "%s-jwt-key" % cluster
+
+
+def rest_name(cluster):
+    return "%s-rest" % cluster
+
+
+def exporter_name(cluster):
+    return "%s-exporter" % cluster
+
+
+def slurmdbd_host(cluster, namespace):
+    """Where slurmctld reaches slurmdbd (AccountingStorageHost): its pod, through the headless Service."""
+    return "%s-0.%s.%s.svc" % (accounting_name(cluster), accounting_name(cluster), namespace)
+
+
+def database_host(cluster, namespace):
+    return "%s.%s.svc" % (database_name(cluster), namespace)
 
 
 def populate_job_name(cluster, repopulate_token):

@@ -128,6 +128,20 @@ class ClusterContext(object):
                            "readOnly": read_only})
         return volumes, mounts
 
+    def jwt_volume(self):
+        """The JWT key, for slurmctld and slurmdbd (both root)."""
+        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": 0o400,
+                                              "items": [{"key": names.JWT_KEY_FILE, "path": names.JWT_KEY_FILE}]}}
+
+    def generated_secret(self, name, generator, component=names.COMPONENT_SECRET):
+        return secret(self, name, generator, component)
+
+    def slurm_conf_volume(self):
+        """slurm.conf alone, for the Slurm clients that are no login node (slurmrestd, the exporter): the same
+        ConfigMap slurmctld reads; their pod templates carry its hash, so a change restarts them."""
+        return {"name": "slurm-config", "configMap": {"name": names.slurm_config_name(self.name),
+                                                      "items": [{"key": "slurm.conf", "path": "slurm.conf"}]}}
+
     def munge_volumes(self):
         return [
             {"name": "munge-key", "secret": {"secretName": names.munge_key_name(self.name), "defaultMode": 0o400}},
@@ -174,11 +188,11 @@ def run_mounts(volume, path):
     return [{"name": volume, "mountPath": path}, {"name": volume, "mountPath": names.JAIL_MOUNT + path}]
 
 
-def secret(c, name, generator):
+def secret(c, name, generator, component=names.COMPONENT_SECRET):
     return {
         "apiVersion": "v1", "kind": "Secret",
         # No owner reference: the keys must survive deletion of the SlurmCluster (deletionPolicy.secrets).
-        "metadata": c.metadata(name, names.COMPONENT_SECRET, annotations={
+        "metadata": c.metadata(name, component, annotations={
             names.ANNOTATION_CREATE_ONLY: "true", names.ANNOTATION_GENERATE: generator}),
         "type": "Opaque",
     }

@@ -55,6 +55,10 @@ LABEL_KEYS_RULE_MESSAGE = ("label keys must be qualified names ([prefix/]name, n
 # a dry run does not reveal. A cluster with another range is not supported by this field.
 NODE_PORT_MIN = 30000
 NODE_PORT_MAX = 32767
+# A MariaDB/MySQL identifier we put into SQL and slurmdbd.conf (database and user names): no quoting needed.
+DB_IDENTIFIER_PATTERN = r"^[A-Za-z0-9_]+$"
+DB_HOST_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$"
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 
 # Human explanations of patterns, appended to "should match" errors by the Python validator.
 PATTERN_HINTS = {
@@ -70,6 +74,9 @@ PATTERN_HINTS = {
     QUANTITY_PATTERN: "a quantity such as 500m, 2, 4Gi (at most 30 digits each side of the point, a 2-digit "
                       "exponent)",
     IMAGE_PATTERN: "an image reference: letters, digits and . _ / : @ + -",
+    DB_IDENTIFIER_PATTERN: "letters, digits and '_'",
+    DB_HOST_PATTERN: "a host name or IP address",
+    SECRET_KEY_PATTERN: "a Secret key: letters, digits, '-', '_' and '.'",
     CIDR_PATTERN: "a CIDR such as 203.0.113.0/24",
     LABEL_VALUE_PATTERN: "a label value: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
 }
@@ -147,6 +154,7 @@ def resources_schema(description):
 
 
 def _label_map(description, max_properties):
+    """Kubernetes labels: qualified-name keys (a CEL rule; its Python twin is in spec.py), label values."""
     return _m(description, _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), max_properties,
               **{"x-kubernetes-validations": [_rule(
                   "self.all(k, size(k) <= 317 && k.matches('%s') && !k.matches('%s'))" % (
@@ -319,6 +327,7 @@ NODESET_NAME_ORDINAL = ("metadata.name of a NodeSet may not end in -<digits> (it
                         "NodeSet)")
 
 
+
 def _image(component):
     return _s("Image of the %s. Default: %s:<collection version>." % (component, names.IMAGE_REPOSITORIES[component]),
               maxLength=MAX_PATH, pattern=IMAGE_PATTERN)
@@ -331,6 +340,200 @@ def _spool():
                                          pattern=DNS_SUBDOMAIN_PATTERN),
                   "size": quantity_schema("Size of the spool volume (more than zero).", default="10Gi"),
               }, default={}, **{"x-kubernetes-validations": [_rule("self == oldSelf", SPOOL_IMMUTABLE)]})
+
+
+# --- node health (spec.healthChecks of a SlurmCluster and of a NodeSet) ----------------------------------------------
+HEALTH_NODE_STATES = ["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
+DEFAULT_XIDS = [48, 63, 64, 74, 79, 92, 94, 95]
+NCCL_SIZE_PATTERN = r"^[0-9]+[KMG]?$"
+CRON_PATTERN = r"^(@(hourly|daily|weekly|monthly|yearly|annually)|[0-9*/,-]+( [0-9*/,A-Za-z-]+){4})$"
+CONDITION_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9]*$"
+HEALTH_EXCLUSIVE_RULE = ("spec.healthChecks.enabled and spec.slurm.healthCheckProgram exclude each other: slurmd runs "
+                         "one HealthCheckProgram, the shipped one or yours")
+PATTERN_HINTS.update({NCCL_SIZE_PATTERN: "a size such as 512M or 8G", CRON_PATTERN: "a cron schedule such as 0 3 * * 0",
+                      CONDITION_TYPE_PATTERN: "a condition type such as KernelDeadlock"})
+
+
+def gpu_health_schema(description, defaults=True):
+    """Thresholds of the GPU checks. The NodeSet's copy has no defaults: what it sets overrides the cluster's."""
+    def d(value):
+        return {"default": value} if defaults else {}
+    return _o(description, {
+        "persistenceMode": _b("Fail a GPU whose persistence mode is off.", **d(True)),
+        "maxUncorrectedEccErrors": _i("Volatile uncorrected ECC errors a GPU may have.", minimum=0, **d(0)),
+        "maxRetiredPages": _i("Retired pages (single- and double-bit) a GPU may have; a pending retirement always "
+                              "fails (it needs a reset).", minimum=0, **d(60)),
+        "maxRemappedRows": _i("Rows remapped for uncorrectable errors a GPU may have; a pending or failed remapping "
+                              "always fails.", minimum=0, **d(512)),
+        "xids": _a("NVIDIA Xid codes that fail a node once seen in the kernel log (read when the container may: "
+                   "kernel.dmesg_restrict=0).", _i("An Xid code.", minimum=1, maximum=1024), 64,
+                   **dict(d(list(DEFAULT_XIDS)), **{"x-kubernetes-list-type": "set"})),
+        "maxXidEvents": _i("Events of those codes tolerated.", minimum=0, **d(0)),
+        "dcgmDiagLevel": _i("Run `dcgmi diag -r <level>` when dcgmi is in the worker image (0: never).", minimum=0,
+                            maximum=2, **d(1)),
+    }, **d({}))
+
+
+def health_checks_schema():
+    nccl = _o("The NCCL check: a CronJob that runs all_reduce_perf as Slurm jobs on each idle node of the NodeSets "
+              "with spec.healthChecks.ncclMinBusBandwidthGBps, then across pairs of them, and drains a node under "
+              "that bus bandwidth (reason 'soperator: health: nccl: busbw <figure> ...'). Off unless scheduled.", {
+                  "schedule": _s("Cron schedule of the check (e.g. '0 3 * * 0'). Absent: no check.", maxLength=64,
+                                 pattern=CRON_PATTERN),
+                  "command": _s("all_reduce_perf inside the jail (nccl-tests).", maxLength=MAX_PATH,
+                                pattern=PROGRAM_PATH_PATTERN, default="/usr/bin/all_reduce_perf"),
+                  "minBytes": _s("all_reduce_perf -b.", maxLength=16, pattern=NCCL_SIZE_PATTERN, default="512M"),
+                  "maxBytes": _s("all_reduce_perf -e; the bus bandwidth judged is the one at this size.",
+                                 maxLength=16, pattern=NCCL_SIZE_PATTERN, default="8G"),
+                  "pairs": _b("Also test pairs of nodes (one job across both); a node failing with two partners is "
+                              "drained.", default=True),
+                  "mpi": _s("srun --mpi of the pair tests (all_reduce_perf built with MPI).",
+                            enum=["pmix", "pmi2", "none"], default="pmix"),
+                  "partition": _s("Partition of the test jobs (default: the cluster's default partition).",
+                                  maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
+                  "timeLimitMinutes": _i("Time limit of each test job.", minimum=1, maximum=1440, default=10),
+              }, default={})
+    nodes = _o("Kubernetes node state projected into Slurm (reading Nodes needs the operator's opt-in cluster-scoped "
+               "RBAC, operator_read_nodes: true).", {
+                   "drainCordoned": _b("Drain the Slurm nodes of the pods on a cordoned Kubernetes node (reason "
+                                       "'soperator: node cordoned'); resume them when it is uncordoned.",
+                                       default=False),
+                   "drainOnConditions": _a("Kubernetes node condition types (e.g. Node Problem Detector's) that drain "
+                                           "the Slurm nodes of its pods while True (reason 'soperator: node condition "
+                                           "<type>').", _s("A condition type.", maxLength=MAX_SHORT,
+                                                           pattern=CONDITION_TYPE_PATTERN), 16,
+                                           **{"x-kubernetes-list-type": "set"}),
+                   "evictUnhealthyAfter": _s("A worker drained by the health program this long, and idle, has its "
+                                             "Kubernetes node cordoned and its pod evicted (the StatefulSet makes it "
+                                             "again elsewhere; its jobs are never killed). Absent: never. Cordoning "
+                                             "needs operator_cordon_nodes: true.", maxLength=32,
+                                             pattern=GO_DURATION_PATTERN),
+               }, default={})
+    return _o("Node health: the worker image's health program run by slurmd (HealthCheckProgram), the NCCL check, and "
+              "Kubernetes node state projected into Slurm.", {
+                  "enabled": _b("Run the shipped health program on every node. Default: on, unless "
+                                "spec.slurm.healthCheckProgram names a program of your own."),
+                  "interval": _i("Slurm HealthCheckInterval, seconds.", minimum=10, maximum=86400, default=120),
+                  "nodeStates": _a("Slurm HealthCheckNodeState: which nodes are checked. NONDRAINED_IDLE is not "
+                                   "offered: a node drained by a check must be checked again to be resumed.",
+                                   _s("A node state.", enum=HEALTH_NODE_STATES), 5, default=["ANY"],
+                                   **{"x-kubernetes-list-type": "set"}),
+                  "minFreeSpoolMiB": _i("Free space the slurmd spool must keep.", minimum=0, default=1024),
+                  "minFreeTmpMiB": _i("Free space /tmp must keep.", minimum=0, default=1024),
+                  "minAvailableMemoryMiB": _i("MemAvailable a node must keep (0: not checked).", minimum=0, default=0),
+                  "gpu": gpu_health_schema("GPU checks of the NodeSets with GPUs (nvidia-smi; DCGM when present)."),
+                  "nccl": nccl,
+                  "kubernetesNodes": nodes,
+              }, default={})
+
+
+def nodeset_health_checks_schema():
+    return _o("Node health of this NodeSet (see the SlurmCluster's spec.healthChecks).", {
+        "enabled": _b("Run the health program on these nodes (when the cluster runs it).", default=True),
+        "gpu": gpu_health_schema("GPU thresholds of this NodeSet, over the cluster's.", defaults=False),
+        "ncclMinBusBandwidthGBps": _i("Bus bandwidth (GB/s, all_reduce_perf at maxBytes) a node of this set must "
+                                      "reach in the NCCL check. Absent: the check leaves this set alone.",
+                                      minimum=1, maximum=100000),
+    }, default={})
+
+
+def _secret_key_ref(description):
+    return _o(description, {
+        "name": _s("Name of the Secret (in the cluster's namespace).", maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+        "key": _s("Key of the value in the Secret.", maxLength=253, pattern=SECRET_KEY_PATTERN),
+    }, required=["name", "key"])
+
+
+def _storage(description):
+    return _o(description, {
+        "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
+                               pattern=DNS_SUBDOMAIN_PATTERN),
+        "size": {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
+                 "pattern": QUANTITY_PATTERN, "default": "10Gi", "description": "Size of the volume."},
+    }, default={})
+
+
+DB_TYPES = ["InCluster", "External", "MariaDBOperator"]
+ACCOUNTING_RULES = {
+    "external": "type External requires host and passwordSecretRef",
+    "external_only": "host, passwordSecretRef and tls apply to type External only",
+}
+
+
+def _accounting_schema():
+    database = _o("The database slurmdbd stores accounting in (MariaDB or MySQL).", {
+        "type": _s("InCluster: a MariaDB StatefulSet of the cluster (Debian's MariaDB), its volume and a generated "
+                   "password. MariaDBOperator: a mariadb-operator MariaDB resource (k8s.mariadb.com/v1alpha1; the "
+                   "operator must be installed). External: a database you run (host, user, passwordSecretRef).",
+                   enum=DB_TYPES, default="InCluster"),
+        "host": _s("Host name or address of the external database.", maxLength=253, pattern=DB_HOST_PATTERN),
+        "port": _i("Port of the database.", minimum=1, maximum=65535, default=names.MARIADB_PORT),
+        "name": _s("Database (schema) name: slurmdbd's StorageLoc.", maxLength=64, pattern=DB_IDENTIFIER_PATTERN,
+                   default="slurm_acct_db"),
+        "user": _s("Database user slurmdbd connects as.", maxLength=80, pattern=DB_IDENTIFIER_PATTERN,
+                   default="slurm"),
+        "passwordSecretRef": _secret_key_ref("External: the Secret key holding the user's password (one token: no "
+                                             "whitespace, '#', quote or backslash). Other types generate "
+                                             "<cluster>-accounting-db-password once and never rotate it."),
+        "tls": _o("External: verify the database server's certificate.", {
+            "caSecretRef": _secret_key_ref("The Secret key holding the CA certificate (PEM) that signed the server's "
+                                           "certificate; slurmdbd then connects with TLS (StorageParameters=SSL_CA)."),
+        }, required=["caSecretRef"]),
+        "storage": _storage("InCluster and MariaDBOperator: the database's volume (ReadWriteOnce); immutable once "
+                            "created."),
+        "resources": resources_schema("InCluster: resources of MariaDB."),
+        "placement": placement_schema("InCluster: where MariaDB runs."),
+    }, default={}, **{"x-kubernetes-validations": [
+        # has(self.type) first: the API server checks the rules on the default ({}) too, without nested defaults.
+        _rule("!has(self.type) || self.type != 'External' || (has(self.host) && has(self.passwordSecretRef))",
+              ACCOUNTING_RULES["external"]),
+        _rule("(has(self.type) && self.type == 'External') || "
+              "(!has(self.host) && !has(self.passwordSecretRef) && !has(self.tls))",
+              ACCOUNTING_RULES["external_only"]),
+    ]})
+    slurmdbd = _o("slurmdbd, the accounting daemon (one pod).", {
+        "resources": resources_schema("Resources of slurmdbd."),
+        "placement": placement_schema("Where slurmdbd runs."),
+        "config": _m("Other slurmdbd.conf keys (an allowlist, e.g. PurgeJobAfter, PrivateData); each value one "
+                     "token.", _s("Value of the key.", maxLength=1024, pattern=SLURM_VALUE_PATTERN), 32),
+    }, default={})
+    return _o("Accounting: slurmdbd and its database. Jobs' history (sacct), fairshare (sshare), limits and QOS "
+              "(sacctmgr). The cluster registers itself in the database when slurmctld first connects.", {
+                  "enabled": _b("Run slurmdbd and store accounting.", default=False),
+                  "database": database,
+                  "slurmdbd": slurmdbd,
+              }, default={})
+
+
+def _rest_api_schema():
+    service = _o("How clients reach slurmrestd.", {
+        "type": _s("Kubernetes Service type.", enum=["ClusterIP", "NodePort", "LoadBalancer"], default="ClusterIP"),
+        "port": _i("Port of the Service.", minimum=1, maximum=65535, default=names.SLURMRESTD_PORT),
+    }, default={})
+    return _o("slurmrestd, Slurm's REST API, with JSON Web Token authentication only (auth/jwt: no anonymous "
+              "access). Users get a token with `scontrol token` (on a login node) and send it as "
+              "X-SLURM-USER-TOKEN. Enabling it adds AuthAltTypes=auth/jwt to slurmctld and slurmdbd, with a key "
+              "generated once in the Secret <cluster>-jwt-key.", {
+                  "enabled": _b("Run slurmrestd.", default=False),
+                  "replicas": _i("Number of slurmrestd pods.", minimum=1, maximum=16, default=1),
+                  "service": service,
+                  "resources": resources_schema("Resources of slurmrestd."),
+                  "placement": placement_schema("Where slurmrestd runs."),
+              }, default={})
+
+
+def _exporter_schema():
+    return _o("A Prometheus exporter of Slurm's state (nodes, jobs, partitions, drains, fairshare, scheduler), "
+              "with a Service and, when the cluster serves monitoring.coreos.com/v1, a ServiceMonitor.", {
+                  "enabled": _b("Run the exporter.", default=False),
+                  "resources": resources_schema("Resources of the exporter."),
+                  "placement": placement_schema("Where the exporter runs."),
+                  "serviceMonitor": _o("The ServiceMonitor, made only when the cluster serves the CRD.", {
+                      "enabled": _b("Make it.", default=True),
+                      "interval": _s("Scrape interval.", maxLength=32, pattern=GO_DURATION_PATTERN, default="30s"),
+                      "labels": _label_map("Labels your Prometheus selects ServiceMonitors by.", 16),
+                  }, default={}),
+              }, default={})
 
 
 def slurm_cluster_schema():
@@ -445,6 +648,8 @@ def slurm_cluster_schema():
               "healthCheckInterval requires healthCheckProgram", ".healthCheckInterval"),
     ]})
 
+    accounting, rest_api, exporter = _accounting_schema(), _rest_api_schema(), _exporter_schema()
+
     spec = _o("Desired state of a Slurm cluster: controller, login nodes, jail, partitions, Slurm settings. "
               "Workers are NodeSet objects that reference this cluster.", {
                   "clusterName": _s("Slurm ClusterName. Default: metadata.name.", maxLength=40,
@@ -455,6 +660,10 @@ def slurm_cluster_schema():
                       "login": _image("login"),
                       "populateJail": _image("populateJail"),
                       "jail": _image("jail"),
+                      "slurmdbd": _image("slurmdbd"),
+                      "slurmrestd": _image("slurmrestd"),
+                      "exporter": _image("exporter"),
+                      "mariadb": _image("mariadb"),
                       "pullPolicy": _s("imagePullPolicy of every container.", enum=["Always", "IfNotPresent", "Never"],
                                        default="IfNotPresent"),
                   }, default={}),
@@ -487,15 +696,27 @@ def slurm_cluster_schema():
                   "slurm": slurm,
                   "placement": placement_schema("Cluster-wide placement of every pod; component placements are "
                                                 "merged over it."),
+                  "accounting": accounting,
+                  "restApi": rest_api,
+                  "exporter": exporter,
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
+                  "healthChecks": health_checks_schema(),
                   "deletionPolicy": _o("What deleting the cluster does to its data.", {
                       "jail": _s("The jail claim and the controller's spool claim: Retain or Delete.",
                                  enum=["Retain", "Delete"], default="Retain"),
-                      "secrets": _s("The munge key and SSH host keys: Retain or Delete.", enum=["Retain", "Delete"],
-                                    default="Retain"),
+                      "secrets": _s("The munge key, SSH host keys and JWT key: Retain or Delete.",
+                                    enum=["Retain", "Delete"], default="Retain"),
+                      "database": _s("The accounting database the cluster made (the in-cluster MariaDB's volume, "
+                                     "or the mariadb-operator MariaDB) and its generated password: Retain or "
+                                     "Delete. An external database is never touched.", enum=["Retain", "Delete"],
+                                     default="Retain"),
                   }, default={}),
-              }, required=["jail"])
+              }, required=["jail"], **{"x-kubernetes-validations": [
+                  _rule("!has(self.healthChecks) || !has(self.healthChecks.enabled) || !self.healthChecks.enabled"
+                        " || !has(self.slurm) || !has(self.slurm.healthCheckProgram)", HEALTH_EXCLUSIVE_RULE,
+                        ".healthChecks.enabled"),
+              ]})
 
     status = {
         "type": "object",
@@ -548,6 +769,7 @@ def nodeset_schema():
                              }, default={}),
         "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
                     pattern=IMAGE_PATTERN),
+        "healthChecks": nodeset_health_checks_schema(),
     }, required=["clusterRef"])
 
     status = {
@@ -559,10 +781,11 @@ def nodeset_schema():
             "replicas": _i("Pods that exist.", minimum=0),
             "readyReplicas": _i("Pods that are ready.", minimum=0),
             "selector": _s("Label selector of the pods (for the scale subresource and autoscalers).", maxLength=1024),
-            "idle": _i("Slurm nodes IDLE.", minimum=0),
-            "allocated": _i("Slurm nodes ALLOCATED or MIXED.", minimum=0),
+            "idle": _i("Slurm nodes IDLE (not drained).", minimum=0),
+            "allocated": _i("Slurm nodes ALLOCATED: every CPU in use (not drained).", minimum=0),
+            "mixed": _i("Slurm nodes MIXED: some CPUs in use (not drained).", minimum=0),
             "drained": _i("Slurm nodes DRAINING or DRAINED.", minimum=0),
-            "down": _i("Slurm nodes DOWN.", minimum=0),
+            "down": _i("Slurm nodes DOWN or not responding.", minimum=0),
             "updatedReplicas": _i("Pods on the current template.", minimum=0),
             "outdatedReplicas": _i("Pods on an older template, waiting to be replaced by the rolling update.",
                                    minimum=0),
@@ -615,6 +838,10 @@ def crds():
         {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
         {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
         {"name": "Idle", "type": "integer", "jsonPath": ".status.idle"},
+        {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
+        {"name": "Mixed", "type": "integer", "jsonPath": ".status.mixed"},
+        {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
+        {"name": "Down", "type": "integer", "jsonPath": ".status.down", "priority": 1},
         copy.deepcopy(age),
     ], scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
               "labelSelectorPath": ".status.selector"})

@@ -365,11 +365,41 @@ def _cluster_ref_immutable(ref, path, old):
     return [] if ref == old else _cel_error(path, schema.CLUSTER_REF_IMMUTABLE)
 
 
+@_twin(schema.ACCOUNTING_RULES["external"])
+def _external_database(database, path):
+    if database.get("type") == "External" and not ("host" in database and "passwordSecretRef" in database):
+        return _cel_error(path, schema.ACCOUNTING_RULES["external"])
+    return []
+
+
+@_twin(schema.ACCOUNTING_RULES["external_only"])
+def _external_only(database, path):
+    if database.get("type") != "External" and any(k in database for k in ("host", "passwordSecretRef", "tls")):
+        return _cel_error(path, schema.ACCOUNTING_RULES["external_only"])
+    return []
+
+
 @_twin("healthCheckInterval requires healthCheckProgram")
 def _health_check(slurm, path):
     if slurm.get("healthCheckInterval") and "healthCheckProgram" not in slurm:
         return _cel_error(child_path(path, "healthCheckInterval"), "healthCheckInterval requires healthCheckProgram")
     return []
+
+
+@_twin(schema.HEALTH_EXCLUSIVE_RULE)
+def _health_exclusive(spec, path):
+    if (spec.get("healthChecks") or {}).get("enabled") and "healthCheckProgram" in (spec.get("slurm") or {}):
+        return _cel_error(child_path(child_path(path, "healthChecks"), "enabled"), schema.HEALTH_EXCLUSIVE_RULE)
+    return []
+
+
+def health_enabled(cluster_spec):
+    """Whether slurmd runs the shipped health program: spec.healthChecks.enabled, else unless the user names a
+    HealthCheckProgram of their own."""
+    enabled = (cluster_spec.get("healthChecks") or {}).get("enabled")
+    if enabled is None:
+        return "healthCheckProgram" not in (cluster_spec.get("slurm") or {})
+    return bool(enabled)
 
 
 # ---------------------------------------------------------------------------------------------------- Slurm rules
@@ -403,6 +433,13 @@ def _cluster_rules(spec, errors):
     for index, partition in enumerate(spec.get("partitions") or ()):
         _check_raw_keys(partition.get("config") or {}, "spec.partitions[%d].config" % index,
                         config_keys.PARTITION_KEYS, config_keys.PARTITION_OWNED, {}, "partition", errors)
+    if health_enabled(spec) and "HealthCheckNodeState" in (slurm.get("slurmConf") or {}):
+        errors.append(SpecError("spec.slurm.slurmConf.HealthCheckNodeState", "slurm.conf key HealthCheckNodeState "
+                                "has a typed field while the shipped health program runs: use "
+                                "spec.healthChecks.nodeStates"))
+    slurmdbd = ((spec.get("accounting") or {}).get("slurmdbd") or {})
+    _check_raw_keys(slurmdbd.get("config") or {}, "spec.accounting.slurmdbd.config", config_keys.SLURMDBD_CONF_KEYS,
+                    config_keys.SLURMDBD_CONF_OWNED, {}, "slurmdbd.conf", errors, config_keys.SLURMDBD_CONF_VALUES)
     login = spec.get("login") or {}
     sshd = login.get("sshdConfig") or {}
     _check_raw_keys(sshd, "spec.login.sshdConfig", config_keys.SSHD_KEYS, config_keys.SSHD_OWNED, {},

@@ -26,6 +26,9 @@ REASON_ROLLING = "RollingUpdate"
 REASON_FAILED = "Failed"                # something of the cluster failed and needs someone (the populate Job)
 REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold its keys
 
+# Conditions of the optional components (converge._components), present while the component is enabled.
+COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady")
+
 COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
 
 
@@ -100,6 +103,12 @@ def cluster_status(old, obj, plan, now):
                               "%d login pod(s) on an older template: each is replaced once nobody is logged in to "
                               "it, or after spec.login.updateGracePeriod" % outdated if outdated else
                               "every login pod on the current template", gen, now)
+    for ctype in COMPONENT_CONDITIONS:
+        if ctype in plan.components:
+            cstatus, reason, message = plan.components[ctype]
+            conds = set_condition(conds, ctype, cstatus, reason, message, gen, now)
+        else:  # the component was switched off
+            conds = remove_condition(conds, ctype)
     degraded = list(getattr(plan, "degraded", None) or [])
     if plan.invalid or degraded:
         message = "; ".join(["NodeSet %s: %s" % kv for kv in sorted(plan.invalid.items())] + degraded)

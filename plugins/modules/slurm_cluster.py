@@ -64,7 +64,8 @@ attributes:
 options:
   state:
     description:
-      - V(present) converges the cluster; V(absent) tears it down (see O(delete_volumes), O(delete_secrets)).
+      - V(present) converges the cluster; V(absent) tears it down (see O(delete_volumes), O(delete_secrets),
+        O(delete_database)).
     type: str
     choices: [present, absent]
     default: present
@@ -156,8 +157,14 @@ options:
     type: bool
   delete_secrets:
     description:
-      - With O(state=absent), delete the munge key and SSH host keys. Unset, C(spec.deletionPolicy.secrets)
-        decides (default C(Retain)).
+      - With O(state=absent), delete the munge key, SSH host keys and JWT key. Unset,
+        C(spec.deletionPolicy.secrets) decides (default C(Retain)).
+    type: bool
+  delete_database:
+    description:
+      - With O(state=absent), delete the accounting database the cluster made (the in-cluster MariaDB's volume or
+        the mariadb-operator C(MariaDB)) and its generated password. An external database is never touched.
+        Unset, C(spec.deletionPolicy.database) decides (default C(Retain)).
     type: bool
   delete_resources:
     description:
@@ -328,6 +335,7 @@ def argument_spec():
         )),
         delete_volumes=dict(type="bool"),
         delete_secrets=dict(type="bool"),
+        delete_database=dict(type="bool"),
         delete_resources=dict(type="bool", default=True),
     )
     spec.update(AUTH_ARG_SPEC)

@@ -47,28 +47,30 @@ def readme_steps():
 
 
 class Readme:
-    """The README's lines, run in order with bash in the checkout (kubectl is the pinned one, the kubeconfig the
-    local cluster's); ``run(expected)`` takes the next line, which must match ``expected``."""
+    """The README's lines by name (each checked against what this suite expects it to be, in order), run with
+    bash in the checkout; kubectl is the pinned one, the kubeconfig the local cluster's."""
 
-    def __init__(self, e):
-        self.steps = readme_steps()
-        self.env = dict(e.env, KUBECONFIG=e.kubeconfig,
-                        PATH=os.path.dirname(e.kubectl_bin) + os.pathsep + e.env["PATH"])
+    def __init__(self, e=None):
+        steps = readme_steps()
+        assert len(steps) == len(SEQUENCE), "README lines %s; this suite runs %d" % (steps, len(SEQUENCE))
+        for (name, expected), line in zip(SEQUENCE, steps):
+            assert re.search(expected, line), "README line %r is not the expected %s (%r)" % (line, name, expected)
+        self.line = dict(zip([name for name, _ in SEQUENCE], steps))
+        if e is not None:
+            self.env = dict(e.env, KUBECONFIG=e.kubeconfig,
+                            PATH=os.path.dirname(e.kubectl_bin) + os.pathsep + e.env["PATH"])
 
-    def take(self, expected):
-        assert self.steps, "the README's operator section has no line left; expected %r" % expected
-        line = self.steps.pop(0)
-        assert re.search(expected, line), "README line %r is not the expected %r" % (line, expected)
-        return line
-
-    def execute(self, line, timeout=900):
+    def run(self, name, timeout=900):
+        line = self.line[name]
         res = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=ROOT, env=self.env, capture_output=True,
                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         assert res.returncode == 0, "README line %r: %s" % (line, (res.stdout + res.stderr)[-4000:])
         return res
 
-    def run(self, expected, timeout=900):
-        return self.execute(self.take(expected), timeout)
+
+def test_the_readme_operator_section_is_what_this_suite_runs():
+    """Every line of the README's operator section, in order, is one this suite runs and checks."""
+    Readme()
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +82,10 @@ def op(real_node_cluster):
     for ns in (WATCHED, CLUSTER_WIDE_NS, OPERATOR_NS):
         e.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", timeout=300)
     e.readme = Readme(e)
-    e.readme.run(r"^hack/build-operator-image\.sh\b")
-    e.readme.run(r"^python3 hack/localcluster\.py import-image .*operator-0\.1\.0\.tar$")
+    e.readme.run("build")
+    e.readme.run("import")
     assert e.kubectl("get", "namespace", WATCHED, check=False).returncode != 0  # namespaced mode creates it
-    e.readme.run(r"^ansible-playbook playbooks/operator\.yml .*operator_watch_namespaces.*%s" % WATCHED)
+    e.readme.run("install")
     wait_until(lambda: (e.get_in(OPERATOR_NS, "deployment", "soperator-operator") or {}).get("status", {})
                .get("availableReplicas") == 2, 180, "both operator replicas available",
                lambda: e.explain_in(OPERATOR_NS))
@@ -135,21 +137,23 @@ def test_installed_as_shipped(op):
     assert any("pods/exec" in r["resources"] for r in role["rules"])
 
 
-# The README's cluster lines, in order: (what the line must be, the check that follows it).
-LIFECYCLE = ("apply", "srun", "scale 3", "scale 1", "killWait", "scale 2", "delete leader", "maintenance on",
-             "maintenance off", "delete cluster")
-EXPECTED = {
-    "apply": r"examples/cpu-cluster-local\.yaml \| kubectl apply -f -",
-    "srun": r"^kubectl exec -n %s demo-login-0 -c sshd -- chroot /mnt/jail srun -N2 hostname" % WATCHED,
-    "scale 3": r"^kubectl scale nodeset cpu -n %s --replicas=3" % WATCHED,
-    "scale 1": r"^kubectl scale nodeset cpu -n %s --replicas=1" % WATCHED,
-    "killWait": r"^kubectl patch slurmcluster demo -n %s .*\"killWait\":45" % WATCHED,
-    "scale 2": r"^kubectl scale nodeset cpu -n %s --replicas=2" % WATCHED,
-    "delete leader": r"^kubectl delete pod -n %s .*get lease -n %s soperator-operator" % (OPERATOR_NS, OPERATOR_NS),
-    "maintenance on": r"^kubectl patch slurmcluster demo -n %s .*\"maintenance\":true" % WATCHED,
-    "maintenance off": r"^kubectl patch slurmcluster demo -n %s .*\"maintenance\":false" % WATCHED,
-    "delete cluster": r"^kubectl delete slurmcluster demo -n %s" % WATCHED,
-}
+# The README's operator section, line by line: (name, what the line must be).
+SEQUENCE = (
+    ("build", r"^hack/build-operator-image\.sh\b"),
+    ("import", r"^python3 hack/localcluster\.py import-image .*operator-0\.1\.0\.tar$"),
+    ("install", r"^ansible-playbook playbooks/operator\.yml .*operator_watch_namespaces.*\"%s\"" % WATCHED),
+    ("apply", r"examples/cpu-cluster-local\.yaml \| kubectl apply -f -"),
+    ("srun", r"^kubectl exec -n %s demo-login-0 -c sshd -- chroot /mnt/jail srun -N2 hostname" % WATCHED),
+    ("scale 3", r"^kubectl scale nodeset cpu -n %s --replicas=3" % WATCHED),
+    ("scale 1", r"^kubectl scale nodeset cpu -n %s --replicas=1" % WATCHED),
+    ("killWait", r"^kubectl patch slurmcluster demo -n %s .*\"killWait\":45" % WATCHED),
+    ("scale 2", r"^kubectl scale nodeset cpu -n %s --replicas=2" % WATCHED),
+    ("delete leader", r"^kubectl delete pod -n %s .*get lease -n %s soperator-operator" % (OPERATOR_NS, OPERATOR_NS)),
+    ("maintenance on", r"^kubectl patch slurmcluster demo -n %s .*\"maintenance\":true" % WATCHED),
+    ("maintenance off", r"^kubectl patch slurmcluster demo -n %s .*\"maintenance\":false" % WATCHED),
+    ("delete cluster", r"^kubectl delete slurmcluster demo -n %s" % WATCHED),
+    ("uninstall", r"^ansible-playbook playbooks/operator\.yml .*\"%s\".* -e operator_state=absent$" % WATCHED),
+)
 
 
 def _job(op, command):
@@ -158,24 +162,23 @@ def _job(op, command):
     return submit.stdout.strip()
 
 
-def lifecycle(op, lines):
+def lifecycle(op):
     """One pass of the README's cluster lines with the checks each comment promises; returns the figures."""
     figures = {}
-    step = dict(zip(LIFECYCLE, lines))
 
     # apply -> Ready only once every pod is ready and every Slurm node is up
     t0 = time.monotonic()
-    op.readme.execute(step["apply"])
+    op.readme.run("apply")
     wait_until(lambda: ready(op), 300, "SlurmCluster Ready", op.explain)
     figures["apply -> Ready"] = time.monotonic() - t0
     assert set(op.sinfo().items()) == {("demo-cpu-0", "idle"), ("demo-cpu-1", "idle")}
     nodeset = op.get("nodeset", "cpu")
     assert (nodeset["status"]["readyReplicas"], nodeset["status"]["idle"]) == (2, 2)
-    assert sorted(op.readme.execute(step["srun"], timeout=180).stdout.split()) == ["demo-cpu-0", "demo-cpu-1"]
+    assert sorted(op.readme.run("srun", timeout=180).stdout.split()) == ["demo-cpu-0", "demo-cpu-1"]
 
     # scale out: kubectl scale is all it takes
     t0 = time.monotonic()
-    op.readme.execute(step["scale 3"])
+    op.readme.run("scale 3")
     op.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"])
     figures["scale-out -> idle"] = time.monotonic() - t0
     wait_until(lambda: ready(op, "nodeset", "cpu") and op.get("nodeset", "cpu")["status"].get("idle") == 3, 60,
@@ -185,7 +188,7 @@ def lifecycle(op, lines):
     job = _job(op, "-w demo-cpu-2 -o /root/scale-in.out --wrap 'sleep 25; echo finished-on-$(hostname)'")
     wait_until(lambda: "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
     t0 = time.monotonic()
-    op.readme.execute(step["scale 1"])
+    op.readme.run("scale 1")
     drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(op.node("demo-cpu-2")), 60, "demo-cpu-2 draining",
                          op.explain)
     assert "Reason=soperator: scale-in" in drained
@@ -200,7 +203,7 @@ def lifecycle(op, lines):
 
     # a Slurm setting through kubectl: applied (the worker rolls by drain), the queue kept
     held = _job(op, "--hold --wrap true")
-    op.readme.execute(step["killWait"])
+    op.readme.run("killWait")
     wait_until(lambda: "KillWait                = 45 sec" in op.slurm("scontrol show config").stdout, 240,
                "KillWait applied", op.explain)
     assert "JobState=PENDING" in op.slurm("scontrol show job %s" % held).stdout
@@ -209,10 +212,10 @@ def lifecycle(op, lines):
     # the leader is deleted in the middle of a reconcile (it scaled the StatefulSet; the new node is not up yet):
     # the standby takes the Lease over and finishes the job
     first = leader(op)
-    op.readme.execute(step["scale 2"])
+    op.readme.run("scale 2")
     wait_until(lambda: op.get("statefulset", "demo-cpu")["spec"]["replicas"] == 2, 60, "the leader at work")
     t0 = time.monotonic()
-    op.readme.execute(step["delete leader"], timeout=300)
+    op.readme.run("delete leader", timeout=300)
     assert op.get_in(OPERATOR_NS, "pod", first) is None
     wait_until(lambda: leader(op) not in (None, first), 120, "another replica leading")
     figures["leader deleted -> lease taken over"] = time.monotonic() - t0
@@ -224,7 +227,7 @@ def lifecycle(op, lines):
     # maintenance: drained first (a running job finishes), everything scaled to zero; then back to the same state
     job = _job(op, "-w demo-cpu-1 -o /root/maintenance.out --wrap 'sleep 40; echo finished'")
     wait_until(lambda: "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
-    op.readme.execute(step["maintenance on"])
+    op.readme.run("maintenance on")
     wait_until(lambda: "Reason=soperator: maintenance" in op.node("demo-cpu-1"), 60, "drained for maintenance",
                op.explain)
     assert op.get("pod", "demo-cpu-1") is not None and op.get("statefulset", "demo-cpu")["spec"]["replicas"] == 2
@@ -233,7 +236,7 @@ def lifecycle(op, lines):
     assert all(s["spec"]["replicas"] == 0 for s in op.get("statefulset")["items"])
     wait_until(lambda: not [p for p in op.get("pod")["items"] if not p["metadata"]["name"].startswith(
         "demo-populate")], 180, "every Slurm pod gone")
-    op.readme.execute(step["maintenance off"])
+    op.readme.run("maintenance off")
     wait_until(lambda: ready(op) and op.get("slurmcluster", "demo")["status"]["phase"] == "Ready", 300,
                "back from maintenance", op.explain)
     assert set(op.sinfo().items()) == {("demo-cpu-0", "idle"), ("demo-cpu-1", "idle")}
@@ -242,7 +245,7 @@ def lifecycle(op, lines):
     assert op.jail("cat /root/maintenance.out").stdout.strip() == "finished"
 
     # delete the SlurmCluster: its finalizer tears it down, the jail and the secrets stay
-    op.readme.execute(step["delete cluster"], timeout=300)
+    op.readme.run("delete cluster", timeout=300)
     assert op.get("slurmcluster", "demo") is None and not op.get("statefulset")["items"]
     assert op.get("pvc", "demo-jail") is not None
     assert op.get("secret", "demo-munge-key") is not None and op.get("secret", "demo-ssh-host-keys") is not None
@@ -251,11 +254,10 @@ def lifecycle(op, lines):
 
 
 def test_lifecycle_through_kubectl_only(op):
-    lines = [op.readme.take(EXPECTED[name]) for name in LIFECYCLE]
     runs = int(os.environ.get("SOPERATOR_E2E_OPERATOR_RUNS", "1"))
     samples = {}
     for _ in range(runs):
-        for name, seconds in lifecycle(op, lines).items():
+        for name, seconds in lifecycle(op).items():
             samples.setdefault(name, []).append(seconds)
     for name, values in samples.items():
         print("e2e-operator: %s %s" % (name, " ".join("%.1f" % v for v in values)) + (
@@ -392,6 +394,38 @@ def test_a_deletion_policy_the_operator_may_not_honour_is_refused_and_deletion_d
     op.kubectl("delete", "slurmcluster", "nodelete", "-n", WATCHED, "--wait=true", timeout=120)
 
 
+def test_upgrading_the_operator_in_place_keeps_clusters_and_jobs(op):
+    """A new operator image (the same build under the next tag, as a release would push it) installed over the
+    running one: the Deployment rolls, a new replica leads, and the cluster it took over is left as it was (same
+    pods, the running job finishes, still Ready)."""
+    kubectl_apply(op, op.definition())
+    wait_until(lambda: ready(op), 300, "SlurmCluster Ready", op.explain)
+    pods = dict((p["metadata"]["name"], p["metadata"]["uid"]) for p in op.get("pod")["items"]
+                if not p["metadata"]["name"].startswith("demo-populate"))
+    job = _job(op, "-w demo-cpu-0 -o /root/upgrade.out --wrap 'sleep 30; echo finished'")
+    wait_until(lambda: "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
+    before = {p["metadata"]["name"] for p in operator_pods(op)}
+    image = op.retag_image(IMAGE, "0.1.0-next")
+    t0 = time.monotonic()
+    op.playbook("operator.yml", install_params(operator_image=image))
+
+    def upgraded():
+        current = operator_pods(op)
+        return (len(current) == 2 and not {p["metadata"]["name"] for p in current} & before
+                and all(p["spec"]["containers"][0]["image"] == image for p in current)
+                and all(any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+                        for p in current) and leader(op) in {p["metadata"]["name"] for p in current})
+    wait_until(upgraded, 300, "the new operator replicas leading", lambda: op.explain_in(OPERATOR_NS))
+    print("\ne2e-operator: operator upgraded in place in %.1f s" % (time.monotonic() - t0))
+    wait_until(lambda: "JobState=COMPLETED" in op.slurm("scontrol show job %s" % job).stdout, 120, "the job done")
+    assert op.jail("cat /root/upgrade.out").stdout.strip() == "finished"
+    assert ready(op)
+    assert dict((p["metadata"]["name"], p["metadata"]["uid"]) for p in op.get("pod")["items"]
+                if not p["metadata"]["name"].startswith("demo-populate")) == pods
+    op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300)
+    op.kubectl("delete", "nodeset", "--all", "-n", WATCHED, "--wait=true", timeout=300)
+
+
 def test_removing_the_operator_strands_no_finalizer(op):
     """The README's last line, with a SlurmCluster and a NodeSet still there: the operator's pods go first, then
     its finalizers; both resources stay, and delete at once without an operator."""
@@ -399,17 +433,68 @@ def test_removing_the_operator_strands_no_finalizer(op):
     docs[0]["spec"]["maintenance"] = True
     kubectl_apply(op, docs)
     finalizer = "slurm.soperator.dev/finalizer"
-    wait_until(lambda: all(finalizer in (op.get(k, "demo") or {}).get("metadata", {}).get("finalizers", [])
-                           for k in ("slurmcluster", "nodeset/cpu")), 120, "both finalizers added", op.explain)
-    op.readme.run(r"^ansible-playbook playbooks/operator\.yml .*%s.* -e operator_state=absent$" % WATCHED)
-    assert not op.readme.steps, "README lines this suite does not run: %s" % op.readme.steps
+    wait_until(lambda: all(finalizer in (op.get(*k) or {}).get("metadata", {}).get("finalizers", [])
+                           for k in (("slurmcluster", "demo"), ("nodeset", "cpu"))), 120, "both finalizers added",
+               op.explain)
+    op.readme.run("uninstall")
     assert operator_pods(op) == []
     assert op.get_in(OPERATOR_NS, "deployment", "soperator-operator") is None
     assert op.get_in(WATCHED, "role", "soperator-operator") is None
-    for kind in ("slurmcluster/demo", "nodeset/cpu"):
-        assert finalizer not in op.get(kind)["metadata"].get("finalizers", []), kind
+    for kind in (("slurmcluster", "demo"), ("nodeset", "cpu")):
+        assert finalizer not in op.get(*kind)["metadata"].get("finalizers", []), kind
     op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=60)
     op.kubectl("delete", "nodeset", "cpu", "-n", WATCHED, "--wait=true", timeout=60)
+
+
+def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(op):
+    """Under the operator only: NodeSet counts and pod conditions follow Slurm within one --status-period (30 s) with
+    no role run, and (operator_read_nodes: a ClusterRole on Nodes, the runtime watching them) `kubectl cordon` of the
+    real node drains the Slurm nodes of its worker pods at once; uncordon resumes them."""
+    op.playbook("operator.yml", install_params(operator_read_nodes=True))
+    assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode == 0
+
+    def rolled_out():
+        deploy = op.get_in(OPERATOR_NS, "deployment", "soperator-operator")
+        st = deploy.get("status") or {}
+        args = [p["spec"]["containers"][0]["args"] for p in operator_pods(op)]
+        return (st.get("observedGeneration") == deploy["metadata"]["generation"] and st.get("updatedReplicas") == 2
+                and st.get("availableReplicas") == 2 and st.get("replicas") == 2
+                and all("--watch-nodes" in a for a in args))
+    wait_until(rolled_out, 240, "the replicas watching Nodes rolled out")
+    docs = op.definition(health_checks={"kubernetesNodes": {"drainCordoned": True}})
+    kubectl_apply(op, docs)
+    wait_until(lambda: ready(op), 300, "SlurmCluster Ready", op.explain)
+    host = op.get("pod", "demo-cpu-0")["spec"]["nodeName"]
+
+    submit = op.jail("cd /root && sbatch --parsable --exclusive -w demo-cpu-0 -o /dev/null --wrap 'sleep 300'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    try:
+        wait_until(lambda: op.sinfo().get("demo-cpu-0") == "allocated", 60, "demo-cpu-0 allocated", op.explain)
+        t0 = time.monotonic()
+        shown = wait_until(lambda: (lambda sc: sc[0] == sc[1] and sc[0]["allocated"] == 1 and sc[0])(
+            op.nodeset_counts()), 90, "NodeSet counts matching sinfo", op.explain)
+        print("e2e-operator: a job's start reached the NodeSet's counts in %.1f s" % (time.monotonic() - t0))
+        assert shown["idle"] == 1
+        cond = op.slurm_condition("demo-cpu-0")
+        assert (cond["status"], cond["reason"]) == ("True", "Allocated"), cond
+    finally:
+        op.slurm("scancel %s" % job)
+    op.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+    op.kubectl("cordon", host)
+    try:
+        t0 = time.monotonic()
+        wait_until(lambda: all("Reason=soperator: node cordoned" in op.node(n) for n in ("demo-cpu-0", "demo-cpu-1")),
+                   120, "both Slurm nodes drained for the cordon", op.explain)
+        print("e2e-operator: cordon -> Slurm nodes drained in %.1f s" % (time.monotonic() - t0))
+    finally:
+        op.kubectl("uncordon", host)
+    wait_until(lambda: not any("DRAIN" in op.node(n) for n in ("demo-cpu-0", "demo-cpu-1")), 120,
+               "resumed after uncordon", op.explain)
+    op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300)
+    op.playbook("operator.yml", install_params())
+    assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode != 0
 
 
 def test_cluster_wide_install_watches_every_namespace(op):

@@ -32,7 +32,8 @@ def test_apply_order_and_names(cpu):
     objects = render.render_cluster(*cpu)
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("Secret", "demo-munge-key"), ("Secret", "demo-ssh-host-keys"), ("PersistentVolumeClaim", "demo-jail"),
-        ("ConfigMap", "demo-slurm-config"), ("ConfigMap", "demo-sshd-config"), ("Service", "demo-controller"),
+        ("ConfigMap", "demo-slurm-config"), ("ConfigMap", "demo-sshd-config"), ("ConfigMap", "demo-health-checks"),
+        ("Service", "demo-controller"),
         ("Service", "demo-login"), ("Service", "demo-login-headless"), ("Service", "demo-cpu"),
         ("Job", "demo-populate-jail-initial"), ("StatefulSet", "demo-controller"), ("StatefulSet", "demo-login"),
         ("StatefulSet", "demo-cpu"), ("PodDisruptionBudget", "demo-login"), ("PodDisruptionBudget", "demo-cpu")]

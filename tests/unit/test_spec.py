@@ -48,7 +48,9 @@ def test_cluster_defaults():
     assert s["slurm"]["selectType"] == "select/cons_tres"
     assert s["slurm"]["maxNodeCount"] == 1024
     assert s["maintenance"] is False
-    assert s["deletionPolicy"] == {"jail": "Retain", "secrets": "Retain"}
+    assert s["deletionPolicy"] == {"jail": "Retain", "secrets": "Retain", "database": "Retain"}
+    assert s["accounting"]["enabled"] is False and s["restApi"]["enabled"] is False
+    assert s["exporter"]["enabled"] is False
     assert s["jail"]["populate"] == {"repopulateToken": ""}
 
 
