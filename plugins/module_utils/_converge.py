@@ -372,8 +372,9 @@ class Converger(object):
             if cluster_errors or not per_nodeset or set(per_nodeset) & set(refused):
                 raise SpecErrors(errors)
             refused.update(per_nodeset)
-        missing = [o["metadata"]["name"] for o in applier.absent() if objects.generator(o)]
-        if missing and plan.pods_running:
+        missing = [o["metadata"]["name"] for o in applier.absent()
+                   if objects.generator(o) and o["metadata"]["name"] in plan.secrets_held]
+        if missing:
             raise SecretMissing(
                 "Secret(s) %s of SlurmCluster %s/%s are missing while its pods run with the keys they held: a new "
                 "key would lock the running daemons out of each other, so none is generated and nothing was "

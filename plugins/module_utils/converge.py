@@ -146,7 +146,7 @@ class Plan(object):
         self.degraded = []           # human-readable: what failed and needs someone (a refused populate Job)
         self.cluster = None          # the validated, defaulted SlurmCluster the manifests were rendered from
         self.valid_nodesets = []     # ... and its valid NodeSets (defaulted)
-        self.pods_running = False    # a controller, login or worker pod exists (they hold the cluster's keys)
+        self.secrets_held = []       # Secrets a pod of the cluster mounts (it holds their keys)
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
@@ -414,6 +414,21 @@ def _nodeset_facts(nodeset_name, statefulset, replicas, target, sts, pods, slurm
     return facts
 
 
+def mounted_secrets(pod):
+    """The names of the Secrets ``pod`` mounts (volumes, projected volumes) or reads into its environment."""
+    spec = pod.get("spec") or {}
+    found = []
+    for volume in spec.get("volumes") or ():
+        found.append((volume.get("secret") or {}).get("secretName"))
+        found += [(source.get("secret") or {}).get("name")
+                  for source in (volume.get("projected") or {}).get("sources") or ()]
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        found += [((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                  for env in container.get("env") or ()]
+        found += [(source.get("secretRef") or {}).get("name") for source in container.get("envFrom") or ()]
+    return [name for name in found if name]
+
+
 def _populate_failure(cluster_name, spec, pods):
     """Why the current populate Job failed (its last failed pod's words), or None while it has not failed."""
     job = names.populate_job_name(cluster_name, spec["jail"]["populate"]["repopulateToken"])
@@ -590,10 +605,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         if p.delete_nodes:
             p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
 
-    # The cluster's keys (munge, SSH host keys) are in every controller, login and worker pod: while one runs, a
-    # missing Secret must not be generated anew (see _converge's check).
-    daemons = (names.COMPONENT_CONTROLLER, names.COMPONENT_LOGIN, names.COMPONENT_WORKER)
-    p.pods_running = any(_labels(pod).get(names.LABEL_COMPONENT) in daemons for pod in pods.values())
+    # A key Secret (munge, SSH host keys, JWT, database password) a pod of the cluster mounts is held by it: while
+    # that pod exists, a missing one must not be generated anew (see _converge's check).
+    p.secrets_held = sorted(set(name for pod in pods.values() for name in mounted_secrets(pod)))
     failure = _populate_failure(cluster_name, spec, pods) if not spec["maintenance"] else None
     if failure:
         p.degraded.append(failure)

@@ -265,9 +265,11 @@ def populate_job_name(cluster, repopulate_token):
     return "%s-populate-jail-%s" % (cluster, hashlib.sha256(repopulate_token.encode("utf-8")).hexdigest()[:10])
 
 
-# Tails of the names a family of objects takes: pods (and their claims) of a StatefulSet, populate Jobs.
+# Tails of the names a family of objects takes: pods (and their claims) of a StatefulSet, populate Jobs, the Jobs
+# a CronJob starts (its name and the scheduled minute) and their pods.
 ORDINAL_TAIL = r"[0-9]+"
 POPULATE_TAIL = r"initial|[0-9a-f]{10}"
+CRONJOB_TAIL = r"[0-9]+(-[a-z0-9]{5})?"
 
 
 def owned_names(cluster, nodeset=None):
@@ -279,10 +281,17 @@ def owned_names(cluster, nodeset=None):
         worker = worker_name(cluster, nodeset)
         return [worker], [(worker + "-", ORDINAL_TAIL)]
     exact = [controller_name(cluster), login_name(cluster), login_headless_name(cluster), slurm_config_name(cluster),
-             sshd_config_name(cluster), munge_key_name(cluster), ssh_host_keys_name(cluster), jail_claim_name(cluster)]
-    families = [(controller_name(cluster) + "-", ORDINAL_TAIL), (login_name(cluster) + "-", ORDINAL_TAIL),
-                ("%s-%s-" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster)), ORDINAL_TAIL),
-                ("%s-populate-jail-" % cluster, POPULATE_TAIL)]
+             sshd_config_name(cluster), munge_key_name(cluster), ssh_host_keys_name(cluster), jail_claim_name(cluster),
+             health_config_name(cluster), nccl_check_name(cluster), accounting_name(cluster),
+             slurmdbd_config_name(cluster), database_name(cluster), db_password_name(cluster), jwt_key_name(cluster),
+             rest_name(cluster), exporter_name(cluster)]
+    families = [(name + "-", ORDINAL_TAIL) for name in (controller_name(cluster), login_name(cluster),
+                                                         accounting_name(cluster), database_name(cluster),
+                                                         rest_name(cluster), exporter_name(cluster))]
+    families += [("%s-%s-" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster)), ORDINAL_TAIL),
+                 ("%s-%s-" % (DB_CLAIM_TEMPLATE, database_name(cluster)), ORDINAL_TAIL),
+                 ("%s-populate-jail-" % cluster, POPULATE_TAIL),
+                 (nccl_check_name(cluster) + "-", CRONJOB_TAIL)]
     return exact, families
 
 

@@ -37,9 +37,9 @@ description:
     the refused object was rendered from (a NodeSet's own objects refused only mark that NodeSet C(Degraded)).
     With O(definition), the documents and every object rendered from them are dry-run before the first of them is
     written (only a missing namespace is created first)."
-  - "A munge key or SSH host key Secret that is missing while the cluster's pods run is not generated anew: the
-    pass fails (reason C(DataMissing), condition C(Degraded) with reason C(SecretMissing)) until it is restored,
-    or until C(spec.maintenance) stopped every pod."
+  - "A generated key Secret (munge key, SSH host keys, JWT key, database password) that is missing while a pod of
+    the cluster that mounts it exists is not generated anew: the pass fails (reason C(DataMissing), condition
+    C(Degraded) with reason C(SecretMissing)) until it is restored, or until C(spec.maintenance) stopped every pod."
   - Runs in the Ansible controller's process when the task's connection is local (no module process to start),
     otherwise as a module on the target.
 author:

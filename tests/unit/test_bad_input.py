@@ -261,6 +261,19 @@ def test_a_new_cluster_named_into_an_existing_ones_objects_is_refused():
     assert [e.path for e in errors] == ["nodesets[populate-jail-initial].metadata.name"]
 
 
+@pytest.mark.parametrize("nodeset", ["b-accounting", "b-accounting-db", "b-accounting-db-password", "b-rest",
+                                     "b-exporter", "b-jwt-key", "b-health-checks", "b-nccl-check",
+                                     "b-slurmdbd-config"])
+def test_names_of_accounting_rest_exporter_and_health_objects_are_an_owners_too(nodeset):
+    """Cluster a's NodeSet b-<x> against cluster a-b's accounting, REST API, exporter and health objects: reserved for
+    a-b whether or not it runs them yet (it may switch them on later)."""
+    owners = [owner("a-b", created="2026-01-01T00:00:00Z"), owner("a", created="2026-01-02T00:00:00Z"),
+              owner("a", nodeset)]
+    errors = spec.name_collisions(owners, "a")
+    assert [e.path for e in errors] == ["nodesets[%s].metadata.name" % nodeset]
+    assert "SlurmCluster a-b" in errors[0].message and "named a-%s:" % nodeset in errors[0].message
+
+
 def test_a_nodeset_name_ending_like_an_ordinal():
     errors = refused(None, [make_nodeset("cpu-0")])
     assert "nodesets[cpu-0].metadata.name" in errors

@@ -96,10 +96,32 @@ def test_a_failed_populate_job_degrades_the_cluster_with_its_words():
         "repopulateToken": "again"}}), [nodeset()], dict(EMPTY, pods=old), NOW).degraded == []
 
 
-def test_pods_holding_the_keys_are_known():
-    labelled = {"demo-login-0": {"metadata": {"name": "demo-login-0", "labels": {
-        names.LABEL_COMPONENT: names.COMPONENT_LOGIN}}}}
-    assert converge.plan(cluster(), [nodeset()], dict(EMPTY, pods=labelled), NOW).pods_running
+def pod_mounting(name, component, *secrets):
+    return {"metadata": {"name": name, "labels": {names.LABEL_COMPONENT: component}},
+            "spec": {"volumes": [{"name": "s%d" % i, "secret": {"secretName": s}} for i, s in enumerate(secrets)]}}
+
+
+def test_the_secrets_pods_hold_are_the_ones_they_mount():
+    login = pod_mounting("demo-login-0", names.COMPONENT_LOGIN, "demo-munge-key", "demo-ssh-host-keys")
+    p = converge.plan(cluster(), [nodeset()], dict(EMPTY, pods={"demo-login-0": login}), NOW)
+    assert p.secrets_held == ["demo-munge-key", "demo-ssh-host-keys"]
+    # Projected volumes and the environment count too.
+    rest = {"metadata": {"name": "demo-rest-0"}, "spec": {
+        "volumes": [{"name": "p", "projected": {"sources": [{"secret": {"name": "demo-jwt-key"}}]}}],
+        "containers": [{"name": "c", "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "a", "key": "k"}}}],
+                        "envFrom": [{"secretRef": {"name": "b"}}]}]}}
+    assert converge.mounted_secrets(rest) == ["demo-jwt-key", "a", "b"]
     populate = {"p": populate_pod("p", "Running")}
-    assert not converge.plan(cluster(), [nodeset()], dict(EMPTY, pods=populate), NOW).pods_running
-    assert not converge.plan(cluster(), [nodeset()], EMPTY, NOW).pods_running
+    assert converge.plan(cluster(), [nodeset()], dict(EMPTY, pods=populate), NOW).secrets_held == []
+    assert converge.plan(cluster(), [nodeset()], EMPTY, NOW).secrets_held == []
+
+
+def test_a_key_no_running_pod_holds_is_generated_even_while_the_cluster_runs():
+    """Accounting switched on under running pods: its new database password and JWT key Secrets are absent, and no pod
+    holds them yet, so they are generated (only a key some pod holds is protected)."""
+    login = pod_mounting("demo-login-0", names.COMPONENT_LOGIN, "demo-munge-key", "demo-ssh-host-keys")
+    p = converge.plan(cluster(accounting={"enabled": True}, restApi={"enabled": True}), [nodeset()],
+                      dict(EMPTY, pods={"demo-login-0": login}), NOW)
+    generated = [m["metadata"]["name"] for m in p.manifests if m["kind"] == "Secret"]
+    assert "demo-accounting-db-password" in generated and "demo-jwt-key" in generated
+    assert not (set(generated) - {"demo-munge-key", "demo-ssh-host-keys"}) & set(p.secrets_held)
