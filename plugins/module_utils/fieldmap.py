@@ -19,6 +19,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
 
 _POD = "spec.template.spec."
+_CRONJOB_POD = "spec.jobTemplate.spec.template.spec."
 _INDEXED = re.compile(r"^(containers|initContainers|volumes|tolerations)\[([0-9]+)\](.*)$")
 _KEYED = re.compile(r"^nodeSelector(?:\[([^\]]*)\]|\.([A-Za-z0-9_-]+))?(.*)$")
 
@@ -38,14 +39,45 @@ def _owner(cluster_name, obj, nodesets):
         return names.COMPONENT_JAIL, None
     if obj["kind"] == "Job":
         return names.COMPONENT_POPULATE, None
-    return None, None
+    by_name = {names.accounting_name(cluster_name): names.COMPONENT_ACCOUNTING,
+               names.slurmdbd_config_name(cluster_name): names.COMPONENT_ACCOUNTING,
+               names.database_name(cluster_name): names.COMPONENT_DATABASE,
+               names.db_password_name(cluster_name): names.COMPONENT_DATABASE,
+               names.db_claim_name(cluster_name): names.COMPONENT_DATABASE,
+               names.rest_name(cluster_name): names.COMPONENT_REST,
+               names.jwt_key_name(cluster_name): names.COMPONENT_REST,
+               names.exporter_name(cluster_name): names.COMPONENT_EXPORTER,
+               names.nccl_check_name(cluster_name): names.COMPONENT_HEALTH,
+               names.health_config_name(cluster_name): names.COMPONENT_HEALTH}
+    return by_name.get(name), None
+
+
+# Where in the SlurmCluster each component is set, and which image of spec.images it runs.
+_ROOTS = {names.COMPONENT_CONTROLLER: "spec.controller", names.COMPONENT_LOGIN: "spec.login",
+          names.COMPONENT_JAIL: "spec.jail", names.COMPONENT_ACCOUNTING: "spec.accounting.slurmdbd",
+          names.COMPONENT_DATABASE: "spec.accounting.database", names.COMPONENT_REST: "spec.restApi",
+          names.COMPONENT_EXPORTER: "spec.exporter", names.COMPONENT_HEALTH: "spec.healthChecks"}
+_IMAGES = {names.COMPONENT_CONTROLLER: "controller", names.COMPONENT_LOGIN: "login",
+           names.COMPONENT_ACCOUNTING: "slurmdbd", names.COMPONENT_DATABASE: "mariadb",
+           names.COMPONENT_REST: "slurmrestd", names.COMPONENT_EXPORTER: "exporter",
+           names.COMPONENT_HEALTH: "worker"}
+# Components with a placement and resources of their own (the others have the cluster-wide placement only).
+_OWN_PODS = (names.COMPONENT_CONTROLLER, names.COMPONENT_LOGIN, names.COMPONENT_ACCOUNTING,
+             names.COMPONENT_DATABASE, names.COMPONENT_REST, names.COMPONENT_EXPORTER)
 
 
 def _root(component, nodeset):
     if nodeset is not None:
         return "nodesets[%s].spec" % nodeset["metadata"]["name"]
-    return {names.COMPONENT_CONTROLLER: "spec.controller", names.COMPONENT_LOGIN: "spec.login",
-            names.COMPONENT_JAIL: "spec.jail"}.get(component, "spec")
+    return _ROOTS.get(component, "spec")
+
+
+def _at(spec, path):
+    """The value at a dotted ``spec.a.b`` path of the cluster (``{}`` when absent)."""
+    value: object = {"spec": spec}
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value or {}
 
 
 def _placement(cluster, component, nodeset):
@@ -54,10 +86,10 @@ def _placement(cluster, component, nodeset):
     own: tuple
     if nodeset is not None:
         own = ("nodesets[%s].spec.placement" % nodeset["metadata"]["name"], nodeset["spec"].get("placement") or {})
-    elif component in (names.COMPONENT_CONTROLLER, names.COMPONENT_LOGIN):
-        own = ("spec.%s.placement" % component, (spec.get(component) or {}).get("placement") or {})
+    elif component in _OWN_PODS:
+        own = (_ROOTS[component] + ".placement", _at(spec, _ROOTS[component] + ".placement"))
     else:
-        own = (None, {})  # the populate Job has the cluster-wide placement only
+        own = (None, {})  # the populate Job and the NCCL check have the cluster-wide placement only
     return own, ("spec.placement", spec.get("placement") or {})
 
 
@@ -97,7 +129,7 @@ def _container_field(cluster, component, nodeset, pod, kind, index, rest):
         if nodeset is not None:
             return "nodesets[%s].spec.image" % nodeset["metadata"]["name"] if nodeset["spec"].get(
                 "image") else images + "worker"
-        return images + component
+        return images + _IMAGES[component] if component in _IMAGES else "spec.images"
     if rest.startswith(".imagePullPolicy"):
         return images + "pullPolicy"
     if rest.startswith(".resources") and name != "munge":
@@ -105,7 +137,7 @@ def _container_field(cluster, component, nodeset, pod, kind, index, rest):
             gpu = nodeset["spec"]["gpu"]
             if gpu.get("count") and gpu["resourceName"] in rest:
                 return "nodesets[%s].spec.gpu.count" % nodeset["metadata"]["name"]
-        if component in (names.COMPONENT_CONTROLLER, names.COMPONENT_LOGIN) or nodeset is not None:
+        if component in _OWN_PODS or nodeset is not None:
             return _root(component, nodeset) + rest
     if rest.startswith(".volumeMounts["):
         mounts = containers[index].get("volumeMounts") or [] if index < len(containers) else []
@@ -150,24 +182,46 @@ def user_field(cluster, nodesets, obj, field):
     component, nodeset = _owner(cluster_name, obj, nodesets)
     field = field or ""
     found = None
-    if field.startswith(_POD):
-        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-        found = _pod_field(cluster, component, nodeset, pod, field[len(_POD):])
-    elif obj["kind"] == "StatefulSet" and field.startswith("spec.volumeClaimTemplates"):
-        found = "spec.controller.spool" + (".size" if "resources" in field else ".storageClassName"
-                                           if "storageClassName" in field else "")
-    elif obj["kind"] == "StatefulSet" and field == "spec.replicas":
+    kind = obj["kind"]
+    if field.startswith(_POD) or (kind == "CronJob" and field.startswith(_CRONJOB_POD)):
+        template = (obj.get("spec") or {}) if kind != "CronJob" else \
+            (((obj.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {})
+        pod = (template.get("template") or {}).get("spec") or {}
+        found = _pod_field(cluster, component, nodeset, pod, field[len(_POD if kind != "CronJob" else _CRONJOB_POD):])
+    elif kind == "StatefulSet" and field.startswith("spec.volumeClaimTemplates"):
+        found = _storage(component, field)
+    elif kind == "StatefulSet" and field == "spec.replicas":
         found = _root(component, nodeset) + ".replicas"
-    elif obj["kind"] == "Service" and obj["metadata"]["name"] == names.login_name(cluster_name):
+    elif kind == "Service" and component in (names.COMPONENT_LOGIN, names.COMPONENT_REST) and \
+            obj["metadata"]["name"] in (names.login_name(cluster_name), names.rest_name(cluster_name)):
         service = re.match(r"^spec\.(?:ports\[[0-9]+\]\.)?(nodePort|port|type|loadBalancerSourceRanges)(.*)$", field)
-        found = "spec.login.service" + (".%s%s" % service.groups() if service else "")
-    elif obj["kind"] == "PersistentVolumeClaim" and component == names.COMPONENT_JAIL:
+        found = _root(component, None) + ".service" + (".%s%s" % service.groups() if service else "")
+    elif kind == "PersistentVolumeClaim" and component == names.COMPONENT_JAIL:
         found = "spec.jail" + (".size" if "resources" in field else ".storageClassName"
                                if "storageClassName" in field else "")
-    elif obj["kind"] == "ConfigMap":
-        found = "spec.login.sshdConfig" if obj["metadata"]["name"] == names.sshd_config_name(cluster_name) \
-            else "spec.slurm"
+    elif kind in ("PersistentVolumeClaim", "MariaDB") and component == names.COMPONENT_DATABASE:
+        found = _storage(component, field) if "storage" in field or kind == "PersistentVolumeClaim" else None
+    elif kind == "CronJob" and field.startswith("spec.schedule"):
+        found = "spec.healthChecks.nccl.schedule"
+    elif kind in ("CronJob", "Service") and component == names.COMPONENT_HEALTH:
+        found = "spec.healthChecks.nccl"
+    elif kind == "ServiceMonitor":
+        monitor = "spec.exporter.serviceMonitor"
+        found = monitor + (".labels" if field.startswith("metadata.labels") else ".interval" if "interval" in field
+                           else "")
+    elif kind == "ConfigMap":
+        found = {names.sshd_config_name(cluster_name): "spec.login.sshdConfig",
+                 names.slurmdbd_config_name(cluster_name): "spec.accounting.slurmdbd.config",
+                 names.health_config_name(cluster_name): "spec.healthChecks"}.get(obj["metadata"]["name"],
+                                                                                 "spec.slurm")
     return found or _root(component, nodeset)
+
+
+def _storage(component, field):
+    """The volume a claim (template) comes from: the controller's spool, the database's storage."""
+    base = "spec.accounting.database.storage" if component == names.COMPONENT_DATABASE else "spec.controller.spool"
+    return base + (".size" if "resources" in field or field.endswith(".size") else ".storageClassName"
+                   if "storageClassName" in field else "")
 
 
 def refusal_errors(cluster, nodesets, refusals):

@@ -17,7 +17,8 @@ of a resource cannot loosen it. Keys (all optional):
     ``docker.io/library/...`` for a single name). Default: empty, any registry.
 ``allow_privileged_programs``
     Whether slurm.conf programs Slurm runs as root or SlurmUser (``Prolog``, ``Epilog``, ``RebootProgram``, ...,
-    and ``spec.slurm.healthCheckProgram``) may be set. Default: true.
+    and ``spec.slurm.healthCheckProgram``) may be set, and another command than the default for the NCCL check
+    (``spec.healthChecks.nccl.command``, run as SlurmUser). Default: true.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,13 +27,14 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names
+from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
 
 KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs")
 DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
+NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["properties"]["command"]["default"]
 # Who sets the policy, for the error messages.
 WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
 
@@ -112,4 +114,9 @@ def check(cluster, nodesets, policy):
         if slurm.get("healthCheckProgram"):
             errors.append(SpecError("spec.slurm.healthCheckProgram", "HealthCheckProgram runs as root on every node; "
                                     "%s does not allow such programs (allow_privileged_programs: false)" % WHERE))
+        command = ((spec.get("healthChecks") or {}).get("nccl") or {}).get("command")
+        if command and command != NCCL_DEFAULT_COMMAND:
+            errors.append(SpecError("spec.healthChecks.nccl.command", "the NCCL check runs its command as SlurmUser "
+                                    "on every tested node; %s allows only the default %s "
+                                    "(allow_privileged_programs: false)" % (WHERE, NCCL_DEFAULT_COMMAND)))
     return errors

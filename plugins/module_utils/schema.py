@@ -58,7 +58,13 @@ NODE_PORT_MAX = 32767
 # A MariaDB/MySQL identifier we put into SQL and slurmdbd.conf (database and user names): no quoting needed.
 DB_IDENTIFIER_PATTERN = r"^[A-Za-z0-9_]+$"
 DB_HOST_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$"
-SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+# A Secret key (also a file name in the volume it is mounted from): not '.', '..' nor starting with '..'.
+SECRET_KEY_PATTERN = r"^(\.[-_a-zA-Z0-9]|[-_a-zA-Z0-9])[-._a-zA-Z0-9]*$"
+# A Prometheus duration as prometheus-operator's CRDs want it: units in this order, each at most once (not empty).
+_PROMETHEUS_UNITS = ("y", "w", "d", "h", "m", "s", "ms")
+PROMETHEUS_DURATION_PATTERN = "^(0|%s)$" % "|".join(
+    "[0-9]+%s%s" % (unit, "".join("([0-9]+%s)?" % later for later in _PROMETHEUS_UNITS[index + 1:]))
+    for index, unit in enumerate(_PROMETHEUS_UNITS))
 
 # Human explanations of patterns, appended to "should match" errors by the Python validator.
 PATTERN_HINTS = {
@@ -76,7 +82,8 @@ PATTERN_HINTS = {
     IMAGE_PATTERN: "an image reference: letters, digits and . _ / : @ + -",
     DB_IDENTIFIER_PATTERN: "letters, digits and '_'",
     DB_HOST_PATTERN: "a host name or IP address",
-    SECRET_KEY_PATTERN: "a Secret key: letters, digits, '-', '_' and '.'",
+    SECRET_KEY_PATTERN: "a Secret key: letters, digits, '-', '_' and '.', not starting with '..'",
+    PROMETHEUS_DURATION_PATTERN: "a Prometheus duration such as 30s, 1m30s (units y w d h m s ms, in that order)",
     CIDR_PATTERN: "a CIDR such as 203.0.113.0/24",
     LABEL_VALUE_PATTERN: "a label value: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
 }
@@ -448,8 +455,7 @@ def _storage(description):
     return _o(description, {
         "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
                                pattern=DNS_SUBDOMAIN_PATTERN),
-        "size": {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
-                 "pattern": QUANTITY_PATTERN, "default": "10Gi", "description": "Size of the volume."},
+        "size": quantity_schema("Size of the volume (more than zero).", default="10Gi"),
     }, default={})
 
 
@@ -457,6 +463,10 @@ DB_TYPES = ["InCluster", "External", "MariaDBOperator"]
 ACCOUNTING_RULES = {
     "external": "type External requires host and passwordSecretRef",
     "external_only": "host, passwordSecretRef and tls apply to type External only",
+    # A transition rule (spec.py's twin takes the stored value too).
+    "storage_immutable": ("spec.accounting.database.storage cannot change while the database exists (the MariaDB "
+                          "StatefulSet's claim template, the mariadb-operator MariaDB's storage): switch accounting "
+                          "off, or to another database type, first"),
 }
 
 
@@ -502,7 +512,17 @@ def _accounting_schema():
                   "enabled": _b("Run slurmdbd and store accounting.", default=False),
                   "database": database,
                   "slurmdbd": slurmdbd,
-              }, default={})
+              }, default={}, **{"x-kubernetes-validations": [
+                  # Only while accounting was and stays on with the same database: until then the default storage
+                  # is nobody's yet.
+                  _rule("!has(oldSelf.enabled) || !oldSelf.enabled || !has(self.enabled) || !self.enabled"
+                        " || !has(self.database) || !has(oldSelf.database)"
+                        " || !has(self.database.type) || !has(oldSelf.database.type)"
+                        " || self.database.type != oldSelf.database.type || self.database.type == 'External'"
+                        " || !has(self.database.storage) || !has(oldSelf.database.storage)"
+                        " || self.database.storage == oldSelf.database.storage",
+                        ACCOUNTING_RULES["storage_immutable"], ".database.storage"),
+              ]})
 
 
 def _rest_api_schema():
@@ -530,7 +550,8 @@ def _exporter_schema():
                   "placement": placement_schema("Where the exporter runs."),
                   "serviceMonitor": _o("The ServiceMonitor, made only when the cluster serves the CRD.", {
                       "enabled": _b("Make it.", default=True),
-                      "interval": _s("Scrape interval.", maxLength=32, pattern=GO_DURATION_PATTERN, default="30s"),
+                      "interval": _s("Scrape interval (a Prometheus duration: 30s, 1m30s).", maxLength=32,
+                                     pattern=PROMETHEUS_DURATION_PATTERN, default="30s"),
                       "labels": _label_map("Labels your Prometheus selects ServiceMonitors by.", 16),
                   }, default={}),
               }, default={})

@@ -365,6 +365,19 @@ def _cluster_ref_immutable(ref, path, old):
     return [] if ref == old else _cel_error(path, schema.CLUSTER_REF_IMMUTABLE)
 
 
+@_twin(schema.ACCOUNTING_RULES["storage_immutable"])
+def _database_storage_immutable(accounting, path, old):
+    if not (isinstance(old, dict) and old.get("enabled") and accounting.get("enabled")):
+        return []
+    database, stored = accounting.get("database") or {}, old.get("database") or {}
+    if database.get("type") != stored.get("type") or database.get("type") == "External":
+        return []
+    if "storage" in database and "storage" in stored and database["storage"] != stored["storage"]:
+        return _cel_error(child_path(child_path(path, "database"), "storage"),
+                          schema.ACCOUNTING_RULES["storage_immutable"])
+    return []
+
+
 @_twin(schema.ACCOUNTING_RULES["external"])
 def _external_database(database, path):
     if database.get("type") == "External" and not ("host" in database and "passwordSecretRef" in database):
@@ -452,6 +465,8 @@ def _cluster_rules(spec, errors):
     if isinstance(program, str) and any(config_keys.under(program, tree) for tree in config_keys.USER_WRITABLE_TREES):
         errors.append(SpecError("spec.slurm.healthCheckProgram", "HealthCheckProgram runs as root on every node: "
                                                                  "%s is where users can write" % program))
+    _component_rules(spec, errors)
+    _health_rules(spec, errors)
     jail = spec.get("jail") or {}
     if "size" in jail:
         _positive_size(jail["size"], "spec.jail.size", errors)
@@ -729,6 +744,102 @@ def _sub_mount_rules(mounts, path, errors):
         else:
             if target in JAIL_SYSTEM_DIRS:
                 errors.append(SpecError(where, "%s would hide the jail's own %s: mount below it" % (target, target)))
+
+
+def _component_rules(spec, errors):
+    """Accounting, the REST API and the exporter: their pods as the API server wants them (resources, placement),
+    the database's volume more than zero."""
+    accounting = spec.get("accounting") or {}
+    database = accounting.get("database") or {}
+    parts = [("spec.accounting.slurmdbd", accounting.get("slurmdbd") or {}), ("spec.accounting.database", database),
+             ("spec.restApi", spec.get("restApi") or {}), ("spec.exporter", spec.get("exporter") or {})]
+    for path, part in parts:
+        _resources_rules(part.get("resources"), path + ".resources", errors)
+        _placement_rules(part.get("placement"), path + ".placement", errors)
+    storage = database.get("storage") or {}
+    if "size" in storage:
+        _positive_size(storage["size"], "spec.accounting.database.storage.size", errors)
+
+
+# The standard cron schedule of a CronJob as the API server parses it (robfig/cron's standard parser): five fields,
+# each a list of '*', N, N-M, optionally /step (N/step is N-max/step), within these bounds; names for months and
+# days of the week. CRON_PATTERN only bounds the characters.
+_CRON_FIELDS = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
+                ("month", 1, 12, dict((m, i + 1) for i, m in enumerate(
+                    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")))),
+                ("day of week", 0, 6, dict((d, i) for i, d in enumerate(
+                    ("sun", "mon", "tue", "wed", "thu", "fri", "sat")))))
+
+
+def _cron_number(text, names_of):
+    if text.lower() in names_of:
+        return names_of[text.lower()]
+    if not re.fullmatch(r"[0-9]{1,9}", text):
+        raise ValueError("%r is not a number" % text)
+    return int(text)
+
+
+def cron_problem(schedule):
+    """Why the API server would refuse ``schedule`` as a CronJob's, or None."""
+    if "TZ" in schedule:
+        return "a time zone (TZ, CRON_TZ) is not allowed in a schedule"
+    if schedule.startswith("@"):
+        return None if schedule in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight",
+                                    "@hourly") else "unknown descriptor %s" % schedule
+    fields = schedule.split()
+    if len(fields) != 5:
+        return "expected 5 fields (minute hour day-of-month month day-of-week), found %d" % len(fields)
+    for text, (what, low, high, names_of) in zip(fields, _CRON_FIELDS):
+        for expr in (part for part in text.split(",") if part):
+            try:
+                range_text, slash, step_text = expr.partition("/")
+                if "/" in step_text:
+                    raise ValueError("too many slashes")
+                bounds = range_text.split("-")
+                if bounds[0] in ("*", "?"):
+                    start, end = low, high
+                else:
+                    if len(bounds) > 2:
+                        raise ValueError("too many hyphens")
+                    start = _cron_number(bounds[0], names_of)
+                    end = _cron_number(bounds[1], names_of) if len(bounds) == 2 else start
+                step = _cron_number(step_text, {}) if slash else 1
+                if slash and len(bounds) == 1:
+                    end = high
+                if start < low or end > high or start > end:
+                    raise ValueError("outside %d-%d" % (low, high))
+                if step == 0:
+                    raise ValueError("a step must be positive")
+            except ValueError as e:
+                return "%s field %r: %s" % (what, expr, e)
+    return None
+
+
+def _health_rules(spec, errors):
+    """The NCCL check: a schedule the API server takes, a partition of the cluster, sizes in order, and its command
+    (run as SlurmUser on every tested node) not where users write."""
+    nccl = (spec.get("healthChecks") or {}).get("nccl") or {}
+    path = "spec.healthChecks.nccl"
+    schedule = nccl.get("schedule")
+    if matches(schema.CRON_PATTERN, schedule):
+        problem = cron_problem(schedule)
+        if problem:
+            errors.append(SpecError(path + ".schedule", "Invalid value: %r: %s" % (schedule, problem)))
+    partitions = [p.get("name") for p in spec.get("partitions") or ()]
+    if nccl.get("partition") and nccl["partition"] not in partitions:
+        errors.append(SpecError(path + ".partition", "%r is not a partition of the cluster (%s)"
+                                % (nccl["partition"], ", ".join(str(p) for p in partitions))))
+    sizes = [nccl.get(k) for k in ("minBytes", "maxBytes")]
+    if all(matches(schema.NCCL_SIZE_PATTERN, size) for size in sizes) and _bytes(sizes[0]) > _bytes(sizes[1]):
+        errors.append(SpecError(path + ".minBytes", "minBytes %s is more than maxBytes %s" % tuple(sizes)))
+    command = nccl.get("command")
+    if isinstance(command, str) and any(config_keys.under(command, tree) for tree in config_keys.USER_WRITABLE_TREES):
+        errors.append(SpecError(path + ".command", "the NCCL check runs its command as SlurmUser (%s) on every "
+                                "tested node: %s is where users can write" % (names.SLURM_USER, command)))
+
+
+def _bytes(size):
+    return int(size.rstrip("KMG")) * 1024 ** ("KMG".find(size[-1]) + 1 if size[-1] in "KMG" else 0)
 
 
 def _program_rules(slurm_conf, errors):

@@ -147,7 +147,8 @@ options:
       allow_privileged_programs:
         description:
           - Whether C(spec.slurm.healthCheckProgram) and the slurm.conf programs Slurm runs as root or as
-            SlurmUser (C(Prolog), C(Epilog), C(RebootProgram), C(PrologSlurmctld), ...) may be set.
+            SlurmUser (C(Prolog), C(Epilog), C(RebootProgram), C(PrologSlurmctld), ...) may be set, and another
+            command than the default for the NCCL check (C(spec.healthChecks.nccl.command), run as SlurmUser).
         type: bool
         default: true
   delete_volumes:

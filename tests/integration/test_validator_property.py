@@ -9,8 +9,10 @@ For every generated definition, either
 
 Definitions are drawn around a valid cluster, each part replaced by values from the classes of bad input the
 validator must know (quantities, label keys and values, tolerations, affinity, node ports, sub-mounts, Slurm
-names, images, raw values with control characters...), so that a good share is valid and every class is visited.
-SOPERATOR_PROPERTY_EXAMPLES sets the number of examples (default 120).
+names, images, raw values with control characters, the accounting database, the REST API, the exporter, node
+health and the NCCL check's CronJob...), so that a good share is valid and every class is visited.
+SOPERATOR_PROPERTY_EXAMPLES sets the number of examples (default 120). A second property holds the validator's
+reading of cron schedules to the API server's (a CronJob's dry run).
 """
 
 import copy
@@ -116,6 +118,59 @@ SLURM_VALUES = st.one_of(st.sampled_from(["bf_continue", "300", "a b", "a\nb", "
                          st.text(alphabet="ab1,=\t\n\x00\x0b#\\", max_size=6))
 PARTITION_NAMES = st.sampled_from(["main", "gpu", "default", "DEFAULT", "Default", "a b", "main\n", "x_y-z"])
 NODEPORTS = st.integers(min_value=0, max_value=70000)
+CRON_FIELD = st.one_of(
+    st.sampled_from(["*", "0", "5", "*/15", "1-5", "1,3", "59", "60", "24", "31", "32", "12", "13", "7", "6", "*/0",
+                     "5/10", "0-0", "5-1", "jan", "MON", "sun-sat", "x", "1-2-3", "*-5", "00", ",", "1,,2", "-1"]),
+    st.from_regex(r"[0-9*]{1,2}([-/][0-9]{1,2})?(,[0-9]{1,2})?", fullmatch=True))
+SCHEDULES = st.one_of(
+    st.sampled_from(["0 3 * * 0", "@hourly", "@weekly", "@midnight", "@reboot", "0 0 * * *\n", "0 0 * *",
+                     "0 0 * * * *", "0 0 * * MON", "every sunday"]),
+    st.builds(" ".join, st.lists(CRON_FIELD, min_size=5, max_size=5)))
+NAMES_64 = st.sampled_from(["slurm_acct_db", "slurm", "a" * 64, "a-b", "x\n", "UPPER_1"])
+SECRET_KEYS = st.sampled_from(["password", ".p", "..p", "..", ".", "a..b", "ca.crt", "a/b", "x" * 253, "x" * 254])
+HEALTH = st.fixed_dictionaries({}, optional={
+    "interval": st.integers(min_value=0, max_value=100000),
+    "nodeStates": st.lists(st.sampled_from(["ANY", "IDLE", "ALLOC", "NONDRAINED_IDLE"]), max_size=2, unique=True),
+    "minFreeTmpMiB": st.integers(min_value=-1, max_value=2 ** 40),
+    "gpu": st.fixed_dictionaries({}, optional={"xids": st.lists(st.integers(min_value=0, max_value=2000), max_size=2),
+                                               "dcgmDiagLevel": st.integers(min_value=-1, max_value=3)}),
+    "nccl": st.fixed_dictionaries({}, optional={
+        "schedule": SCHEDULES,
+        "command": st.sampled_from(["/usr/bin/all_reduce_perf", "/home/a/x", "relative", "/opt/nccl/all_reduce_perf"]),
+        "minBytes": st.sampled_from(["512M", "8G", "1", "1T", "0"]),
+        "maxBytes": st.sampled_from(["8G", "512M", "16G"]),
+        "partition": st.sampled_from(["main", "gpu", "Bad one"]),
+        "timeLimitMinutes": st.integers(min_value=0, max_value=2000)}),
+    "kubernetesNodes": st.fixed_dictionaries({}, optional={
+        "drainCordoned": st.booleans(),
+        "drainOnConditions": st.lists(st.sampled_from(["KernelDeadlock", "bad type", "Ready"]), max_size=2),
+        "evictUnhealthyAfter": st.sampled_from(["1h", "30m", "1d", ""])})})
+DATABASE = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["InCluster", "External", "MariaDBOperator"]),
+    "host": st.sampled_from(["db.example.com", "10.0.0.1", "-db", "db\n"]),
+    "port": st.integers(min_value=0, max_value=70000),
+    "name": NAMES_64, "user": NAMES_64,
+    "passwordSecretRef": st.fixed_dictionaries({"name": st.sampled_from(["db", "Bad"]), "key": SECRET_KEYS}),
+    "tls": st.fixed_dictionaries({"caSecretRef": st.fixed_dictionaries({"name": st.just("ca"), "key": SECRET_KEYS})}),
+    "storage": st.fixed_dictionaries({}, optional={"size": QUANTITIES,
+                                                   "storageClassName": st.sampled_from(["fast", "Bad"])}),
+    "resources": RESOURCES, "placement": PLACEMENT})
+ACCOUNTING = st.fixed_dictionaries({"enabled": st.booleans()}, optional={
+    "database": DATABASE,
+    "slurmdbd": st.fixed_dictionaries({}, optional={
+        "resources": RESOURCES, "placement": PLACEMENT,
+        "config": st.dictionaries(st.sampled_from(["PurgeJobAfter", "PrivateData", "StorageHost"]), SLURM_VALUES,
+                                  max_size=2)})})
+REST_API = st.fixed_dictionaries({"enabled": st.booleans()}, optional={
+    "replicas": st.integers(min_value=0, max_value=20),
+    "service": st.fixed_dictionaries({}, optional={"type": st.sampled_from(["ClusterIP", "NodePort", "LoadBalancer"]),
+                                                   "port": st.integers(min_value=0, max_value=70000)}),
+    "resources": RESOURCES, "placement": PLACEMENT})
+EXPORTER = st.fixed_dictionaries({"enabled": st.booleans()}, optional={
+    "resources": RESOURCES, "placement": PLACEMENT,
+    "serviceMonitor": st.fixed_dictionaries({}, optional={
+        "interval": st.sampled_from(["30s", "1m30s", "1us", "30m1h", "0", ""]),
+        "labels": st.dictionaries(LABEL_KEYS, LABEL_VALUES, max_size=2)})})
 
 
 def _service(draw):
@@ -144,6 +199,12 @@ CLUSTER_PARTS = [
     (("slurm", "slurmConf"), st.dictionaries(st.sampled_from(["SchedulerParameters", "MinJobAge", "Prolog"]),
                                              SLURM_VALUES, max_size=2), [{"MinJobAge": "300"}]),
     (("images", "worker"), IMAGES, ["registry.example.com/hpc/worker:1"]),
+    (("images", "slurmdbd"), IMAGES, ["registry.example.com/hpc/slurmdbd:1"]),
+    (("accounting",), ACCOUNTING, [{"enabled": True}, {"enabled": True, "database": {
+        "type": "External", "host": "db.example.com", "passwordSecretRef": {"name": "db", "key": "password"}}}]),
+    (("restApi",), REST_API, [{"enabled": True}, {"enabled": True, "service": {"type": "NodePort"}}]),
+    (("exporter",), EXPORTER, [{"enabled": True}]),
+    (("healthChecks",), HEALTH, [{"nccl": {"schedule": "0 3 * * 0"}}, {"interval": 60}]),
 ]
 NODESET_PARTS = [
     (("resources",), RESOURCES, [{"limits": {"cpu": "1", "memory": "1Gi"}}]),
@@ -154,6 +215,10 @@ NODESET_PARTS = [
      [["ib"]]),
     (("placement",), PLACEMENT, [{"nodeSelector": {"nvidia.com/gpu.present": "true"}}]),
     (("image",), IMAGES, ["registry.example.com/hpc/worker:2"]),
+    (("healthChecks",), st.fixed_dictionaries({}, optional={
+        "enabled": st.booleans(), "ncclMinBusBandwidthGBps": st.integers(min_value=0, max_value=200000),
+        "gpu": st.fixed_dictionaries({}, optional={"maxRetiredPages": st.integers(min_value=-1, max_value=10)})}),
+     [{"ncclMinBusBandwidthGBps": 100}]),
 ]
 
 
@@ -255,6 +320,37 @@ def test_validator_and_api_server_agree(api, definition):
     problems = rendered_refused(dyn, namespace, manifests)
     assert problems == [], "the validator accepted a definition whose rendered objects the API server refuses:\n" \
                            "%s\n%s" % (yaml.safe_dump([cluster] + nodesets), "\n".join(problems))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(schedule=SCHEDULES)
+def test_cron_schedules_are_read_as_the_api_server_reads_them(api, schedule):
+    """The NCCL check's schedule: the validator (pattern, then spec.cron_problem) accepts exactly what the API server
+    accepts in a CronJob."""
+    k8s, dyn, namespace = api
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cron-probe", "namespace": namespace},
+               "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}}}
+    try:
+        dyn.resources.get(api_version="batch/v1", kind="CronJob").create(body=cronjob, namespace=namespace,
+                                                                       dry_run="All")
+        api_accepts = True
+    except Exception as e:  # the dynamic client's error classes
+        if getattr(e, "status", None) not in (400, 422):
+            raise
+        api_accepts = False
+    try:
+        spec.validate_cluster_with_nodesets(
+            {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "SlurmCluster", "metadata": {"name": "c"},
+             "spec": {"jail": {"existingClaim": "jail"}, "healthChecks": {"nccl": {"schedule": schedule}}}}, [])
+        validator_accepts = True
+    except SpecErrors:
+        validator_accepts = False
+    # The validator may refuse more (its pattern takes a subset of cron's syntax), never less.
+    assert api_accepts or not validator_accepts, "the API server refuses %r, the validator accepts it" % schedule
+    if spec.matches(spec.schema.CRON_PATTERN, schedule):
+        assert api_accepts == (spec.cron_problem(schedule) is None), (schedule, spec.cron_problem(schedule))
 
 
 def test_the_generator_visits_both_sides():

@@ -300,6 +300,94 @@ def test_the_spool_claim_template_is_immutable():
     spec.validate_cluster(make_cluster({"controller": {"spool": {"size": "10Gi"}}}), old=make_cluster())
 
 
+def test_the_accounting_databases_storage_is_immutable_while_it_exists():
+    def acct(size, enabled=True, kind="InCluster"):
+        database = {"type": kind, "storage": {"size": size}}
+        if kind == "External":
+            database = {"type": kind, "host": "db", "passwordSecretRef": {"name": "db", "key": "password"}}
+        return make_cluster({"accounting": {"enabled": enabled, "database": database}})
+    with pytest.raises(SpecErrors) as info:
+        spec.validate_cluster(acct("20Gi"), old=acct("10Gi"))
+    assert [e.path for e in info.value.errors] == ["spec.accounting.database.storage"]
+    with pytest.raises(SpecErrors):
+        spec.validate_cluster(acct("20Gi", kind="MariaDBOperator"), old=acct("10Gi", kind="MariaDBOperator"))
+    # Before the database exists (accounting off, stored defaults), on the way out, or to another type: any size.
+    spec.validate_cluster(acct("20Gi"), old=acct("10Gi", enabled=False))
+    spec.validate_cluster(acct("20Gi"), old=make_cluster())
+    spec.validate_cluster(acct("20Gi", enabled=False), old=acct("10Gi"))
+    spec.validate_cluster(acct("20Gi", kind="MariaDBOperator"), old=acct("10Gi"))
+    spec.validate_cluster(acct("10Gi"), old=acct("10Gi"))
+
+
+# --- accounting, the REST API, the exporter, node health ---------------------------------------------------------
+@pytest.mark.parametrize("cluster_spec,path", [
+    ({"accounting": {"enabled": True, "database": {"storage": {"size": "0"}}}},
+     "spec.accounting.database.storage.size"),
+    ({"accounting": {"enabled": True, "database": {"storage": {"size": "1e999999999"}}}},
+     "spec.accounting.database.storage.size"),
+    ({"accounting": {"enabled": True, "database": {"type": "External", "host": "db", "passwordSecretRef": {
+        "name": "db", "key": ".."}}}}, "spec.accounting.database.passwordSecretRef.key"),
+    ({"accounting": {"enabled": True, "database": {"type": "External", "host": "db", "passwordSecretRef": {
+        "name": "db", "key": "p"}, "tls": {"caSecretRef": {"name": "ca", "key": "..ca.crt"}}}}},
+     "spec.accounting.database.tls.caSecretRef.key"),
+    ({"accounting": {"enabled": True, "slurmdbd": {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}}},
+     "spec.accounting.slurmdbd.resources.requests.cpu"),
+    ({"accounting": {"enabled": True, "database": {"resources": {"limits": {"foo": "1"}}}}},
+     "spec.accounting.database.resources.limits.foo"),
+    ({"restApi": {"enabled": True, "placement": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}}},
+     "spec.restApi.placement.tolerations[0].value"),
+    ({"restApi": {"enabled": True, "resources": {"limits": {"memory": "1Gi\n"}}}},
+     "spec.restApi.resources.limits.memory"),
+    ({"exporter": {"enabled": True, "placement": {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}}}},
+     "spec.exporter.placement.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+     ".nodeSelectorTerms"),
+    ({"exporter": {"enabled": True, "serviceMonitor": {"interval": "1us"}}}, "spec.exporter.serviceMonitor.interval"),
+    ({"exporter": {"enabled": True, "serviceMonitor": {"interval": "30m1h"}}},
+     "spec.exporter.serviceMonitor.interval"),
+    ({"exporter": {"enabled": True, "serviceMonitor": {"labels": {"a" * 254 + "/x": "y"}}}},
+     "spec.exporter.serviceMonitor.labels[%s/x]" % ("a" * 254)),
+    ({"healthChecks": {"nccl": {"schedule": "60 * * * *"}}}, "spec.healthChecks.nccl.schedule"),
+    ({"healthChecks": {"nccl": {"schedule": "0 3 * * 7"}}}, "spec.healthChecks.nccl.schedule"),
+    ({"healthChecks": {"nccl": {"schedule": "*/0 * * * *"}}}, "spec.healthChecks.nccl.schedule"),
+    ({"healthChecks": {"nccl": {"schedule": "0 X * * *"}}}, "spec.healthChecks.nccl.schedule"),
+    ({"healthChecks": {"nccl": {"schedule": "0 3 * * 0\n"}}}, "spec.healthChecks.nccl.schedule"),
+    ({"healthChecks": {"nccl": {"partition": "gpu"}}}, "spec.healthChecks.nccl.partition"),
+    ({"healthChecks": {"nccl": {"minBytes": "8G", "maxBytes": "512M"}}}, "spec.healthChecks.nccl.minBytes"),
+    ({"healthChecks": {"nccl": {"command": "/home/alice/all_reduce_perf"}}}, "spec.healthChecks.nccl.command"),
+    ({"healthChecks": {"nccl": {"command": "/tmp/x"}}}, "spec.healthChecks.nccl.command"),
+])
+def test_bad_input_of_the_optional_components(cluster_spec, path):
+    errors = refused(cluster_spec)
+    assert path in errors, errors
+
+
+@pytest.mark.parametrize("schedule", ["0 3 * * 0", "@weekly", "*/15 2-4 1,15 jan-mar MON-FRI", "5/15 * * * *",
+                                      "0 0 1 * *"])
+def test_good_schedules_are_accepted(schedule):
+    spec.validate_cluster_with_nodesets(make_cluster({"healthChecks": {"nccl": {"schedule": schedule}}}), [])
+
+
+def test_the_nccl_check_command_is_a_privileged_program_for_the_policy():
+    cluster = make_cluster({"healthChecks": {"nccl": {"schedule": "0 3 * * 0"}}})
+    assert _policy_errors(cluster, [], {"allow_privileged_programs": False}) == []  # the default command
+    cluster = make_cluster({"healthChecks": {"nccl": {"command": "/opt/nccl-tests/all_reduce_perf"}}})
+    assert _policy_errors(cluster, [], {}) == []
+    assert [e.path for e in _policy_errors(cluster, [], {"allow_privileged_programs": False})] == [
+        "spec.healthChecks.nccl.command"]
+
+
+def test_every_image_of_the_optional_components_is_judged_by_the_registries():
+    cluster = make_cluster({"accounting": {"enabled": True}, "restApi": {"enabled": True},
+                            "exporter": {"enabled": True}})
+    errors = set(e.path for e in _policy_errors(cluster, [], {"allowed_registries": ["registry.example.com"]}))
+    assert {"spec.images.slurmdbd", "spec.images.mariadb", "spec.images.slurmrestd", "spec.images.exporter"} <= errors
+    mine = dict(("spec.images.%s" % k, "registry.example.com/soperator/%s:1" % k) for k in (
+        "controller", "worker", "login", "populateJail", "jail", "slurmdbd", "slurmrestd", "exporter", "mariadb"))
+    cluster["spec"]["images"] = dict((k.split(".")[-1], v) for k, v in mine.items())
+    assert _policy_errors(cluster, [], {"allowed_registries": ["registry.example.com"]}) == []
+
+
 # --- the installer's policy ---------------------------------------------------------------------------------
 def test_host_paths_are_refused_unless_the_installer_allows_their_prefix():
     cluster, nodesets = load_example("gpu-cluster.yaml")

@@ -109,3 +109,67 @@ def test_refusals_become_errors_naming_the_field_the_object_and_the_api_servers_
     # Without causes: the object's part of the spec, with the API server's message.
     [error] = fieldmap.refusal_errors(cluster, nodesets, [dict(refusal, causes=[], message="denied by a webhook")])
     assert error.path == "nodesets[cpu].spec" and "denied by a webhook" in error.message
+
+
+# --- accounting, the REST API, the exporter and the NCCL check ------------------------------------------------
+FULL = make_cluster({
+    "jail": {"storageClassName": "standard", "size": "10Gi"},
+    "placement": {"nodeSelector": {"zone": "a"}},
+    "accounting": {"enabled": True, "database": {"storage": {"size": "20Gi"}, "resources": {"limits": {"cpu": "1"}},
+                                                 "placement": {"nodeSelector": {"disk": "ssd"}}},
+                   "slurmdbd": {"resources": {"requests": {"memory": "256Mi"}}, "config": {"PurgeJobAfter": "12"}}},
+    "restApi": {"enabled": True, "service": {"type": "NodePort"}, "resources": {"limits": {"memory": "128Mi"}}},
+    "exporter": {"enabled": True, "placement": {"tolerations": [{"key": "mon", "operator": "Exists"}]}},
+    "healthChecks": {"nccl": {"schedule": "0 3 * * 0"}},
+})
+FULL_SETS = [make_nodeset("gpu", {"gpu": {"count": 8, "type": "h100"},
+                                   "healthChecks": {"ncclMinBusBandwidthGBps": 300}})]
+
+
+@pytest.fixture(scope="module")
+def full():
+    cluster, nodesets = spec.validate_cluster_with_nodesets(FULL, FULL_SETS)
+    objects = dict(((o["kind"], o["metadata"]["name"]), o)
+                   for o in render.render_cluster(FULL, FULL_SETS, served=("ServiceMonitor",)))
+    return cluster, nodesets, objects
+
+
+@pytest.mark.parametrize("kind,name,field,expected", [
+    ("StatefulSet", "demo-accounting", "spec.template.spec.containers[0].resources.requests",
+     "spec.accounting.slurmdbd.resources.requests"),
+    ("StatefulSet", "demo-accounting", "spec.template.spec.containers[0].image", "spec.images.slurmdbd"),
+    ("StatefulSet", "demo-accounting", "spec.template.spec.initContainers[0].image", "spec.images.slurmdbd"),
+    ("StatefulSet", "demo-accounting", "spec.template.spec.nodeSelector[zone]", "spec.placement.nodeSelector[zone]"),
+    ("ConfigMap", "demo-slurmdbd-config", "data", "spec.accounting.slurmdbd.config"),
+    ("StatefulSet", "demo-accounting-db", "spec.template.spec.containers[0].resources.limits[cpu]",
+     "spec.accounting.database.resources.limits[cpu]"),
+    ("StatefulSet", "demo-accounting-db", "spec.template.spec.containers[0].image", "spec.images.mariadb"),
+    ("StatefulSet", "demo-accounting-db", "spec.template.spec.nodeSelector[disk]",
+     "spec.accounting.database.placement.nodeSelector[disk]"),
+    ("StatefulSet", "demo-accounting-db", "spec.volumeClaimTemplates", "spec.accounting.database.storage"),
+    ("StatefulSet", "demo-accounting-db", "spec.volumeClaimTemplates[0].spec.resources.requests[storage]",
+     "spec.accounting.database.storage.size"),
+    ("Secret", "demo-accounting-db-password", "data", "spec.accounting.database"),
+    ("StatefulSet", "demo-rest", "spec.replicas", "spec.restApi.replicas"),
+    ("StatefulSet", "demo-rest", "spec.template.spec.containers[0].resources.limits", "spec.restApi.resources.limits"),
+    ("StatefulSet", "demo-rest", "spec.template.spec.containers[0].image", "spec.images.slurmrestd"),
+    ("Service", "demo-rest", "spec.type", "spec.restApi.service.type"),
+    ("Service", "demo-rest", "spec.ports[0].port", "spec.restApi.service.port"),
+    ("Secret", "demo-jwt-key", "data", "spec.restApi"),
+    ("StatefulSet", "demo-exporter", "spec.template.spec.tolerations[0].key",
+     "spec.exporter.placement.tolerations[0].key"),
+    ("StatefulSet", "demo-exporter", "spec.template.spec.containers[0].image", "spec.images.exporter"),
+    ("ServiceMonitor", "demo-exporter", "metadata.labels", "spec.exporter.serviceMonitor.labels"),
+    ("ServiceMonitor", "demo-exporter", "spec.endpoints[0].interval", "spec.exporter.serviceMonitor.interval"),
+    ("CronJob", "demo-nccl-check", "spec.schedule", "spec.healthChecks.nccl.schedule"),
+    ("CronJob", "demo-nccl-check", "spec.jobTemplate.spec.template.spec.containers[0].image", "spec.images.worker"),
+    ("CronJob", "demo-nccl-check", "spec.jobTemplate.spec.template.spec.nodeSelector[zone]",
+     "spec.placement.nodeSelector[zone]"),
+    ("CronJob", "demo-nccl-check", "spec.jobTemplate.spec.template.spec.volumes[0]", "spec.jail"),
+    ("CronJob", "demo-nccl-check", "spec.concurrencyPolicy", "spec.healthChecks.nccl"),
+    ("Service", "demo-nccl-check", "spec.clusterIP", "spec.healthChecks.nccl"),
+    ("ConfigMap", "demo-health-checks", "data", "spec.healthChecks"),
+])
+def test_fields_of_the_optional_components_map_back(full, kind, name, field, expected):
+    cluster, nodesets, objects = full
+    assert fieldmap.user_field(cluster, nodesets, objects[(kind, name)], field) == expected
