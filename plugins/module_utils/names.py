@@ -106,6 +106,10 @@ NCCL_CONFIG_FILE = "nccl.json"
 NCCL_RESULTS_DIR = "/var/lib/soperator/nccl"
 JWT_KEY_MOUNT = "/etc/soperator/jwt"
 JWT_KEY_PATH = JWT_KEY_MOUNT + "/" + JWT_KEY_FILE
+# slurmctld's own copy of the JWT key (SlurmUser's, 0400): the controller entrypoint makes it from the Secret's file
+# (root's), because slurmctld reads the key as SlurmUser (again after each `scontrol reconfigure`, which re-executes
+# it). slurmdbd runs as SlurmUser from the start and reads the Secret's file through its pod's fsGroup.
+SLURMCTLD_JWT_KEY_PATH = "/run/slurmctld/" + JWT_KEY_FILE
 # slurmdbd: the rendered slurmdbd.conf without its password (ConfigMap), the password (Secret), an external
 # database's CA (Secret); the entrypoint assembles the real file in a memory volume at SLURMDBD_RUN_DIR.
 SLURMDBD_CONFIG_MOUNT = "/etc/soperator/slurmdbd"
@@ -116,7 +120,8 @@ MARIADB_DATA_DIR = "/var/lib/mysql"
 MARIADB_RUN_DIR = "/run/mysqld"
 EXPORTER_BINARY = "/usr/local/bin/slurm-exporter"
 # Fixed ids of the users the accounting images run as (images/*/Containerfile): the pods run as them
-# (runAsUser) with no capability at all. slurm is Debian's fixed id; the others are chosen here.
+# (runAsUser) with no capability at all. slurm is Debian's fixed id (SlurmUser: slurmdbd, the NCCL check); the
+# others are chosen here.
 SLURM_UID = 64030
 MYSQL_UID = 992
 SLURMRESTD_UID = 993

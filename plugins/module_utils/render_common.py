@@ -128,9 +128,10 @@ class ClusterContext(object):
                            "readOnly": read_only})
         return volumes, mounts
 
-    def jwt_volume(self):
-        """The JWT key, for slurmctld and slurmdbd (both root)."""
-        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": 0o400,
+    def jwt_volume(self, mode=0o400):
+        """The JWT key: root's for the controller entrypoint (it gives slurmctld a copy of its own), the slurm group's
+        for slurmdbd (0440 with its pod's fsGroup)."""
+        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": mode,
                                               "items": [{"key": names.JWT_KEY_FILE, "path": names.JWT_KEY_FILE}]}}
 
     def generated_secret(self, name, generator, component=names.COMPONENT_SECRET):

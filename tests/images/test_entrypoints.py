@@ -258,6 +258,28 @@ def test_controller_without_a_jail_keeps_its_own_users(fs):
     assert not os.path.islink(fs + "/etc/passwd")
 
 
+def test_controller_gives_slurmuser_its_own_copy_of_the_jwt_key(fs):
+    """slurmctld reads the JWT key as SlurmUser (after each reconfigure too); the Secret's file is root's 0400."""
+    write(fs + "/etc/slurm/slurm.conf", "ClusterName=c\nSlurmUser=nobody\n"
+                                        "AuthAltParameters=jwt_key=/run/slurmctld/jwt_hs256.key\n")
+    write(fs + "/etc/soperator/jwt/jwt_hs256.key", "k" * 64, 0o400)
+    result = entrypoint(fs, "controller", ["true"], env={"SOPERATOR_RECONFIGURE": "0"}, unshare=False)
+    assert result.returncode == 0, result.stderr
+    key = fs + "/run/slurmctld/jwt_hs256.key"
+    info, parent = os.stat(key), os.stat(os.path.dirname(key))
+    assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o400, 65534)
+    assert (stat.S_IMODE(parent.st_mode), parent.st_uid) == (0o700, 65534)
+    with open(key) as f:
+        assert f.read() == "k" * 64
+    # A restart takes the directory back and writes the key again.
+    result = entrypoint(fs, "controller", ["true"], env={"SOPERATOR_RECONFIGURE": "0"}, unshare=False)
+    assert result.returncode == 0, result.stderr
+    # Without auth/jwt nothing is copied; with it but no Secret mounted, a clear error.
+    os.remove(fs + "/etc/soperator/jwt/jwt_hs256.key")
+    result = entrypoint(fs, "controller", ["true"], env={"SOPERATOR_RECONFIGURE": "0"}, unshare=False)
+    assert result.returncode == 1 and "jwt-key Secret" in result.stderr
+
+
 def test_controller_needs_its_configuration(fs):
     result = entrypoint(fs, "controller", ["true"], unshare=False)
     assert result.returncode == 1
