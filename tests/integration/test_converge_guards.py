@@ -13,7 +13,6 @@ The module's work is called in this process (``_converge.execute``, as its actio
 nothing: no slurmctld answers, which these tests do not need.
 """
 
-import glob
 import os
 import time
 
@@ -30,11 +29,8 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
-def crds(kubectl):
-    for path in sorted(glob.glob(os.path.join(ROOT, "roles", "crds", "files", "*.yaml"))):
-        kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=guards-test", "-f", path)
-    kubectl("wait", "--for=condition=Established", "crd/slurmclusters.%s" % GROUP, "crd/nodesets.%s" % GROUP,
-            "--timeout=60s")
+def crds(apply_crds):
+    apply_crds("guards-test")
 
 
 def docs(namespace, name="demo", nodesets=("cpu",), **cluster_spec):
@@ -244,6 +240,13 @@ def test_site_yml_status_fills_the_columns_and_serves_the_scale_subresource(kube
                                                                             crds):
     converge(kubeconfig, definition=docs(namespace, nodesets=("cpu",)))
     wait_pods_running(k8s, namespace, 3)
+    # The NodeSet's replicas are its StatefulSet's: wait for the StatefulSet controller to count the pod (it lags
+    # behind the pod itself on a busy host) before the converge that reads it.
+    apps = client.AppsV1Api(k8s)
+    deadline = time.monotonic() + 60
+    while (apps.read_namespaced_stateful_set("demo-cpu", namespace).status.replicas or 0) != 1:
+        assert time.monotonic() < deadline, "StatefulSet demo-cpu never counted its pod"
+        time.sleep(0.2)
     converge(kubeconfig, name="demo", namespace=namespace)
     table = kubectl("get", "slurmcluster", "demo", "-n", namespace, "--no-headers").stdout.split()
     assert table[1] in ("True", "False") and table[2] in ("Ready", "Progressing"), table  # READY, PHASE

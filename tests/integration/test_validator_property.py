@@ -16,7 +16,6 @@ reading of cron schedules to the API server's (a CronJob's dry run).
 """
 
 import copy
-import glob
 import os
 import uuid
 
@@ -253,11 +252,8 @@ def definitions(draw):
 
 # --- the API server -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def api(k8s, kubectl):
-    for path in sorted(glob.glob(os.path.join(ROOT, "roles", "crds", "files", "*.yaml"))):
-        kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=property-test", "-f", path)
-    kubectl("wait", "--for=condition=Established", "crd/slurmclusters.%s" % GROUP, "crd/nodesets.%s" % GROUP,
-            "--timeout=60s")
+def api(k8s, apply_crds):
+    apply_crds("property-test")
     core = client.CoreV1Api(k8s)
     namespace = "t-property-%s" % uuid.uuid4().hex[:6]
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
