@@ -12,6 +12,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+
 # slurm.conf keys (Slurm 24.05 - 25.05 man page), without node/partition/nodeset lines and owned keys.
 SLURM_CONF_KEYS = frozenset((
     "AccountingStorageEnforce", "AccountingStorageParameters", "AccountingStorageTRES", "AccountingStoreFlags",
@@ -69,7 +73,7 @@ SLURM_CONF_OWNED = {
     "PlugStackConfig": "the jail plugin stack is owned by the operator",
     "StateSaveLocation": "lives on the controller's spool volume",
     "SlurmdSpoolDir": "lives on a volume the jail also sees",
-    "SlurmUser": "set by the images",
+    "SlurmUser": "slurmctld runs as the images' slurm user",
     "SlurmdUser": "set by the images",
     "SlurmctldPidFile": "set by the images",
     "SlurmdPidFile": "set by the images",
@@ -101,6 +105,7 @@ SLURM_CONF_TYPED = {
     "HealthCheckInterval": "spec.slurm.healthCheckInterval",
     "HealthCheckProgram": "spec.slurm.healthCheckProgram",
     "MaxJobCount": "spec.slurm.maxJobCount",
+    "DisableRootJobs": "spec.slurm.disableRootJobs",
 }
 
 CGROUP_CONF_KEYS = frozenset((
@@ -133,7 +138,7 @@ PARTITION_OWNED = {
 # how they authenticate (keys only, read from the jail) and what sshd runs is owned by the operator.
 SSHD_KEYS = frozenset((
     "AcceptEnv", "AllowAgentForwarding", "AllowGroups", "AllowStreamLocalForwarding", "AllowTcpForwarding",
-    "AllowUsers", "Banner", "Ciphers", "ClientAliveCountMax", "ClientAliveInterval", "DenyGroups", "DenyUsers",
+    "AllowUsers", "Ciphers", "ClientAliveCountMax", "ClientAliveInterval", "DenyGroups", "DenyUsers",
     "DisableForwarding", "GatewayPorts", "HostKeyAlgorithms", "KexAlgorithms", "LogLevel", "LoginGraceTime",
     "MACs", "MaxAuthTries", "MaxSessions", "MaxStartups", "PermitRootLogin", "PermitTTY", "PerSourceMaxStartups",
     "PrintLastLog", "PrintMotd", "PubkeyAcceptedAlgorithms", "TCPKeepAlive", "UseDNS", "X11Forwarding",
@@ -157,9 +162,32 @@ SSHD_OWNED = {
     "Include": "every file is rendered by the operator",
     "PidFile": "owned by the operator",
     "UsePAM": "key authentication only: PAM is off",
+    "Banner": "sshd reads the file as root before the session is jailed (put a message in the jail's /etc/motd)",
 }
 # PermitRootLogin may only be tightened: a password root login is never allowed.
 SSHD_PERMIT_ROOT_LOGIN = ("prohibit-password", "forced-commands-only", "no")
+
+
+# slurm.conf keys naming a program Slurm runs, and as whom. A program run as root (or as SlurmUser, who owns the
+# job queue) is an administrator's choice: such a key makes whoever edits the SlurmCluster root on every node.
+# The installer may refuse them altogether (policy.py: allow_privileged_programs); a path users can write to is
+# refused always.
+PRIVILEGED_PROGRAM_KEYS = {
+    "Prolog": "root on every node", "Epilog": "root on every node", "RebootProgram": "root on every node",
+    "UnkillableStepProgram": "root on every node",
+    "PrologSlurmctld": "SlurmUser on the controller", "EpilogSlurmctld": "SlurmUser on the controller",
+    "ResumeProgram": "SlurmUser on the controller", "SuspendProgram": "SlurmUser on the controller",
+    "ResumeFailProgram": "SlurmUser on the controller", "ResvProlog": "SlurmUser on the controller",
+    "ResvEpilog": "SlurmUser on the controller", "MailProg": "SlurmUser on the controller",
+}
+USER_PROGRAM_KEYS = ("TaskProlog", "TaskEpilog", "SrunProlog", "SrunEpilog")
+# Where users (or jobs) can write: a program there is theirs, whoever runs it.
+USER_WRITABLE_TREES = (names.JAIL_MOUNT, "/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root")
+
+
+def under(path, tree):
+    """``path`` is ``tree`` or below it (both normalised absolute paths)."""
+    return path == tree or tree == "/" or path.startswith(tree + "/")
 
 
 def suggest(key, allowed):
@@ -305,7 +333,8 @@ def check_value(rule, value):
     kind = rule[0]
     if kind == "uint":
         maximum, words = rule[1], rule[2]
-        if text in words or (text.isdigit() and int(text) <= maximum):
+        # [0-9] spelt out: str.isdigit() also takes other scripts' digits, which int() and Slurm refuse.
+        if text in words or (re.fullmatch(r"[0-9]{1,20}", text) and int(text) <= maximum):
             return None
         return "a whole number 0..%d%s" % (maximum, "".join(" or %s" % w for w in words))
     if kind == "enum":

@@ -42,6 +42,8 @@ REASON_MAINTENANCE = names.DRAIN_REASON_PREFIX + " maintenance"
 REASON_UPDATE = names.DRAIN_REASON_PREFIX + " update"
 # The label the StatefulSet controller puts on each pod: the revision of the template it was made from.
 REVISION_LABEL = "controller-revision-hash"
+# The label the Job controller puts on its pods (older clusters: job-name).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 # How soon to look again (seconds) while something is under way.
 REQUEUE_DRAINING = 15
@@ -81,17 +83,33 @@ def split_errors(errors):
     return cluster_errors, per_nodeset
 
 
-def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+def _nodeset_name(nodeset):
+    return str(((nodeset or {}).get("metadata") or {}).get("name"))
+
+
+def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, policy=None, refused=None,
+             owners=None):
     """(defaulted cluster, defaulted valid NodeSets, {name: [SpecError]} of the invalid ones).
 
     One invalid NodeSet does not hold back the others: it is left out (its objects stay as they are) and
     reported. An invalid SlurmCluster raises SpecErrors: nothing of the cluster can be rendered then.
+
+    ``policy``: the installer's (``policy.normalize``). ``refused``: ``{nodeset name: [SpecError]}`` NodeSets
+    already known to be invalid (the API server refused their objects in a dry run). ``owners``: every SlurmCluster
+    and NodeSet of the namespace (``spec.name_collisions``), to refuse objects that would take another's names.
     """
-    remaining = list(nodesets)
-    invalid = {}
+    invalid = dict((name, list(errs)) for name, errs in (refused or {}).items())
+    if owners is not None:
+        cluster_errors, per_nodeset = split_errors(specs.name_collisions(
+            owners, str(((cluster or {}).get("metadata") or {}).get("name"))))
+        if cluster_errors:
+            raise SpecErrors(cluster_errors)
+        for name, errs in per_nodeset.items():
+            invalid.setdefault(name, []).extend(errs)
+    remaining = [ns for ns in nodesets if _nodeset_name(ns) not in invalid]
     while True:
         try:
-            cluster_ok, valid = specs.validate_cluster_with_nodesets(cluster, remaining, collection_version)
+            cluster_ok, valid = specs.validate_cluster_with_nodesets(cluster, remaining, collection_version, policy)
             return cluster_ok, valid, invalid
         except SpecErrors as exc:
             cluster_errors, per_nodeset = split_errors(exc.errors)
@@ -99,7 +117,7 @@ def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
                 raise SpecErrors(exc.errors)
             for name, errs in per_nodeset.items():
                 invalid.setdefault(name, []).extend(errs)
-            kept = [ns for ns in remaining if str(((ns or {}).get("metadata") or {}).get("name")) not in per_nodeset]
+            kept = [ns for ns in remaining if _nodeset_name(ns) not in per_nodeset]
             if len(kept) == len(remaining):  # errors named a NodeSet by index: cannot single it out
                 raise SpecErrors(exc.errors)
             remaining = kept
@@ -125,6 +143,10 @@ class Plan(object):
         self.components = {}         # condition type -> (status, reason, message) of optional components
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
+        self.degraded = []           # human-readable: what failed and needs someone (a refused populate Job)
+        self.cluster = None          # the validated, defaulted SlurmCluster the manifests were rendered from
+        self.valid_nodesets = []     # ... and its valid NodeSets (defaulted)
+        self.secrets_held = []       # Secrets a pod of the cluster mounts (it holds their keys)
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
@@ -194,7 +216,7 @@ def _beyond(name, kept_ordinals, cluster_name=None):
     """Whether ``name`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
     the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
     sts_name, dummy, ordinal = name.rpartition("-")
-    if not ordinal.isdigit() or (ordinal != "0" and ordinal.startswith("0")):
+    if not re.fullmatch(r"[0-9]+", ordinal) or (ordinal != "0" and ordinal.startswith("0")):
         return False
     if sts_name in kept_ordinals:
         return int(ordinal) >= kept_ordinals[sts_name]
@@ -392,7 +414,40 @@ def _nodeset_facts(nodeset_name, statefulset, replicas, target, sts, pods, slurm
     return facts
 
 
-def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION):
+def mounted_secrets(pod):
+    """The names of the Secrets ``pod`` mounts (volumes, projected volumes) or reads into its environment."""
+    spec = pod.get("spec") or {}
+    found = []
+    for volume in spec.get("volumes") or ():
+        found.append((volume.get("secret") or {}).get("secretName"))
+        found += [(source.get("secret") or {}).get("name")
+                  for source in (volume.get("projected") or {}).get("sources") or ()]
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        found += [((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                  for env in container.get("env") or ()]
+        found += [(source.get("secretRef") or {}).get("name") for source in container.get("envFrom") or ()]
+    return [name for name in found if name]
+
+
+def _populate_failure(cluster_name, spec, pods):
+    """Why the current populate Job failed (its last failed pod's words), or None while it has not failed."""
+    job = names.populate_job_name(cluster_name, spec["jail"]["populate"]["repopulateToken"])
+    mine = [p for p in pods.values() if _labels(p).get(JOB_NAME_LABEL, _labels(p).get("job-name")) == job]
+    if any((p.get("status") or {}).get("phase") == "Succeeded" for p in mine):
+        return None
+    failed = sorted((p for p in mine if (p.get("status") or {}).get("phase") == "Failed"),
+                    key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+    if not failed:
+        return None
+    said = ""
+    for status in (failed[-1].get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if status.get("name") == "populate" and terminated.get("message"):
+            said = terminated["message"].strip().splitlines()[-1]
+    return "populate Job %s failed%s (spec.jail.populate)" % (job, ": " + said if said else "")
+
+
+def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION, policy=None, refused=None):
     """Decide one reconcile.
 
     ``cluster``: the live SlurmCluster (with the API server's defaults and its uid); ``nodesets``: the live
@@ -407,8 +462,10 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
       the worker pods, when ``spec.healthChecks.kubernetesNodes`` asks for them (None: not read, see
       ``k8s_nodes_error``).
     * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
+    * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
 
-    ``now``: epoch seconds. Raises SpecErrors when the SlurmCluster itself is invalid.
+    ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
+    SlurmCluster itself is invalid.
     """
     p = Plan()
     statefulsets = observed.get("statefulsets") or {}
@@ -418,7 +475,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
 
     live_sets = [ns for ns in nodesets if not _deleting(ns)]
     leaving_sets = [ns for ns in nodesets if _deleting(ns)]
-    cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version)
+    cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
+                                          observed.get("owners"))
+    p.cluster, p.valid_nodesets = cluster_ok, valid
     for name, errs in invalid.items():
         p.invalid[name] = "; ".join(str(e) for e in errs)
     # A NodeSet being deleted is no longer rendered: its live StatefulSet is scaled down to zero (draining
@@ -546,6 +605,12 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         if p.delete_nodes:
             p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
 
+    # A key Secret (munge, SSH host keys, JWT, database password) a pod of the cluster mounts is held by it: while
+    # that pod exists, a missing one must not be generated anew (see _converge's check).
+    p.secrets_held = sorted(set(name for pod in pods.values() for name in mounted_secrets(pod)))
+    failure = _populate_failure(cluster_name, spec, pods) if not spec["maintenance"] else None
+    if failure:
+        p.degraded.append(failure)
     if slurm is not None:
         _project(p, cluster_name, spec, valid + leaving, pods, slurm, dict(observed, now=now))
         # What Kubernetes is told is Slurm as this pass leaves it: its own drains and resumes included.
@@ -668,6 +733,7 @@ def _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed_e
     """Ready: nothing pending, every StatefulSet's pods ready, every worker a serving Slurm node."""
     if p.invalid:
         p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
+    p.pending.extend(p.degraded)
     if maintenance_ready:
         p.phase = PHASE_MAINTENANCE
         p.ready = not p.pending

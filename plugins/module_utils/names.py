@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+
 COLLECTION_VERSION = "0.1.0"  # tests/unit/test_names.py checks it against galaxy.yml
 
 GROUP = "slurm.soperator.dev"
@@ -104,6 +106,10 @@ NCCL_CONFIG_FILE = "nccl.json"
 NCCL_RESULTS_DIR = "/var/lib/soperator/nccl"
 JWT_KEY_MOUNT = "/etc/soperator/jwt"
 JWT_KEY_PATH = JWT_KEY_MOUNT + "/" + JWT_KEY_FILE
+# slurmctld's own copy of the JWT key (SlurmUser's, 0400): the controller entrypoint makes it from the Secret's file
+# (root's), because slurmctld reads the key as SlurmUser (again after each `scontrol reconfigure`, which re-executes
+# it). slurmdbd runs as SlurmUser from the start and reads the Secret's file through its pod's fsGroup.
+SLURMCTLD_JWT_KEY_PATH = "/run/slurmctld/" + JWT_KEY_FILE
 # slurmdbd: the rendered slurmdbd.conf without its password (ConfigMap), the password (Secret), an external
 # database's CA (Secret); the entrypoint assembles the real file in a memory volume at SLURMDBD_RUN_DIR.
 SLURMDBD_CONFIG_MOUNT = "/etc/soperator/slurmdbd"
@@ -114,11 +120,15 @@ MARIADB_DATA_DIR = "/var/lib/mysql"
 MARIADB_RUN_DIR = "/run/mysqld"
 EXPORTER_BINARY = "/usr/local/bin/slurm-exporter"
 # Fixed ids of the users the accounting images run as (images/*/Containerfile): the pods run as them
-# (runAsUser) with no capability at all. slurm is Debian's fixed id; the others are chosen here.
+# (runAsUser) with no capability at all. slurm is Debian's fixed id (SlurmUser: slurmdbd, the NCCL check); the
+# others are chosen here.
 SLURM_UID = 64030
 MYSQL_UID = 992
 SLURMRESTD_UID = 993
 EXPORTER_UID = 65534  # nobody: the exporter only reads what any Slurm user may read
+
+# slurmctld drops root for this user (the images and the jail have it, uid 64030 as Debian fixes it).
+SLURM_USER = "slurm"
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
@@ -251,6 +261,43 @@ def slurmdbd_host(cluster, namespace):
 
 def database_host(cluster, namespace):
     return "%s.%s.svc" % (database_name(cluster), namespace)
+
+
+def populate_job_name(cluster, repopulate_token):
+    """``<cluster>-populate-jail-initial``, or a short hash of the token: a new token is a new Job."""
+    if not repopulate_token:
+        return "%s-populate-jail-initial" % cluster
+    return "%s-populate-jail-%s" % (cluster, hashlib.sha256(repopulate_token.encode("utf-8")).hexdigest()[:10])
+
+
+# Tails of the names a family of objects takes: pods (and their claims) of a StatefulSet, populate Jobs, the Jobs
+# a CronJob starts (its name and the scheduled minute) and their pods.
+ORDINAL_TAIL = r"[0-9]+"
+POPULATE_TAIL = r"initial|[0-9a-f]{10}"
+CRONJOB_TAIL = r"[0-9]+(-[a-z0-9]{5})?"
+
+
+def owned_names(cluster, nodeset=None):
+    """The names of the objects a SlurmCluster itself (``nodeset`` None) or one of its NodeSets makes in the
+    namespace: ``(exact names, [(prefix, tail pattern)])``; a family's members are ``prefix`` + a tail matching
+    the pattern (pods of a StatefulSet, populate Jobs). Two owners whose names meet would overwrite each other's
+    objects, or make a pod name resolve to another owner's Service."""
+    if nodeset is not None:
+        worker = worker_name(cluster, nodeset)
+        return [worker], [(worker + "-", ORDINAL_TAIL)]
+    exact = [controller_name(cluster), login_name(cluster), login_headless_name(cluster), slurm_config_name(cluster),
+             sshd_config_name(cluster), munge_key_name(cluster), ssh_host_keys_name(cluster), jail_claim_name(cluster),
+             health_config_name(cluster), nccl_check_name(cluster), accounting_name(cluster),
+             slurmdbd_config_name(cluster), database_name(cluster), db_password_name(cluster), jwt_key_name(cluster),
+             rest_name(cluster), exporter_name(cluster)]
+    families = [(name + "-", ORDINAL_TAIL) for name in (controller_name(cluster), login_name(cluster),
+                                                         accounting_name(cluster), database_name(cluster),
+                                                         rest_name(cluster), exporter_name(cluster))]
+    families += [("%s-%s-" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster)), ORDINAL_TAIL),
+                 ("%s-%s-" % (DB_CLAIM_TEMPLATE, database_name(cluster)), ORDINAL_TAIL),
+                 ("%s-populate-jail-" % cluster, POPULATE_TAIL),
+                 (nccl_check_name(cluster) + "-", CRONJOB_TAIL)]
+    return exact, families
 
 
 # The kubelet's default --cluster-domain; the controller's DNS search list is built from it.

@@ -4,10 +4,11 @@
 """Accounting: slurmdbd's StatefulSet and Service, its configuration, and the database it stores into: an
 in-cluster MariaDB StatefulSet (Debian's MariaDB, our image), a mariadb-operator ``MariaDB``, or none (external).
 
-MariaDB runs as its own unprivileged user (``runAsUser``); slurmdbd as root, because slurmctld accepts slurmdbd's
-connection only from its SlurmUser (root), but with no capability at all either. The database password
-never reaches a ConfigMap: slurmdbd's entrypoint appends it from the Secret when it writes slurmdbd.conf into a
-memory volume, and MariaDB's entrypoint puts it into an init file there.
+MariaDB runs as its own unprivileged user, slurmdbd as SlurmUser (``slurm``: slurmctld accepts slurmdbd's
+connection only from its SlurmUser), both from their first instruction (``runAsUser``) and with no capability; the
+Secrets they read are their group's through the pod's ``fsGroup``. The database password never reaches a
+ConfigMap: slurmdbd's entrypoint appends it from the Secret when it writes slurmdbd.conf into a memory volume, and
+MariaDB's entrypoint puts it into an init file there.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -60,12 +61,6 @@ def accounting_service(c):
     }
 
 
-# slurmdbd, running as root (slurmctld's SlurmUser), always calls setgroups() to drop supplementary groups before
-# it serves (measured in the pod without it: "Failed to drop supplementary groups, setgroups: Operation not
-# permitted"). Its uid and gid already are SlurmUser's, so it needs nothing else.
-SLURMDBD_CAPABILITIES = ["SETGID"]
-
-
 def slurmdbd(c, slurmdbd_config):
     spec = c.spec["accounting"]
     database = spec["database"]
@@ -73,7 +68,8 @@ def slurmdbd(c, slurmdbd_config):
     secret_name, secret_key = database_password_ref(c)
     volumes = [
         {"name": "slurmdbd-config", "configMap": {"name": names.slurmdbd_config_name(c.name)}},
-        {"name": "db-password", "secret": {"secretName": secret_name, "defaultMode": 0o400,
+        # 0440 and the pod's fsGroup: the slurm group reads it, nobody else.
+        {"name": "db-password", "secret": {"secretName": secret_name, "defaultMode": 0o440,
                                            "items": [{"key": secret_key, "path": "password"}]}},
         # The real slurmdbd.conf (with the password) lives in memory only.
         {"name": "slurmdbd-run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
@@ -94,7 +90,7 @@ def slurmdbd(c, slurmdbd_config):
                                                     "items": [{"key": ref["key"], "path": ref["key"]}]}})
         mounts.append({"name": "db-ca", "mountPath": names.DB_CA_MOUNT, "readOnly": True})
     if c.spec["restApi"]["enabled"]:
-        volumes.append(c.jwt_volume())
+        volumes.append(c.jwt_volume(mode=0o440))
         mounts.append({"name": "jwt-key", "mountPath": names.JWT_KEY_MOUNT, "readOnly": True})
     container = {
         "name": "slurmdbd",
@@ -109,16 +105,18 @@ def slurmdbd(c, slurmdbd_config):
         "volumeMounts": mounts,
         # The entrypoint's last words (why the database refused) become the container's termination message.
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        # root (slurmctld's SlurmUser: it refuses slurmdbd's REQUEST_PERSIST_INIT from any other uid, measured)
-        # with every capability dropped but SETGID: it reads root's own files, listens on an unprivileged port and
-        # writes only its memory volume.
-        "securityContext": dict(security(SLURMDBD_CAPABILITIES, RUNTIME_DEFAULT), readOnlyRootFilesystem=True),
+        # SlurmUser (slurmctld refuses slurmdbd's REQUEST_PERSIST_INIT from any other uid, measured), no capability:
+        # it reads its group's Secrets, listens on an unprivileged port and writes only its memory volume.
+        "securityContext": non_root(names.SLURM_UID, read_only=True),
     }
     resources = container_resources(spec["slurmdbd"].get("resources"))
     if resources:
         container["resources"] = resources
     pod = c.pod_spec(spec["slurmdbd"].get("placement"), [container], volumes,
                      init_containers=[c.munge_sidecar(image)], grace=30)
+    # The Secrets' files become the slurm group's (0440) without any capability; the munge key's too, but only the
+    # munge sidecar (root) mounts that one.
+    pod["securityContext"]["fsGroup"] = names.SLURM_UID
     name = names.accounting_name(c.name)
     return statefulset(c, name, names.COMPONENT_ACCOUNTING, 1, name, pod,
                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurmdbd_config)})

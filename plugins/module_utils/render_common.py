@@ -14,6 +14,7 @@ import hashlib
 import json
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.spec import sub_mount_read_only
 
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
@@ -115,20 +116,22 @@ class ClusterContext(object):
             return volumes, mounts
         for sub in self.spec["jail"].get("subMounts") or ():
             volume = {"name": "submount-" + sub["name"]}
+            read_only = sub_mount_read_only(sub)
             if "hostPath" in sub:
                 volume["hostPath"] = {"path": sub["hostPath"], "type": "Directory"}
             elif "claimName" in sub:
-                volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": sub["readOnly"]}
+                volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": read_only}
             else:
                 volume["emptyDir"] = {}
             volumes.append(volume)
             mounts.append({"name": volume["name"], "mountPath": names.JAIL_MOUNT + sub["mountPath"],
-                           "readOnly": sub["readOnly"]})
+                           "readOnly": read_only})
         return volumes, mounts
 
-    def jwt_volume(self):
-        """The JWT key, for slurmctld and slurmdbd (both root)."""
-        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": 0o400,
+    def jwt_volume(self, mode=0o400):
+        """The JWT key: root's for the controller entrypoint (it gives slurmctld a copy of its own), the slurm group's
+        for slurmdbd (0440 with its pod's fsGroup)."""
+        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": mode,
                                               "items": [{"key": names.JWT_KEY_FILE, "path": names.JWT_KEY_FILE}]}}
 
     def generated_secret(self, name, generator, component=names.COMPONENT_SECRET):

@@ -22,14 +22,15 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_common impo
     run_mounts,
     security,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.spec import health_enabled, real_memory_mib
 
 # The NCCL check pod's host name: slurmctld calls srun back by the name srun reports, which the pod's headless Service
 # (and the controller's DNS searches) resolve. One at a time (concurrencyPolicy Forbid), so one name serves.
 NCCL_HOSTNAME = "nccl-check"
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import health_enabled, real_memory_mib
 
-# The NCCL check runs as root (Slurm's own super user may drain nodes) and needs no capability: it only talks to
-# slurmctld through munge and writes its results into root-owned directories of the jail.
+# The NCCL check runs as SlurmUser (slurm), not root: Slurm's super user besides root, so it may drain nodes; not
+# root, so its test jobs pass DisableRootJobs and it cannot write over the jail's files (only its results directory,
+# which the jail image gives to slurm). No capability: it only talks to slurmctld through munge.
 NCCL_CAPABILITIES = []
 
 _GPU_KEYS = ("persistenceMode", "maxUncorrectedEccErrors", "maxRetiredPages", "maxRemappedRows", "xids",
@@ -143,7 +144,8 @@ def nccl_cronjob(c):
         "volumeMounts": jail_mounts + [run_mounts("munge-run", names.MUNGE_RUN_DIR)[0],
                                        {"name": "health-checks", "mountPath": names.HEALTH_CONFIG_MOUNT,
                                         "readOnly": True}],
-        "securityContext": security(NCCL_CAPABILITIES, RUNTIME_DEFAULT),
+        "securityContext": dict(security(NCCL_CAPABILITIES, RUNTIME_DEFAULT), runAsUser=names.SLURM_UID,
+                                runAsGroup=names.SLURM_UID, runAsNonRoot=True),
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
     }
     pod = c.pod_spec(None, [container], volumes, init_containers=[c.munge_sidecar(image)])

@@ -24,6 +24,9 @@ WORKER_CAPABILITIES = [
     "KILL",  # signals the processes of any user's job
     "SETGID",  # steps run as the job's user and groups
     "SETUID",
+    # The jail plugin drops SYS_ADMIN, SYS_CHROOT and then SETPCAP from every task's bounding set once the task is
+    # in the jail: no job, root's included, holds them (SETPCAP is what dropping needs).
+    "SETPCAP",
     "SYS_ADMIN",  # the SPANK jail: unshare(CLONE_NEWNS), mounts, pivot_root; and rw cgroups for the job
     "SYS_CHROOT",  # the jail plugin's chroot(".") after pivot_root
     "SYS_NICE",  # task/affinity binds other users' tasks to their CPUs

@@ -21,7 +21,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.spec import (
     cpu_count, health_enabled, nodeset_partitions, real_memory_mib,
 )
 
-_UNSAFE = re.compile(r"[\s\\#\x00]")
+_UNSAFE = re.compile(r"[\x00-\x20\x7f\\#]")
 
 # slurm.conf defaults a raw override (spec.slurm.slurmConf) may replace, in rendering order.
 SLURM_CONF_DEFAULTS = (
@@ -56,8 +56,8 @@ def conf_line(key, value, path, separator="="):
     """``Key=Value``; a SpecError naming ``path`` when the value could inject another line or key."""
     text = str(value)
     if _UNSAFE.search(text):
-        raise SpecError(path, "value %r would break the configuration line (whitespace, line break, "
-                              "backslash, '#' or NUL)" % text)
+        raise SpecError(path, "value %r would break the configuration line (whitespace, control character, "
+                              "backslash or '#')" % text)
     return "%s%s%s" % (key, separator, text)
 
 
@@ -118,8 +118,10 @@ def render_slurm_conf(cluster, nodesets):
              "SlurmctldPort=%d" % names.SLURMCTLD_PORT,
              "SlurmdPort=%d" % names.SLURMD_PORT,
              "AuthType=auth/munge",
+             # slurmctld runs as this user, not root (it owns the spool; the entrypoint hands it over).
+             "SlurmUser=%s" % names.SLURM_USER,
              "CredType=cred/munge"]
-    lines += jwt_lines(spec)
+    lines += jwt_lines(spec, names.SLURMCTLD_JWT_KEY_PATH)
     lines += ["# Configless: slurmd and sackd fetch these files from slurmctld",
               conf_line("SlurmctldParameters", ctld_params, "spec.slurm.slurmConf.SlurmctldParameters"),
               "StateSaveLocation=%s" % names.SLURMCTLD_SPOOL,
@@ -137,7 +139,9 @@ def render_slurm_conf(cluster, nodesets):
               "ReturnToService=%d" % slurm["returnToService"],
               "SlurmctldTimeout=%d" % slurm["slurmctldTimeout"],
               "SlurmdTimeout=%d" % slurm["slurmdTimeout"],
-              "KillWait=%d" % slurm["killWait"]]
+              "KillWait=%d" % slurm["killWait"],
+              # A root job is still jailed and holds no CAP_SYS_ADMIN, but it is root on a node: opt-in only.
+              "DisableRootJobs=%s" % _yes(slurm["disableRootJobs"])]
     if health_enabled(spec):
         # The worker image's program: it drains a failing node with `soperator: health: ...` and resumes it.
         health = spec["healthChecks"]
@@ -186,12 +190,12 @@ def render_slurm_conf(cluster, nodesets):
     return "\n".join(lines) + "\n"
 
 
-def jwt_lines(spec):
-    """auth/jwt beside munge, for slurmrestd's users: slurmctld and slurmdbd verify tokens with the shared key (the
-    other daemons and the clients load the plugin without needing the key)."""
+def jwt_lines(spec, key_path):
+    """auth/jwt beside munge, for slurmrestd's users: slurmctld and slurmdbd verify tokens with the shared key, each
+    from its own ``key_path`` (the other daemons and the clients load the plugin without needing the key)."""
     if not spec["restApi"]["enabled"]:
         return []
-    return ["AuthAltTypes=auth/jwt", "AuthAltParameters=jwt_key=%s" % names.JWT_KEY_PATH]
+    return ["AuthAltTypes=auth/jwt", "AuthAltParameters=jwt_key=%s" % key_path]
 
 
 def render_slurmdbd_conf(cluster):
@@ -211,8 +215,9 @@ def render_slurmdbd_conf(cluster):
              "AuthType=auth/munge",
              "DbdHost=%s-0" % names.accounting_name(md["name"]),
              "DbdPort=%d" % names.SLURMDBD_PORT,
-             # slurmctld accepts slurmdbd's connection only from its own SlurmUser, which is root.
-             "SlurmUser=root",
+             # slurmctld accepts slurmdbd's connection only from its own SlurmUser; slurmdbd runs as that user
+             # from the start (the pod's runAsUser), so it drops nothing.
+             "SlurmUser=%s" % names.SLURM_USER,
              "PidFile=%s/slurmdbd.pid" % names.SLURMDBD_RUN_DIR,
              "StorageType=accounting_storage/mysql",
              conf_line("StorageHost", host, base + ".host"),
@@ -223,7 +228,7 @@ def render_slurmdbd_conf(cluster):
     if tls:
         lines.append(conf_line("StorageParameters", "SSL_CA=%s/%s" % (names.DB_CA_MOUNT, tls["caSecretRef"]["key"]),
                                base + ".tls.caSecretRef.key"))
-    lines += jwt_lines(spec)
+    lines += jwt_lines(spec, names.JWT_KEY_PATH)
     config = accounting["slurmdbd"].get("config") or {}
     lines.extend(conf_line(key, config[key], "spec.accounting.slurmdbd.config.%s" % key) for key in sorted(config))
     return "\n".join(lines) + "\n"

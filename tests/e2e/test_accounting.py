@@ -2,13 +2,16 @@
 (MariaDB, slurmdbd, slurmctld, workers, login, slurmrestd and the exporter in pods of the project's images), then
 what users and operators see: sacct, sshare, the history across a controller restart, a wrong database password
 reported in the SlurmCluster's status, the REST API with and without a token, the exporter's /metrics against
-sinfo/squeue and the dashboard's queries, and a teardown that keeps the database.
+sinfo/squeue and the dashboard's queries, and a teardown that keeps the database. Jobs are a jail user's (the
+example keeps DisableRootJobs=YES); slurmdbd runs as SlurmUser with no capability, and tokens keep working after
+`scontrol reconfigure` re-executes slurmctld as SlurmUser.
 
 The tests share one cluster and run in file order.
 """
 
 import json
 import os
+import shlex
 import sys
 import time
 import urllib.error
@@ -24,6 +27,8 @@ from metrics_check import dashboard_metric_names, operator_sample_names, parse_e
 EXAMPLE = os.path.join(ROOT, "examples", "accounting-cluster-local.yaml")
 NAMESPACE = "e2e-accounting"
 API = "v0.0.42"
+USER = "carol"  # a user of the jail: root may not run jobs (DisableRootJobs=YES)
+SLURM_UID = 64030  # names.SLURM_UID: SlurmUser's
 
 
 class Accounting(E2E):
@@ -37,6 +42,11 @@ class Accounting(E2E):
     def jail(self, command, timeout=180):
         return self.exec("acct-login-0", "sshd", "chroot /mnt/jail sh -c '%s'" % command.replace("'", "'\\''"),
                          timeout)
+
+    def as_user(self, command, timeout=180):
+        """``command`` in the jail as USER, from their home (a user's shell on the login node)."""
+        return self.jail("cd /home/%s && setpriv --reuid=%s --regid=%s --init-groups -- sh -c %s"
+                         % (USER, USER, USER, shlex.quote(command)), timeout)
 
     def definition(self, **_ignored):
         with open(EXAMPLE) as f:
@@ -75,6 +85,8 @@ def acct(real_node_cluster):
     cluster.site(cluster.definition())
     wait_until(lambda: all(cluster.sinfo().get(n) == "idle" for n in ("acct-cpu-0", "acct-cpu-1")), 240,
                "acct workers idle", cluster.explain)
+    made = cluster.jail("id %s >/dev/null 2>&1 || useradd -m -s /bin/bash -p '*' %s" % (USER, USER))
+    assert made.returncode == 0, made.stderr
     print("\ne2e: accounting example applied -> Ready, workers idle in %.1f s" % (time.monotonic() - t0))
     try:
         yield cluster
@@ -104,8 +116,23 @@ def test_every_component_is_ready_and_says_so(acct):
         assert "StoragePass" not in json.dumps(cm.get("data")).replace("# StoragePass is appended", "")
 
 
+def test_slurmdbd_and_slurmctld_run_as_slurmuser_and_root_runs_no_job(acct):
+    """slurmdbd is SlurmUser from its first instruction and holds no capability (slurmctld, also SlurmUser, takes
+    its connection: the accounting tests below); root's jobs are refused."""
+    status = acct.exec("acct-accounting-0", "slurmdbd", "cat /proc/1/status")
+    fields = dict(line.split(":", 1) for line in status.stdout.splitlines() if ":" in line)
+    assert fields["Name"].strip() == "slurmdbd" and fields["Uid"].split() == [str(SLURM_UID)] * 4, status.stdout
+    for cap in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[cap], 16) == 0, (cap, fields[cap])
+    ctld = acct.slurm("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = slurmctld ] && "
+                      "grep ^Uid: $p/status; done")
+    assert ctld.stdout.split() and set(ctld.stdout.split()) == {"Uid:", str(SLURM_UID)}, ctld.stdout + ctld.stderr
+    root = acct.jail("cd /root && timeout 60 srun -N1 --immediate=30 true")
+    assert root.returncode != 0 and "invalid user id" in (root.stdout + root.stderr).lower(), root.stdout + root.stderr
+
+
 def test_a_finished_job_is_in_sacct_with_state_and_elapsed(acct):
-    res = acct.jail("cd /root && timeout 150 sbatch --parsable --wait -o /dev/null --wrap \"sleep 3\"")
+    res = acct.as_user("timeout 150 sbatch --parsable --wait -o /dev/null --wrap \"sleep 3\"")
     assert res.returncode == 0, res.stderr + acct.explain()
     job = res.stdout.strip().split(";")[0]
     record = wait_until(lambda: (lambda r: r.get("State") == "COMPLETED" and r)(acct.sacct(job)), 60,
@@ -119,9 +146,9 @@ def test_sshare_shows_fairshare_for_two_accounts(acct):
     for account, share in (("physics", 3), ("chemistry", 1)):
         res = acct.slurm("sacctmgr -i add account %s fairshare=%d" % (account, share))
         assert res.returncode == 0, res.stderr
-    assert acct.slurm("sacctmgr -i add user root account=physics,chemistry").returncode == 0
+    assert acct.slurm("sacctmgr -i add user %s account=physics,chemistry" % USER).returncode == 0
     for account in ("physics", "chemistry"):
-        res = acct.jail("cd /root && timeout 150 sbatch --parsable --wait -A %s -o /dev/null --wrap true" % account)
+        res = acct.as_user("timeout 150 sbatch --parsable --wait -A %s -o /dev/null --wrap true" % account)
         assert res.returncode == 0, res.stderr
     shares = wait_until(lambda: (lambda out: ("physics" in out and "chemistry" in out) and out)(
         acct.slurm("sshare -a -n -P -o Account,User,RawShares,NormShares,FairShare").stdout), 60, "sshare")
@@ -130,7 +157,7 @@ def test_sshare_shows_fairshare_for_two_accounts(acct):
     assert rows[("physics", "")][2] == "3" and rows[("chemistry", "")][2] == "1", shares
     assert float(rows[("physics", "")][3]) == pytest.approx(3 * float(rows[("chemistry", "")][3]), rel=1e-3)
     for account in ("physics", "chemistry"):
-        assert 0 <= float(rows[(account, "root")][4]) <= 1, shares
+        assert 0 <= float(rows[(account, USER)][4]) <= 1, shares
 
 
 def test_history_survives_a_controller_restart(acct):
@@ -159,11 +186,17 @@ def test_the_rest_api_answers_with_a_token_and_refuses_without(acct):
     assert status == 200 and json.loads(body)["jobs"]
     assert _get(url)[0] == 401
     assert _get(acct.service_url("acct-rest", 6820, "/slurm/%s/diag" % API))[0] == 401
+    # `scontrol reconfigure` re-executes slurmctld as SlurmUser: it reads its own copy of the JWT key again.
+    assert acct.slurm("scontrol reconfigure").returncode == 0
+    wait_until(lambda: acct.slurm("scontrol ping").returncode == 0, 60, "slurmctld after reconfigure")
+    token = acct.slurm("scontrol token lifespan=600").stdout.strip().split("=", 1)[1]
+    status, body = wait_until(lambda: (lambda r: r[0] == 200 and r)(_get(url, token)), 60,
+                              "slurmrestd ping after reconfigure", acct.explain)
 
 
 def test_the_exporter_reports_what_sinfo_and_squeue_report(acct):
-    held = acct.jail("cd /root && sbatch --parsable --hold -o /dev/null --wrap true").stdout.strip()
-    running = acct.jail("cd /root && sbatch --parsable -w acct-cpu-0 -o /dev/null --wrap \"sleep 300\"").stdout.strip()
+    held = acct.as_user("sbatch --parsable --hold -o /dev/null --wrap true").stdout.strip()
+    running = acct.as_user("sbatch --parsable -w acct-cpu-0 -o /dev/null --wrap \"sleep 300\"").stdout.strip()
     # A drained node (an admin's, with a reason): the drain-reason series exist only while one is drained.
     assert acct.slurm("scontrol update nodename=acct-cpu-1 state=drain reason=e2e-exporter").returncode == 0
     try:

@@ -34,6 +34,21 @@ def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
     assert batch.stdout.splitlines()[-1] == "soperator/jail:0.1.0"
 
 
+def test_a_root_job_is_jailed_without_what_entering_the_jail_needed(e2e):
+    # The local example allows root jobs (spec.slurm.disableRootJobs: false). On a real kubelet, with the worker's
+    # manifest capabilities, seccomp and AppArmor: the task's bounding set has no SYS_ADMIN (21), SYS_CHROOT (18)
+    # or SETPCAP (8); it cannot mount; the node's /sys (cgroups included) is read-only.
+    script = ("grep CapBnd /proc/self/status; mkdir -p /tmp/soperator-m; mount -t tmpfs none /tmp/soperator-m "
+              "&& echo MOUNTED; mkdir /sys/fs/cgroup/soperator-test 2>/dev/null && echo WROTE-SYS; "
+              "echo 1 > /proc/sys/kernel/printk_ratelimit 2>/dev/null && echo WROTE-PROC; echo done")
+    step = e2e.jail("timeout 120 srun -w demo-cpu-0 --immediate=60 sh -c '%s'" % script)
+    assert step.returncode == 0, step.stderr + e2e.explain()
+    lines = step.stdout.splitlines()
+    bounding = int(lines[0].split()[1], 16)
+    assert not bounding & (1 << 21 | 1 << 18 | 1 << 8), "%x" % bounding
+    assert lines[-1] == "done" and not {"MOUNTED", "WROTE-SYS", "WROTE-PROC"} & set(lines), step.stdout
+
+
 def _alice(e2e, tmp_path):
     """argv prefix of an ssh as alice (a user of the jail, created once) to the login Service."""
     key = str(tmp_path / "id_ed25519")

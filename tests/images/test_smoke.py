@@ -350,12 +350,25 @@ def test_dynamic_slurmd_registers_idle_and_runs_steps_in_the_jail(cluster):
     wait_until(idle, 90, "%s idle in sinfo" % cluster.node, lambda: cluster.logs("worker", "controller"))
     logs = cluster.docker.logs("worker")
     assert "jail completed" in logs and "cannot" not in logs, logs
-    # A step runs in the jail (spank_chroot, from the configless plugstack.conf), and the jail's own clients
-    # (the worker's, bound in) read the configuration slurmd cached in /run/slurm/conf.
-    step = cluster.exec("controller", "timeout", "60", "srun", "-N1", "--immediate=30", "sh", "-c",
-                        "cat /etc/soperator/jail-image; sinfo -h -N -o %N")
+    # Root may not run jobs (DisableRootJobs=YES, the default of the example): Slurm says "Invalid user id".
+    root = cluster.exec("controller", "timeout", "60", "srun", "-N1", "--immediate=30", "true")
+    assert root.returncode != 0 and "invalid user id" in root.stderr.lower(), root.stdout + root.stderr
+    # A user's step runs in the jail (spank_chroot, from the configless plugstack.conf), and the jail's own
+    # clients (the worker's, bound in) read the configuration slurmd cached in /run/slurm/conf. slurmctld, which
+    # runs as SlurmUser slurm, knows the user from the jail's passwd.
+    add_jail_user(cluster.jail, "bob", 2001, None)
+    step = cluster.exec("controller", "setpriv", "--reuid=2001", "--regid=2001", "--clear-groups", "--", "timeout",
+                        "60", "srun", "-N1", "--immediate=30", "--chdir=/tmp", "sh", "-c",
+                        "id -un; cat /etc/soperator/jail-image; sinfo -h -N -o %N; grep CapBnd /proc/self/status")
     assert step.returncode == 0, step.stderr + cluster.logs("worker")
-    assert step.stdout.splitlines() == [JAIL_IMAGE, cluster.node]
+    assert step.stdout.splitlines()[:3] == ["bob", JAIL_IMAGE, cluster.node]
+    # The jail plugin dropped what only entering the jail needed (SYS_ADMIN 21, SYS_CHROOT 18, SETPCAP 8) from
+    # the task's bounding set, with the worker's manifest capabilities.
+    bounding = int(step.stdout.splitlines()[3].split()[1], 16)
+    assert not bounding & (1 << 21 | 1 << 18 | 1 << 8), "%x" % bounding
+    owners = cluster.exec("controller", "sh", "-c", 'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = slurmctld ] '
+                                                    '&& stat -c %U $p; done; true')
+    assert set(owners.stdout.split()) == {names.SLURM_USER}, owners.stdout + owners.stderr
 
 
 def add_jail_user(jail, name, uid, public_key):
@@ -364,6 +377,8 @@ def add_jail_user(jail, name, uid, public_key):
                        ("etc/group", "%s:x:%d:" % (name, uid)), ("etc/shadow", "%s:*:20000:0:99999:7:::" % name)):
         with open(os.path.join(jail, path), "a") as f:
             f.write(line + "\n")
+    if public_key is None:
+        return
     ssh_dir = os.path.join(jail, "home", name, ".ssh")
     os.makedirs(ssh_dir)
     shutil.copy(public_key, os.path.join(ssh_dir, "authorized_keys"))

@@ -25,11 +25,8 @@ LEASE = ("4s", "3s", "0.5s")  # duration, renew deadline, retry period
 
 
 @pytest.fixture(scope="module")
-def crds(kubectl):
-    crd_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                           "roles", "crds", "files")
-    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "soperator-tests", "-f", crd_dir)
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crd_dir)
+def crds(apply_crds):
+    apply_crds("soperator-tests")
 
 
 def blocking_watches(path):

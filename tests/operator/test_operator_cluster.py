@@ -19,10 +19,8 @@ CHILD_STATEFULSETS = ["demo-controller", "demo-cpu", "demo-login"]
 
 
 @pytest.fixture(scope="module")
-def crds(kubectl):
-    crd_dir = os.path.join(ROOT, "roles", "crds", "files")
-    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "soperator-tests", "-f", crd_dir)
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crd_dir)
+def crds(apply_crds):
+    apply_crds("soperator-tests")
 
 
 @pytest.fixture

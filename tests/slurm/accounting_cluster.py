@@ -5,10 +5,13 @@ The same rootfs, namespaces and dynamic nodes as ``dynamic_cluster.DynamicCluste
 run, the way they run it:
 
 * MariaDB and slurmdbd are started by the images' own entrypoint (``images/lib/soperator-entrypoint``, roles
-  ``mariadbd`` and ``slurmdbd``), as the users the pods run as (``mysql``; root for slurmdbd), from the password
-  file the Secret would mount: MariaDB's database and user are made by the entrypoint's init file, slurmdbd.conf is
-  assembled by the entrypoint from the RENDERED template (``slurm_conf.render_slurmdbd_conf``) and the password.
-* slurm.conf gets the rendered accounting and JWT lines (``slurm_conf.render_slurm_conf``).
+  ``mariadbd`` and ``slurmdbd``), as the users the pods run as (``mysql``; ``slurm``, SlurmUser, for slurmdbd, with
+  no capability), from the password file the Secret would mount (0440, the slurm group's as the pod's fsGroup makes
+  it): MariaDB's database and user are made by the entrypoint's init file, slurmdbd.conf is assembled by the
+  entrypoint from the RENDERED template (``slurm_conf.render_slurmdbd_conf``) and the password.
+* slurmctld runs as SlurmUser ``slurm`` (``dynamic_cluster``), started by the entrypoint's controller role, which
+  gives it its own copy of the JWT key; slurm.conf gets the rendered accounting and JWT lines
+  (``slurm_conf.render_slurm_conf``).
 * Only addresses differ: everything listens on 127.0.0.1 at free ports (the host's network is shared), so the
   rendered ``DbdHost``/``DbdPort``/``StorageHost``/``StoragePort``/``AccountingStorageHost``/``Port`` values are
   rewritten to this host's.
@@ -25,6 +28,8 @@ from dynamic_cluster import DynamicCluster
 from slurm_cluster import HOSTNAME, REPO, free_ports, wait_for
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names, slurm_conf, spec
+
+SLURM_USER = names.SLURM_USER
 
 ENTRYPOINT = REPO / "images" / "lib" / "soperator-entrypoint"
 CLUSTER = "scaletest"  # dynamic_cluster's ClusterName
@@ -66,7 +71,7 @@ class AccountingCluster(DynamicCluster):
         rendered = slurm_conf.render_slurm_conf(cluster, []).splitlines()
         start = rendered.index(next(line for line in rendered if line.startswith("# Accounting")))
         end = rendered.index("", start)
-        extra = rendered[start:end] + slurm_conf.jwt_lines(cluster["spec"])
+        extra = rendered[start:end] + [line for line in rendered if line.startswith("AuthAlt")]
         extra = ["AccountingStorageHost=127.0.0.1" if line.startswith("AccountingStorageHost=") else
                  f"AccountingStoragePort={self.dbd_port}" if line.startswith("AccountingStoragePort=") else line
                  for line in extra]
@@ -79,11 +84,10 @@ class AccountingCluster(DynamicCluster):
         for key, value in (("DbdHost", HOSTNAME), ("DbdPort", self.dbd_port), ("StoragePort", self.db_port)):
             template = _set(template, key, value)
         self.write(names.SLURMDBD_CONFIG_MOUNT + "/slurmdbd.conf", template, 0o644)
-        self.write(names.DB_PASSWORD_MOUNT + "/password", self.password + "\n", 0o444)
-        key = r / names.JWT_KEY_PATH.lstrip("/")
-        key.parent.mkdir(parents=True, exist_ok=True)
-        key.write_bytes(os.urandom(64))
-        os.chmod(key, 0o400)
+        # The Secrets as slurmdbd's pod mounts them: 0440, the slurm group's (fsGroup). The controller pod mounts the
+        # JWT key root's 0400; its entrypoint gives slurmctld a copy (here the same file serves both).
+        self.secret_file(names.DB_PASSWORD_MOUNT + "/password", (self.password + "\n").encode())
+        self.secret_file(names.JWT_KEY_PATH, os.urandom(64))
         shutil.copy2(ENTRYPOINT, r / "usr/local/bin/soperator-entrypoint")
         with open(r / "etc/passwd", "a") as f:
             f.write(f"{REST_USER}:x:{REST_UID}:{REST_UID}::/nonexistent:/usr/sbin/nologin\n")
@@ -91,6 +95,27 @@ class AccountingCluster(DynamicCluster):
             f.write(f"{REST_USER}:x:{REST_UID}:\n")
         init = r / "usr/local/sbin/cluster-init"
         init.write_text(init.read_text().replace("/usr/sbin/slurmctld\n", self._accounting_init()))
+
+    def slurm_gid(self) -> int:
+        return next(int(line.split(":")[2]) for line in (self.root / "etc/group").read_text().splitlines()
+                    if line.split(":")[0] == SLURM_USER)
+
+    def secret_file(self, path: str, data: bytes, root: Path | None = None) -> Path:
+        """A Secret's file as the kubelet writes it with the pod's fsGroup = slurm: root's, group slurm, 0440."""
+        p = (root or self.root) / path.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        os.chown(p, 0, self.slurm_gid())
+        os.chmod(p, 0o440)
+        return p
+
+    def pod_dir(self, path: str, root: Path | None = None) -> Path:
+        """An emptyDir of slurmdbd's pod: world-writable, setgid slurm (fsGroup)."""
+        p = (root or self.root) / path.lstrip("/")
+        p.mkdir(parents=True, exist_ok=True)
+        os.chown(p, 0, self.slurm_gid())
+        os.chmod(p, 0o2777)
+        return p
 
     def write(self, path: str, text: str, mode: int) -> Path:
         p = self.root / path.lstrip("/")
@@ -100,20 +125,26 @@ class AccountingCluster(DynamicCluster):
         return p
 
     def _accounting_init(self) -> str:
-        """MariaDB and slurmdbd through the entrypoint, as their pods' users; then slurmctld."""
+        """MariaDB and slurmdbd through the entrypoint, as their pods' users (slurmdbd: SlurmUser, its pod's
+        runAsUser and fsGroup); then slurmctld through the entrypoint's controller role (it drops to SlurmUser)."""
         return f"""\
 install -d -o mysql -g mysql /run/mysqld /var/lib/mysql
-install -d /run/slurmdbd
+install -d -m 2777 -g {SLURM_USER} /run/slurmdbd
+# The kubelet's termination log: a file anyone in the container may write.
+install -m 0666 /dev/null /var/log/slurm/termination.log
 export SOPERATOR_TERMINATION_LOG=/var/log/slurm/termination.log
-setpriv --reuid=mysql --regid=mysql --init-groups env SOPERATOR_DB_NAME={DB_NAME} SOPERATOR_DB_USER={DB_USER} \\
+# MariaDB reads the same password file; its own pod would make it the mysql group's, here it joins slurm's.
+setpriv --reuid=mysql --regid=mysql --groups={self.slurm_gid()} env SOPERATOR_DB_NAME={DB_NAME} \\
+  SOPERATOR_DB_USER={DB_USER} \\
   /usr/local/bin/soperator-entrypoint /usr/sbin/mariadbd --port={self.db_port} --bind-address=127.0.0.1 \\
   --skip-name-resolve >/var/log/slurm/mariadb.log 2>&1 &
-/usr/local/bin/soperator-entrypoint /usr/sbin/slurmdbd -D >/var/log/slurm/slurmdbd.log 2>&1 &
+setpriv --reuid={SLURM_USER} --regid={SLURM_USER} --init-groups --inh-caps=-all --bounding-set=-all \\
+  /usr/local/bin/soperator-entrypoint /usr/sbin/slurmdbd -D >/var/log/slurm/slurmdbd.log 2>&1 &
 i=0
 while ! sacctmgr -n -P show cluster format=cluster >/dev/null 2>&1; do
   i=$((i + 1)); [ $i -lt 900 ] || {{ echo "slurmdbd did not answer" >&2; exit 1; }}; sleep 0.2
 done
-/usr/sbin/slurmctld
+SOPERATOR_RECONFIGURE=0 /usr/local/bin/soperator-entrypoint /usr/sbin/slurmctld
 """
 
     def start(self, timeout: float = 240) -> None:
@@ -168,10 +199,15 @@ done
         p = self.root / "var/log/slurm/termination.log"
         return p.read_text() if p.exists() else ""
 
-    def entrypoint(self, argv: list[str], env: dict[str, str], timeout: float = 60):
-        """The image entrypoint with ``SOPERATOR_ROOT`` files, inside the cluster."""
+    def entrypoint(self, argv: list[str], env: dict[str, str], timeout: float = 60, user: str | None = None):
+        """The image entrypoint with ``SOPERATOR_ROOT`` files, inside the cluster (as ``user``: its pod's)."""
         return self.run(["env"] + [f"{k}={v}" for k, v in env.items()]
-                        + ["/usr/local/bin/soperator-entrypoint"] + argv, timeout=timeout)
+                        + ["/usr/local/bin/soperator-entrypoint"] + argv, timeout=timeout, user=user)
+
+    def process(self, name: str) -> dict[str, str]:
+        """``/proc/<pid>/status`` of the oldest process called ``name`` in the cluster."""
+        out = self.run(["sh", "-c", f'cat /proc/$(pgrep -xo {name})/status']).check().stdout
+        return dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
 
 
 def sh(argv: list[str]) -> str:

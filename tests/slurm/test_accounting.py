@@ -5,7 +5,8 @@ rendered slurmdbd.conf, the pods' users).
 Must show: a finished job is in ``sacct`` with its state and elapsed time; ``sshare`` shows fairshare for two
 accounts; the history survives a slurmctld restart; a wrong database password ends slurmdbd's container with a
 reason that becomes the SlurmCluster's AccountingReady condition; slurmrestd answers with a token and refuses
-without one. Every command is bounded (``timeout``).
+without one. slurmctld and slurmdbd run as SlurmUser (``slurm``), slurmdbd without any capability, and tokens
+still work after ``scontrol reconfigure`` re-executes slurmctld. Every command is bounded (``timeout``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,20 @@ def sacct(c: AccountingCluster, job: str) -> dict[str, str]:
     res = c.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State,Elapsed,ExitCode,Account,User"]).check()
     fields = res.stdout.strip().split("|")
     return dict(zip(("JobID", "State", "Elapsed", "ExitCode", "Account", "User"), fields))
+
+
+def test_slurmctld_and_slurmdbd_run_as_slurmuser_slurmdbd_without_any_capability(acct):
+    """slurmctld accepts slurmdbd's connection only from its SlurmUser: both are ``slurm`` (the registration below
+    and every accounting test show that they talk), slurmdbd from its first instruction and holding nothing."""
+    uid = str(names.SLURM_UID)
+    dbd = acct.process("slurmdbd")
+    assert dbd["Uid"].split() == [uid] * 4 and dbd["Gid"].split() == [uid] * 4, dbd
+    for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(dbd[field], 16) == 0, (field, dbd[field])
+    ctld = acct.process("slurmctld")
+    assert ctld["Uid"].split() == [uid] * 4, ctld
+    conf = acct.run(["cat", names.SLURMDBD_RUN_DIR + "/slurmdbd.conf"]).check().stdout  # /run: the namespace's
+    assert "SlurmUser=%s\n" % names.SLURM_USER in conf
 
 
 def test_the_cluster_registered_itself_in_the_database(acct):
@@ -108,16 +123,14 @@ def test_a_wrong_database_password_ends_slurmdbd_with_the_reason_the_status_show
     """The entrypoint asks the real MariaDB with the wrong password: refused (ERROR 1045). The container ends with
     ``DatabaseAccessDenied: ...`` as its termination message, which the reconciler turns into the condition."""
     fake = "/tmp/wrong-password-root"
-    root = acct.root / fake.lstrip("/")
-    shutil.rmtree(root, ignore_errors=True)
-    for sub in ("etc/soperator/slurmdbd", "etc/soperator/db-password", "run/slurmdbd"):
-        (root / sub).mkdir(parents=True)
+    root = fake_pod(acct, fake)
     shutil.copy2(acct.root / names.SLURMDBD_CONFIG_MOUNT.lstrip("/") / "slurmdbd.conf",
                  root / "etc/soperator/slurmdbd/slurmdbd.conf")
-    (root / "etc/soperator/db-password/password").write_text("not-the-password\n")
+    acct.secret_file(names.DB_PASSWORD_MOUNT + "/password", b"not-the-password\n", root)
     termination = fake + "/termination-log"
     res = acct.entrypoint(["/usr/sbin/slurmdbd", "-D"], {"SOPERATOR_ROOT": fake, "SOPERATOR_DB_WAIT_TIMEOUT": "10",
-                                                          "SOPERATOR_TERMINATION_LOG": termination})
+                                                          "SOPERATOR_TERMINATION_LOG": termination},
+                          user=names.SLURM_USER)
     assert res.returncode == 1, res.output
     message = (acct.root / termination.lstrip("/")).read_text().strip()
     assert message.startswith("DatabaseAccessDenied: the database at 127.0.0.1:%d refused user slurm" % acct.db_port)
@@ -137,16 +150,27 @@ def test_a_wrong_database_password_ends_slurmdbd_with_the_reason_the_status_show
     assert "refused user slurm" in text and text.startswith("demo-accounting: 0/1 pods ready; slurmdbd: ")
 
 
-def test_a_password_slurmdbd_conf_cannot_hold_is_refused_by_name(acct):
-    fake = "/tmp/bad-password-root"
+def fake_pod(acct: AccountingCluster, fake: str):
+    """A second slurmdbd pod's files under ``fake`` (its SOPERATOR_ROOT): the ConfigMap's directory, the memory
+    volume (an emptyDir, the pod's fsGroup), the kubelet's termination log (anyone may write it)."""
     root = acct.root / fake.lstrip("/")
     shutil.rmtree(root, ignore_errors=True)
-    for sub in ("etc/soperator/slurmdbd", "etc/soperator/db-password"):
-        (root / sub).mkdir(parents=True)
+    (root / "etc/soperator/slurmdbd").mkdir(parents=True)
+    acct.pod_dir("run/slurmdbd", root)
+    for name in ("termination-log", "t"):
+        (root / name).touch()
+        (root / name).chmod(0o666)
+    return root
+
+
+def test_a_password_slurmdbd_conf_cannot_hold_is_refused_by_name(acct):
+    fake = "/tmp/bad-password-root"
+    root = fake_pod(acct, fake)
     (root / "etc/soperator/slurmdbd/slurmdbd.conf").write_text("StorageHost=127.0.0.1\n")
-    (root / "etc/soperator/db-password/password").write_text("two words\n")
+    acct.secret_file(names.DB_PASSWORD_MOUNT + "/password", b"two words\n", root)
     res = acct.entrypoint(["/usr/sbin/slurmdbd", "-D"], {"SOPERATOR_ROOT": fake,
-                                                          "SOPERATOR_TERMINATION_LOG": fake + "/t"})
+                                                          "SOPERATOR_TERMINATION_LOG": fake + "/t"},
+                          user=names.SLURM_USER)
     assert res.returncode == 1
     assert (root / "t").read_text().startswith("InvalidDatabasePassword: the database password "
                                                "(spec.accounting.database.passwordSecretRef) must be one token")
@@ -189,6 +213,21 @@ def test_slurmrestd_answers_ping_and_diag_with_a_token(acct, rest):
     # A user's own token, from `scontrol token` as that user: the documented way.
     user_token = acct.run(["scontrol", "token"], user=USER).check().stdout.strip().split("=", 1)[1]
     status, body = _get(rest, "/slurm/%s/diag" % API, user_token)
+    assert status == 200, body
+
+
+def test_tokens_still_work_after_scontrol_reconfigure(acct, rest):
+    """`scontrol reconfigure` (every config change) re-executes slurmctld as SlurmUser, which reads the JWT key
+    again: its own copy, not the Secret's root-only file."""
+    before = acct.process("slurmctld")["Pid"].strip()
+    acct.run(["scontrol", "reconfigure"]).check()
+    wait_for(lambda: acct.run(["scontrol", "ping"], timeout=10).returncode == 0 and
+             acct.run(["pgrep", "-xo", "slurmctld"]).stdout.strip() not in ("", before), 60,
+             "a re-executed slurmctld to answer")
+    token = acct.run(["scontrol", "token", "lifespan=300"]).check().stdout.strip().split("=", 1)[1]
+    status, body = _get(rest, "/slurm/%s/diag" % API, token)
+    assert status == 200 and "statistics" in body, body
+    status, body = _get(rest, "/slurmdb/%s/jobs" % API, token)
     assert status == 200, body
 
 

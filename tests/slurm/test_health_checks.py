@@ -2,6 +2,9 @@
 (images/worker/soperator-health-check, installed in the rootfs as in the image) on dynamic nodes, and the NCCL check
 submits all_reduce_perf as real Slurm jobs.
 
+slurm.conf is the rendered one's in what matters here: ``SlurmUser=slurm`` and ``DisableRootJobs=YES``; the NCCL
+check runs as its CronJob runs it, as SlurmUser (``slurm``), not root.
+
 No GPU exists here: ``nvidia-smi`` and ``all_reduce_perf`` on the nodes' PATH are fakes that serve recorded real
 outputs (tests/unit/fixtures/gpu and nccl, each naming its source), chosen per node. Each fake call is logged per
 node, so "within one interval" is checked as "by the first health check that saw the fault", not with a clock.
@@ -17,7 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 from dynamic_cluster import DynamicCluster, node_name
-from slurm_cluster import running, wait_for
+from slurm_cluster import USER, running, wait_for
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "unit" / "fixtures"
@@ -68,7 +73,7 @@ class HealthCluster(DynamicCluster):
         r = self.root
         with open(r / "etc/slurm/slurm.conf", "a") as conf:
             conf.write(f"HealthCheckProgram=/usr/local/sbin/soperator-health-check\nHealthCheckInterval={INTERVAL}\n"
-                       "HealthCheckNodeState=ANY\n")
+                       "HealthCheckNodeState=ANY\nDisableRootJobs=YES\n")
         (r / "usr/local/lib/soperator").mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / "images/worker/soperator_health.py", r / "usr/local/lib/soperator/soperator_health.py")
         for program in ("soperator-health-check", "soperator-nccl-check"):
@@ -79,6 +84,9 @@ class HealthCluster(DynamicCluster):
             (r / path).chmod(0o755)
         for d in ("var/lib/fake-gpu", "var/lib/fake-nccl", "etc/soperator/health", "srv/jail"):
             (r / d).mkdir(parents=True, exist_ok=True)
+        # The NCCL check's results directory is SlurmUser's (the jail image makes /var/lib/soperator/nccl so).
+        self.chroot(["install", "-d", "-m", "0755", "-o", names.SLURM_USER, "-g", names.SLURM_USER,
+                     "/var/lib/nccl-results"]).check()
         (r / "srv/jail/.soperator-populated").write_text("image=test\n")
         # What the renderer writes for a NodeSet with one GPU, with this rootfs's paths (no jail mount here).
         (r / "etc/soperator/health/health.json").write_text(json.dumps({"enabled": True, "checks": {
@@ -149,14 +157,14 @@ def test_a_gpu_fault_drains_the_node_at_the_first_check_and_a_cleared_fault_resu
                                  "handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU")
     assert not hc.node(0)["drained"] and not hc.node(2)["drained"]
     # A drained node takes no job (bounded: srun would wait for it forever).
-    assert hc.run(["srun", "--immediate=3", "-w", node_name(1), "true"], timeout=20).returncode != 0
+    assert hc.run(["srun", "--immediate=3", "-w", node_name(1), "true"], user=USER, timeout=20).returncode != 0
 
     hc.gpu(1, "h100-query-gpu.yaml")
     wait_for(lambda: not hc.node(1)["drained"], INTERVAL * 3 + 20, "demo-cpu-1 resumed", interval=0.2)
     assert hc.node(1)["state"] == "IDLE"
     # Takes jobs again (slurmctld may still count the refused srun's allocation attempt for a moment).
-    wait_for(lambda: hc.run(["srun", "--immediate=5", "-w", node_name(1), "true"], timeout=20).returncode == 0, 60,
-             "a job on the resumed node", interval=0.5)
+    wait_for(lambda: hc.run(["srun", "--immediate=5", "-w", node_name(1), "true"], user=USER,
+                            timeout=20).returncode == 0, 60, "a job on the resumed node", interval=0.5)
 
 
 def test_an_admin_drain_is_never_resumed_nor_overwritten(hc):
@@ -178,7 +186,11 @@ def test_a_failing_nccl_figure_drains_exactly_the_failing_node(hc):
     hc.nccl(node_name(2), "a100x8-node.yaml")
     hc.nccl("pair", "h100x16-pair.yaml")
     wait_for(lambda: all(hc.node(i)["state"] == "IDLE" for i in range(NODES)), 30, "all nodes idle")
-    res = hc.run(["/usr/local/sbin/soperator-nccl-check", "/etc/soperator/health/nccl.json"], timeout=240)
+    # As root its jobs would be refused (DisableRootJobs=YES); its CronJob runs it as SlurmUser.
+    refused = hc.run(["srun", "--immediate=10", "-w", node_name(0), "true"], timeout=30)
+    assert refused.returncode != 0 and "invalid user id" in refused.output.lower(), refused.output
+    res = hc.run(["/usr/local/sbin/soperator-nccl-check", "/etc/soperator/health/nccl.json"],
+                 user=names.SLURM_USER, timeout=240)
     assert res.returncode == 1, res.output  # a test failed
     assert hc.node(1)["drained"] and hc.node(1)["reason"] == "soperator: health: nccl: busbw 4.00 GB/s < 100 GB/s"
     assert not hc.node(0)["drained"] and not hc.node(2)["drained"]

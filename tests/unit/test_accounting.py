@@ -96,8 +96,13 @@ def test_in_cluster_database_objects_and_where_the_password_goes():
     dbd = container(objects, "demo-accounting", "slurmdbd")
     assert dbd["terminationMessagePolicy"] == "FallbackToLogsOnError"
     volumes = {v["name"]: v for v in objects[("StatefulSet", "demo-accounting")]["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["db-password"]["secret"] == {"secretName": "demo-accounting-db-password", "defaultMode": 0o400,
+    assert volumes["db-password"]["secret"] == {"secretName": "demo-accounting-db-password", "defaultMode": 0o440,
                                                 "items": [{"key": "password", "path": "password"}]}
+    # slurmdbd runs as SlurmUser (slurmctld's), with no capability; the Secrets are its group's (fsGroup).
+    assert dbd["securityContext"]["runAsUser"] == dbd["securityContext"]["runAsGroup"] == names.SLURM_UID
+    assert dbd["securityContext"]["runAsNonRoot"] is True and "add" not in dbd["securityContext"]["capabilities"]
+    assert objects[("StatefulSet", "demo-accounting")]["spec"]["template"]["spec"]["securityContext"][
+        "fsGroup"] == names.SLURM_UID
     assert volumes["slurmdbd-run"]["emptyDir"]["medium"] == "Memory"
     # Never in a ConfigMap, an environment variable or an argument: only the Secret volume carries it.
     for obj in objects.values():
@@ -106,6 +111,7 @@ def test_in_cluster_database_objects_and_where_the_password_goes():
         assert "secretKeyRef" not in text
     conf = objects[("ConfigMap", "demo-slurmdbd-config")]["data"]["slurmdbd.conf"]
     assert "StorageHost=demo-accounting-db.hpc.svc\n" in conf and "DbdHost=demo-accounting-0\n" in conf
+    assert "SlurmUser=slurm\n" in conf
     slurm_conf = objects[("ConfigMap", "demo-slurm-config")]["data"]["slurm.conf"]
     assert "AccountingStorageType=accounting_storage/slurmdbd\n" in slurm_conf
     assert "AccountingStorageHost=demo-accounting-0.demo-accounting.hpc.svc\n" in slurm_conf
@@ -145,9 +151,15 @@ def test_the_jwt_key_reaches_slurmctld_and_slurmdbd_only():
     holders = sorted(k[1] for k, o in objects.items() if k[0] == "StatefulSet" and any(
         v.get("secret", {}).get("secretName") == "demo-jwt-key" for v in o["spec"]["template"]["spec"]["volumes"]))
     assert holders == ["demo-accounting", "demo-controller"]
-    for conf in (objects[("ConfigMap", "demo-slurm-config")]["data"]["slurm.conf"],
-                 objects[("ConfigMap", "demo-slurmdbd-config")]["data"]["slurmdbd.conf"]):
-        assert "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=/etc/soperator/jwt/jwt_hs256.key\n" in conf
+    # slurmctld reads SlurmUser's copy (the entrypoint makes it from the Secret), slurmdbd the Secret's file (its
+    # group's through fsGroup, mode 0440).
+    for conf, key in ((objects[("ConfigMap", "demo-slurm-config")]["data"]["slurm.conf"], names.SLURMCTLD_JWT_KEY_PATH),
+                      (objects[("ConfigMap", "demo-slurmdbd-config")]["data"]["slurmdbd.conf"], names.JWT_KEY_PATH)):
+        assert "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=%s\n" % key in conf
+    modes = dict((k[1], v["secret"]["defaultMode"]) for k, o in objects.items() if k[0] == "StatefulSet"
+                 for v in o["spec"]["template"]["spec"]["volumes"] if v.get("secret", {}).get("secretName") ==
+                 "demo-jwt-key")
+    assert modes == {"demo-accounting": 0o440, "demo-controller": 0o400}
     rest = container(objects, "demo-rest", "slurmrestd")
     assert rest["args"][:5] == ["/usr/sbin/slurmrestd", "-a", "rest_auth/jwt", "-s",
                                 "openapi/slurmctld,openapi/slurmdbd"]

@@ -81,6 +81,10 @@ def test_the_nccl_check_is_off_unless_scheduled_and_a_gpu_nodeset_has_a_threshol
     container = pod["containers"][0]
     assert container["args"] == [names.NCCL_CHECK_PROGRAM, "/etc/soperator/health/nccl.json"]
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # SlurmUser, not root: it may drain nodes, its jobs pass DisableRootJobs, it cannot write over the jail.
+    assert (container["securityContext"]["runAsUser"], container["securityContext"]["runAsGroup"]) == (
+        names.SLURM_UID, names.SLURM_UID)
+    assert container["securityContext"]["runAsNonRoot"] is True and "runAsUser" not in pod["securityContext"]
     settings = json.loads(found[("ConfigMap", "demo-health-checks")]["data"]["nccl.json"])
     assert settings["nodesets"] == {"gpu": {"gpus": 8, "minBusBandwidthGBps": 350}}
     assert settings["args"] == ["-b", "512M", "-e", "8G", "-f", "2"]

@@ -8,7 +8,6 @@ import yaml
 from ansible_collections.soperator.slurm.plugins.module_utils import (
     names,
     render,
-    render_accounting,
     render_common,
     render_controller,
     render_health,
@@ -30,7 +29,6 @@ RENDER_LISTS = {
     "slurmd": render_worker.WORKER_CAPABILITIES,
     "sshd": render_login.LOGIN_CAPABILITIES,
     "populate": render_jail.POPULATE_CAPABILITIES,
-    "slurmdbd": render_accounting.SLURMDBD_CAPABILITIES,
     "nccl-check": render_health.NCCL_CAPABILITIES,
 }
 
