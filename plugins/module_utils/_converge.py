@@ -428,8 +428,8 @@ class Converger(object):
         API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
         if host:
             res = self.resource("v1", "Node")
-            self._call("cordon Node %s" % host, self.client.patch, res, name=host, content_type=
-                       "application/merge-patch+json", body={"metadata": {"annotations": {
+            self._call("cordon Node %s" % host, self.client.patch, res, name=host,
+                       content_type="application/merge-patch+json", body={"metadata": {"annotations": {
                            names.ANNOTATION_CORDONED: "%s/%s: %s" % (self.namespace, pod_name, why)}},
                            "spec": {"unschedulable": True}})
         body = {"apiVersion": "policy/v1", "kind": "Eviction",

@@ -109,7 +109,7 @@ def _munge_key():
 def _password():
     import secrets  # stdlib; imported here so the module stays importable on old interpreters' sanity checks
 
-    return "".join(secrets.choice(DB_PASSWORD_ALPHABET) for _ in range(DB_PASSWORD_LENGTH))
+    return "".join(secrets.choice(DB_PASSWORD_ALPHABET) for dummy in range(DB_PASSWORD_LENGTH))
 
 
 def _db_passwords():

@@ -656,8 +656,8 @@ def _project(p, cluster_name, spec, nodesets, pods, slurm, observed):
     if not settings["drainCordoned"] and not settings.get("drainOnConditions"):
         return
     if observed.get("k8s_nodes") is None:
-        p.deferred.append("spec.healthChecks.kubernetesNodes: %s" % (observed.get("k8s_nodes_error")
-                                                                      or "Kubernetes nodes not read"))
+        why = observed.get("k8s_nodes_error") or "Kubernetes nodes not read"
+        p.deferred.append("spec.healthChecks.kubernetesNodes: %s" % why)
         return
     hosts = dict((name, (pod.get("spec") or {}).get("nodeName")) for name, pod in workers.items()
                  if name not in p.delete_nodes)

@@ -210,10 +210,10 @@ def user_field(cluster, nodesets, obj, field):
         found = monitor + (".labels" if field.startswith("metadata.labels") else ".interval" if "interval" in field
                            else "")
     elif kind == "ConfigMap":
-        found = {names.sshd_config_name(cluster_name): "spec.login.sshdConfig",
-                 names.slurmdbd_config_name(cluster_name): "spec.accounting.slurmdbd.config",
-                 names.health_config_name(cluster_name): "spec.healthChecks"}.get(obj["metadata"]["name"],
-                                                                                 "spec.slurm")
+        fields = {names.sshd_config_name(cluster_name): "spec.login.sshdConfig",
+                  names.slurmdbd_config_name(cluster_name): "spec.accounting.slurmdbd.config",
+                  names.health_config_name(cluster_name): "spec.healthChecks"}
+        found = fields.get(obj["metadata"]["name"], "spec.slurm")
     return found or _root(component, nodeset)
 
 

@@ -290,9 +290,9 @@ def owned_names(cluster, nodeset=None):
              health_config_name(cluster), nccl_check_name(cluster), accounting_name(cluster),
              slurmdbd_config_name(cluster), database_name(cluster), db_password_name(cluster), jwt_key_name(cluster),
              rest_name(cluster), exporter_name(cluster)]
-    families = [(name + "-", ORDINAL_TAIL) for name in (controller_name(cluster), login_name(cluster),
-                                                         accounting_name(cluster), database_name(cluster),
-                                                         rest_name(cluster), exporter_name(cluster))]
+    stateful = (controller_name(cluster), login_name(cluster), accounting_name(cluster), database_name(cluster),
+                rest_name(cluster), exporter_name(cluster))
+    families = [(name + "-", ORDINAL_TAIL) for name in stateful]
     families += [("%s-%s-" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster)), ORDINAL_TAIL),
                  ("%s-%s-" % (DB_CLAIM_TEMPLATE, database_name(cluster)), ORDINAL_TAIL),
                  ("%s-populate-jail-" % cluster, POPULATE_TAIL),

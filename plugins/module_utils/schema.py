@@ -334,7 +334,6 @@ NODESET_NAME_ORDINAL = ("metadata.name of a NodeSet may not end in -<digits> (it
                         "NodeSet)")
 
 
-
 def _image(component):
     return _s("Image of the %s. Default: %s:<collection version>." % (component, names.IMAGE_REPOSITORIES[component]),
               maxLength=MAX_PATH, pattern=IMAGE_PATTERN)
