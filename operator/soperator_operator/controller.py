@@ -210,21 +210,33 @@ class Controller:
             meta = obj["metadata"]
         deps = self.dependents(w, obj)
         forced = reasons & {workqueue.RETRY, workqueue.REQUEUE} or not w.drift_check
-        full_due = self.clock() - self._last_full.get(key, self.clock()) >= w.full_run_period
+        # The full-run clock of a cluster starts when this runtime first looks at it (a cluster found in sync
+        # at start gets its full run one period later, like any other).
+        full_due = self.clock() - self._last_full.setdefault(key, self.clock()) >= w.full_run_period
         memo = self._memo.setdefault(key, drift.Memo())
         why: Optional[str] = "periodic full run" if full_due else ",".join(sorted(reasons))
+        live = self.live_children(namespace, name) if w.drift_check else {}
         if w.drift_check and not forced and not full_due:
             nodesets = [d for _, d in deps]
-            why = drift.needs_run(obj, nodesets, self.live_children(namespace, name), memo, int(self.wall()),
-                                  periodic=reasons <= {workqueue.RESYNC})
+            # The timer's check also looks up the create-only objects (Secrets, the jail claim) by name: they are
+            # not cached, since listing Secrets would mean reading every Secret of the namespace.
+            lookup = self._lookup(namespace) if reasons <= {workqueue.RESYNC} else None
+            why = drift.needs_run(obj, nodesets, live, memo, int(self.wall()), lookup=lookup)
             if self.metrics:
                 self.metrics.checks.inc(kind=kind, result="run" if why else "skip")
             if why is None:
                 log.debug("%s %s/%s: in sync, nothing to run", kind, namespace, name)
                 return w.reconcile_period, workqueue.RESYNC
-        return self._reconcile_run(w, key, obj, deps, memo, why)
+        digest = drift.observed_digest(live) if w.drift_check else None
+        return self._reconcile_run(w, key, obj, deps, memo, why, digest)
 
-    def _reconcile_run(self, w, key, obj, deps, memo, why):
+    def _lookup(self, namespace):
+        def exists(kind_name, name):
+            k = kinds.by_name(kind_name)
+            return self.kube.exists(cache.Resource(k.group, k.version, k.plural, k.kind).path(namespace) + "/" + name)
+        return exists
+
+    def _reconcile_run(self, w, key, obj, deps, memo, why, digest=None):
         kind, namespace, name = key
         generation = int(obj["metadata"].get("generation") or 0)
         gens = drift.generations(obj, [d for _, d in deps])
@@ -243,6 +255,7 @@ class Controller:
         if result.ok:
             self._failures.pop(key, None)
             memo.generations, memo.ready, memo.invalid_generation = gens, result.ready, None
+            memo.digest = digest
             log.info("%s %s/%s reconciled in %.1fs (%d changed%s)", kind, namespace, name, result.duration,
                      result.changed, "" if result.ready is None else ", ready" if result.ready else ", not ready")
             if new_generation:
@@ -252,7 +265,7 @@ class Controller:
                 self.kube.event(obj, "Normal", "DriftRepaired", "%s: %d task(s) changed" % (why, result.changed))
             if w.manage_status:
                 self.kube.update_status(w, namespace, name, lambda old, _o: cond.finished_status(
-                    old, generation, cond.Outcome(ok=True), now_iso()))
+                    old, generation, cond.Outcome(ok=True), now_iso(), digest))
             return self._after_success(w, key, result)
         return self._after_failure(w, key, obj, memo, gens, result)
 

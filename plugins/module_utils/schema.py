@@ -370,6 +370,10 @@ def slurm_cluster_schema():
             "observedGeneration": _i("The .metadata.generation last reconciled.", format="int64", minimum=0),
             "phase": _s("Summary: Pending, Provisioning, Ready, Maintenance or Failed.", maxLength=64),
             "conditions": _conditions_schema(),
+            names.STATUS_RECONCILED_DIGEST: _s(
+                "Written by the operator runtime: digest of the pod and StatefulSet states its last successful run "
+                "started from. While they are the same and nothing else differs, no run is started.",
+                maxLength=128),
         },
     }
     return _root("A Slurm cluster in Kubernetes.", spec, status, _name_rules("SlurmCluster", CLUSTER_NAME_MAX))
