@@ -321,6 +321,8 @@ class Controller:
             label = "success" if result.ok else ("canceled" if result.status == "canceled" else "failure")
             self.metrics.runs.inc(kind=w.kind, result=label)
             self.metrics.duration.observe(time.monotonic() - started, kind=w.kind)
+            for phase, seconds in (result.phases or {}).items():
+                self.metrics.phases.observe(seconds, phase=phase)
         if not result.ok and result.stdout_tail:
             log.debug("ansible output of failed run:\n%s", result.stdout_tail)
         return result
