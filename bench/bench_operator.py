@@ -238,8 +238,8 @@ class Ours:
             "soperator_operator_queue_depth") == 0
 
     # the cluster
-    def create(self, name, workers):
-        for doc in small_example(self.c, name, "w", workers):
+    def create(self, name, workers, nodeset="w"):
+        for doc in small_example(self.c, name, nodeset, workers):
             self.c.create(doc)
 
     def children(self, name):
@@ -476,7 +476,7 @@ def bench_many(ours, figures, clusters, workers):
     names = ["c%03d" % i for i in range(clusters)]
     t0 = time.monotonic()
     for name in names:
-        ours.create(name, workers)
+        ours.create(name, workers, nodeset="%sw" % name)  # NodeSet names are per namespace
     wait_for(lambda: all(converged(c, n) for n in names), 600 + 20 * clusters, 2,
              what="%d clusters converged" % clusters)
     wait_for(ours.idle, 600, 0.5, what="idle")
@@ -647,19 +647,31 @@ def main():
             if run_phases:
                 figures["phases"] = run_phases
             side.stop()
+        report_single(rows, figures, note)
         if scale:
-            log("100 clusters")
+            log("%d clusters x %d workers" % (args.clusters, args.workers))
             ours = Ours(api, kubeconfig, namespace("bench-many"), tmp, period="10m", workers=4)
             sides.append(ours)
             ours.start()
-            bench_many(ours, figures, args.clusters, args.workers)
-            ours.stop()
-            log("5,000 workers")
+            many = {}
+            try:
+                bench_many(ours, many, args.clusters, args.workers)
+            finally:
+                ours.stop()
+                key = "operator %d clusters idle (CPU-s/min)" % args.clusters
+                if key in many:
+                    print("operator %d clusters idle: %.3f CPU-s/min" % (args.clusters, many.pop(key)), flush=True)
+                report_scale(many)
+            log("%d workers" % args.big)
             ours = Ours(api, kubeconfig, namespace("bench-big"), tmp, period="30s")
             sides.append(ours)
             ours.start()
-            bench_big(ours, kubeconfig, figures, args.big)
-            ours.stop()
+            big = {}
+            try:
+                bench_big(ours, kubeconfig, big, args.big)
+            finally:
+                ours.stop()
+                report_scale(big)
     finally:
         for side in sides:
             side.stop()
@@ -670,22 +682,26 @@ def main():
             subprocess.run([sys.executable, os.path.join(ROOT, "hack", "localcluster.py"), "down"], check=False,
                            stdout=sys.stderr)
 
+
+def report_single(rows, figures, note):
     print("operator benchmark (%d cores, load %.1f)" % (os.cpu_count(), os.getloadavg()[0]))
     print("operator no-op resync: %.4f CPU-s" % rows["CPU-s per no-op resync"]["ours"])
     print("operator change->applied p50: %.3f s" % rows["replica change -> StatefulSet updated, p50 (s)"]["ours"])
-    key = "operator %d clusters idle (CPU-s/min)" % args.clusters
-    if key in figures:
-        print("operator %d clusters idle: %.3f CPU-s/min" % (args.clusters, figures.pop(key)))
     print_table(rows, note)
     means, runs, total = figures.pop("phases", ({}, 0, 0))
     if runs:
         print("\nwhere a role run's time goes (ours, mean of %d runs, %.2f s each)" % (runs, total / runs))
         for phase, seconds in means.items():
             print("  %-20s %.3f s" % (phase, seconds))
+    sys.stdout.flush()
+
+
+def report_scale(figures):
     if figures:
-        print("\nscale (ours)")
+        print("\nscale (ours, load %.1f)" % os.getloadavg()[0])
         for key, value in figures.items():
             print("  %-72s %s" % (key, ("%.3f" % value) if isinstance(value, float) else value))
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -264,8 +264,9 @@ class Controller:
             elif result.changed:
                 self.kube.event(obj, "Normal", "DriftRepaired", "%s: %d task(s) changed" % (why, result.changed))
             if w.manage_status:
+                # From the cache: the role's own status write has normally arrived by now (else a 409, a read).
                 self.kube.update_status(w, namespace, name, lambda old, _o: cond.finished_status(
-                    old, generation, cond.Outcome(ok=True), now_iso(), digest))
+                    old, generation, cond.Outcome(ok=True), now_iso(), digest), current=self.cached(*key))
             return self._after_success(w, key, result)
         return self._after_failure(w, key, obj, memo, gens, result)
 

@@ -163,15 +163,16 @@ class Kube:
                 return None
             raise
 
-    def update_status(self, w, namespace, name, compute, attempts=5):
+    def update_status(self, w, namespace, name, compute, attempts=5, current=None):
         """Read the object, ``compute(old_status, obj) -> new status`` and write it to the status subresource.
 
         Skips the write when nothing but timestamps would change. Retries a lost optimistic-concurrency race
-        (409) with a fresh read; returns the written object, or None if the object is gone.
+        (409) with a fresh read; returns the written object, or None if the object is gone. ``current``: a copy
+        already at hand (the watch cache) tried first instead of a read; a stale one costs a 409 and a read.
         """
         from .conditions import same_status  # pure
         for attempt in range(attempts):
-            obj = self.get(w, namespace, name)
+            obj = current if attempt == 0 and current is not None else self.get(w, namespace, name)
             if obj is None:
                 return None
             old = obj.get("status") or {}

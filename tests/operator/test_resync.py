@@ -183,7 +183,7 @@ class ApiObjects:
     def event(self, obj, event_type, reason, message):
         self.events.append(reason)
 
-    def update_status(self, w, namespace, name, compute):
+    def update_status(self, w, namespace, name, compute, current=None):
         self.cluster["status"] = compute(self.cluster.get("status") or {}, self.cluster)
         return self.cluster
 
