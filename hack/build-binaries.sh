@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build the pinned Kubernetes control plane, kubectl, etcd and kwok from the Go module proxy.
 # Cached under ${SOPERATOR_CACHE:-~/.cache/soperator}/<component>-<version>/bin; a cached build is reused.
-# Usage: hack/build-binaries.sh [control-plane|node|ansible-operator|all]
+# Usage: hack/build-binaries.sh [control-plane|node|ansible-operator|slurm-exporter|all]
 #   node = what `hack/localcluster.py up --real-node` needs: kubelet, kube-proxy, CoreDNS (a build with only
 #   the plugins we use, hack/realnode/coredns/main.go) and the static pause binary (hack/realnode/pause.c).
+#   slurm-exporter = our Prometheus exporter for Slurm (exporter/), which the exporter image carries; prints its path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
@@ -20,6 +21,10 @@ ansible_operator_dir=$cache/ansible-operator-$ANSIBLE_OPERATOR_VERSION
 # The pause binary is our own source: keyed by its hash, so an edit rebuilds it.
 pause_dir=$cache/pause-$(sha256sum "$here/realnode/pause.c" | cut -c1-12)
 kubeget_dir=$cache/kubeget-$(sha256sum "$here/realnode/kubeget/main.go" | cut -c1-12)
+# Our exporter: keyed by its sources, its module files and the Go version (an edit rebuilds it).
+exporter_src=$here/../exporter
+exporter_key=$( (cd "$exporter_src" && cat go.mod go.sum ./*.go && go version) | sha256sum | cut -c1-12)
+exporter_dir=$cache/slurm-exporter-$exporter_key
 
 # A wrapper module: k8s.io/kubernetes replaces its staging modules with ./staging paths that do not
 # exist in the published module, so point each at its published v0.x.y twin.
@@ -117,6 +122,19 @@ build_pause() {
   echo "built: pause -> $pause_dir"
 }
 
+# Static (no cgo): the image and the test rootfs run it as it is. Dependencies from the Go module proxy, checked
+# against the committed go.sum.
+build_slurm_exporter() {
+  if [ ! -x "$exporter_dir/slurm-exporter" ]; then
+    mkdir -p "$exporter_dir"
+    (cd "$exporter_src" && GOFLAGS=-mod=readonly go test ./... >&2 &&
+     go build -trimpath -ldflags "-s -w -X main.version=$exporter_key" -o "$exporter_dir/slurm-exporter.tmp" .)
+    mv "$exporter_dir/slurm-exporter.tmp" "$exporter_dir/slurm-exporter"
+    echo "built: slurm-exporter -> $exporter_dir" >&2
+  fi
+  echo "$exporter_dir/slurm-exporter"
+}
+
 # The test image's in-cluster API client (stdlib Go, static).
 build_kubeget() {
   [ -x "$kubeget_dir/kubeget" ] && { echo "cached: kubeget in $kubeget_dir"; return 0; }
@@ -141,6 +159,8 @@ case $what in
     build_kubeget ;;
   ansible-operator)
     build_ansible_operator ;;
+  slurm-exporter)
+    build_slurm_exporter ;;
   all) "$0" control-plane; "$0" node ;;
-  *) echo "usage: $0 [control-plane|node|ansible-operator|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [control-plane|node|ansible-operator|slurm-exporter|all]" >&2; exit 2 ;;
 esac

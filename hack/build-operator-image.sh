@@ -20,6 +20,12 @@ if [ -f "$archive" ] && [ "$(cat "$archive.inputs" 2>/dev/null)" = "$inputs" ]; 
   fi
   exit 0
 fi
+# The engine's lock for the whole build (hack/images.sh takes the same one): another build or an image test
+# must not stop the engine or replace the base image under this one.
+mkdir -p "$cache"
+exec 9>"$cache/.images.lock"
+flock 9
+export SOPERATOR_IMAGES_LOCK_HELD=1
 hack/images.sh build
 running=0
 [ -S /run/soperator-docker/docker.sock ] && docker -H unix:///run/soperator-docker/docker.sock info >/dev/null 2>&1 && running=1

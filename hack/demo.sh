@@ -22,8 +22,8 @@ kubectl="$HOME/.cache/soperator/kubernetes-$k8s_version/bin/kubectl --kubeconfig
 
 # The images (built once, cached), loaded into the real node's containerd: there is no registry.
 hack/images.sh build save
-images=${SOPERATOR_CACHE:-$HOME/.cache/soperator}/images
-python3 hack/localcluster.py import-image "$images"/{slurm-controller,slurm-worker,slurm-login,jail,populate-jail}-0.1.0.tar
+mapfile -t archives < <(hack/images.sh archives)
+python3 hack/localcluster.py import-image "${archives[@]}"
 
 # The collection artifact (not the checkout), as `ansible-galaxy collection install` users get it.
 dist=$root/.cache/demo/dist

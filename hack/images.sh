@@ -3,7 +3,8 @@
 #
 # Usage: hack/images.sh COMMAND...     (several commands run in order with one engine start)
 #   build    debootstrap (cached) a Debian trixie minbase rootfs, import it, build every image whose inputs
-#            changed, in dependency order: slurm-base -> controller, worker, login, jail; populate-jail
+#            changed, in dependency order: slurm-base -> controller, worker, login, jail, slurmdbd, slurmrestd,
+#            slurm-exporter; populate-jail, mariadb
 #   save     write each image as a docker-archive to ~/.cache/soperator/images/<name>-<version>.tar
 #            (`ctr images import` loads them into containerd; `docker load` into Docker)
 #   start    start the engine and leave it running (prints the DOCKER_HOST to use)
@@ -12,6 +13,7 @@
 #   shell    start the engine, open $SHELL with DOCKER_HOST set, stop the engine when the shell exits
 #   env      print `export DOCKER_HOST=...` for the engine
 #   list     the images this script builds, one `name tag` per line
+#   archives the archive paths `save` writes (the images pods run), one per line: what a node imports
 # `build` and `save` stop the engine at the end unless it was already running (or SOPERATOR_KEEP_ENGINE=1).
 #
 # Environment:
@@ -60,6 +62,10 @@ IMAGES=(
   "slurm-login images/login slurm-base"
   "jail images/jail slurm-base"
   "populate-jail images/populate-jail -"
+  "slurmdbd images/slurmdbd slurm-base"
+  "slurmrestd images/slurmrestd slurm-base"
+  "slurm-exporter images/slurm-exporter slurm-base"
+  "mariadb images/mariadb -"
 )
 
 log() { printf 'images: %s\n' "$*" >&2; }
@@ -248,6 +254,14 @@ make_context() {
     mkdir -p "$ctx/apt"
     if [[ -n ${SLURM_APT_KEY:-} ]]; then cp "$SLURM_APT_KEY" "$ctx/apt/slurm.asc"; fi
   fi
+  if [[ $name == mariadb ]]; then
+    mkdir -p "$ctx/lib"
+    cp -a "$ROOT/images/lib/soperator-entrypoint" "$ctx/lib/"
+  fi
+  if [[ $name == slurm-exporter ]]; then
+    # The static binary of exporter/, built (cached) from its sources: its bytes are part of the inputs hash.
+    cp "$("$ROOT/hack/build-binaries.sh" slurm-exporter)" "$ctx/slurm-exporter"
+  fi
 }
 
 # Inputs hash: the context's files (names, modes, contents), the build args and the parent's hash.
@@ -325,6 +339,16 @@ cmd_save() {
   done
 }
 
+# The archives `save` writes (every image a pod runs), one path per line: what gets imported into a node.
+cmd_archives() {
+  local entry n
+  for entry in "${IMAGES[@]}"; do
+    read -r n _ <<<"$entry"
+    [[ $n == slurm-base ]] && continue
+    echo "$CACHE_ROOT/images/$n-$VERSION.tar"
+  done
+}
+
 cmd_list() {
   local entry n
   for entry in "${IMAGES[@]}"; do
@@ -334,15 +358,19 @@ cmd_list() {
 }
 
 main() {
-  (($#)) || { sed -n '2,26p' "$0"; exit 2; }
-  [[ $1 == -h || $1 == --help ]] && { sed -n '2,26p' "$0"; exit 0; }
+  (($#)) || { sed -n '2,29p' "$0"; exit 2; }
+  [[ $1 == -h || $1 == --help ]] && { sed -n '2,29p' "$0"; exit 0; }
   [[ $1 == list ]] && { cmd_list; exit 0; }
+  [[ $1 == archives ]] && { cmd_archives; exit 0; }
   [[ $1 == env ]] && { echo "export DOCKER_HOST=$DOCKER_HOST"; exit 0; }
   [[ $(id -u) == 0 ]] || die "must run as root (dockerd, debootstrap)"
   mkdir -p "$CACHE_ROOT"
-  # One user of the engine's lifecycle at a time (builds, tests).
-  exec 9>"$CACHE_ROOT/.images.lock"
-  flock 9
+  # One user of the engine's lifecycle at a time (builds, tests). A caller that holds the lock for longer (the
+  # operator image build) says so, and its nested calls go on under its lock.
+  if [[ ${SOPERATOR_IMAGES_LOCK_HELD:-} != 1 ]]; then
+    exec 9>"$CACHE_ROOT/.images.lock"
+    flock 9
+  fi
   local was_up=0 stop_at_end=0 cmd
   engine_up && was_up=1
   for cmd in "$@"; do
@@ -353,10 +381,10 @@ main() {
       stop | clean) engine_stop ;;
       shell)
         engine_start
-        flock -u 9
+        flock -u 9 2>/dev/null || true
         log "DOCKER_HOST=$DOCKER_HOST; the engine stops when this shell exits"
         "${SHELL:-/bin/bash}" || true
-        flock 9
+        [[ ${SOPERATOR_IMAGES_LOCK_HELD:-} == 1 ]] || flock 9
         engine_stop ;;
       *) die "unknown command $cmd (see $0 --help)" ;;
     esac

@@ -477,7 +477,19 @@ def real_node_plan():
     inst = instance_id()
     return {"name": REAL_NODE, "id": inst, "bridge": "slc" + inst, "network": "soperator-" + inst,
             "subnet": POD_SUBNET, "gateway": POD_GATEWAY, "cgroup_root": "/soperator-" + inst,
-            "dns_ip": DNS_SERVICE_IP, "socket": state_path("node", "containerd", "containerd.sock")}
+            "dns_ip": DNS_SERVICE_IP, "socket": containerd_socket(inst)}
+
+
+# containerd refuses a socket path longer than 104 bytes (its ttrpc socket adds ".ttrpc"): a deep state dir
+# (pytest's numbered temp dirs) gets its sockets in a short per-instance directory in /run, removed by `down`.
+SOCKET_PATH_MAX = 104 - len(".ttrpc")
+
+
+def containerd_socket(inst):
+    path = state_path("node", "containerd", "containerd.sock")
+    if len(path) <= SOCKET_PATH_MAX:
+        return path
+    return os.path.join("/run", "soperator-localcluster-" + inst, "containerd.sock")
 
 
 def real_node_preflight(real):
@@ -674,6 +686,7 @@ def start_real_node(state, bins, procs):
     cd = os.path.join(node, "containerd")
     for d in ("containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "volume-plugins"):
         os.makedirs(os.path.join(node, d), exist_ok=True)
+    os.makedirs(os.path.dirname(real["socket"]), mode=0o711, exist_ok=True)
     make_cgroup_root(state)
     procs.append(("apiserver-forward", spawn(state, "apiserver-forward", [
         sys.executable, os.path.abspath(__file__), "apiserver-forward"])))
@@ -817,6 +830,9 @@ def real_node_host_cleanup(state):
         except OSError:
             pass
     cleanup_host_dirs(state, before.get("host_dirs"))
+    sockdir = os.path.dirname(real.get("socket", ""))
+    if not sockdir.startswith(STATE + "/") and os.path.basename(sockdir) == "soperator-localcluster-" + real["id"]:
+        shutil.rmtree(sockdir, ignore_errors=True)
     if os.path.exists(REAL_NODE_OWNER) and read_text(REAL_NODE_OWNER).strip() == STATE:
         os.unlink(REAL_NODE_OWNER)
 

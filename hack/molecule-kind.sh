@@ -13,4 +13,5 @@ if [ ${#why[@]} -gt 0 ]; then
   printf 'molecule kind scenario SKIPPED: %s\n' "$(IFS=';'; echo "${why[*]}")"
   exit 0
 fi
+hack/images.sh build save  # the archives create.yml loads into kind
 exec .venv/bin/molecule test -s kind

@@ -18,8 +18,12 @@ set -euo pipefail
 
 SUITE=trixie
 # busybox-static: the test jail is built from it, and its `ip` brings up loopback in the
-# tests' network namespace. util-linux (in minbase) brings runuser, setpriv, nsenter.
-PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev gcc make libc6-dev busybox-static)
+# tests' network namespace. util-linux (in minbase) brings runuser, setpriv, nsenter. python3: the worker image's
+# health program (images/worker/soperator_health.py) runs under real slurmd in tests/slurm. slurmdbd, slurmrestd
+# and mariadb-server: the accounting tests run Debian's MariaDB, slurmdbd and the REST API (auth/jwt from
+# slurm-wlm-jwt-plugin) as the images do.
+PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev gcc make libc6-dev busybox-static python3
+  slurmdbd slurmrestd slurm-wlm-jwt-plugin mariadb-server mariadb-client)
 # Bump when the recipe changes in a way the package list does not show.
 RECIPE_VERSION=1
 

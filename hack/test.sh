@@ -66,8 +66,8 @@ stage "images: built (cached), imported into the real node"
 hack/images.sh build save
 if [ -n "$real_dir" ]; then
   export SOPERATOR_E2E_DIR=$real_dir
-  SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py import-image \
-    "$HOME"/.cache/soperator/images/{slurm-controller,slurm-worker,slurm-login,jail,populate-jail}-0.1.0.tar
+  mapfile -t archives < <(hack/images.sh archives)
+  SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py import-image "${archives[@]}"
 fi
 
 stage "integration tests against the real kube-apiserver"
@@ -77,7 +77,10 @@ stage "operator: runtime unit tests, the runtime on the host, and upstream's ans
 hack/build-binaries.sh ansible-operator
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/operator
 
-stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd"
+stage "the exporter: Go unit tests on recorded Slurm outputs, static build (cached)"
+hack/build-binaries.sh slurm-exporter
+
+stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd; accounting (MariaDB, slurmdbd), slurmrestd, the exporter"
 hack/slurm-rootfs.sh
 $py -m pytest -q -ra -p no:cacheprovider tests/slurm
 

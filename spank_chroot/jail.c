@@ -11,12 +11,15 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,6 +29,48 @@
 
 /* Paths of the node always bound into the jail, before the configured ones. */
 static const char *const node_paths[] = {"/dev", "/sys", "/tmp", "/run"};
+/* ... of which these read-only, with every mount below them (the node's
+ * cgroup tree is writable in slurmd's container: not for jobs). */
+static const char *const node_paths_ro[] = {"/sys"};
+
+/* Parts of the fresh /proc a task may read but not write, as container
+ * runtimes keep them (runc's readonlyPaths): kernel tunables, sysrq. */
+static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger",
+				      "/proc/irq", "/proc/bus", "/proc/fs"};
+
+/*
+ * What only entering the jail needs. Once the task is in it they leave the
+ * task's bounding, ambient, inheritable, permitted and effective sets, so
+ * no process of the step, root's included, can hold them again (an execve
+ * as root, or of a setuid program, gets no capability outside the bounding
+ * set). CAP_SETPCAP last: dropping from the bounding set needs it.
+ */
+static const struct {
+	int cap;
+	const char *name;
+} jail_caps[] = {
+	{CAP_SYS_ADMIN, "CAP_SYS_ADMIN"},
+	{CAP_SYS_CHROOT, "CAP_SYS_CHROOT"},
+	{CAP_SETPCAP, "CAP_SETPCAP"},
+};
+
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+/* struct mount_attr of <linux/mount.h>, which clashes with <sys/mount.h>
+ * in some glibc versions. */
+struct sc_mount_attr {
+	uint64_t attr_set;
+	uint64_t attr_clr;
+	uint64_t propagation;
+	uint64_t userns_fd;
+};
 
 struct fdpath {
 	char s[32];
@@ -59,6 +104,47 @@ static void close_fd(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
+}
+
+/*
+ * Remount read-only the mount behind fd and every mount below it (one
+ * mount_setattr(2), Linux >= 5.12; else each mount of /proc/self/mountinfo
+ * at or below its path). shown names it in errors.
+ */
+static int make_readonly(int fd, const char *shown)
+{
+	struct sc_mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+	char line[PATH_MAX * 2], point[PATH_MAX], sub[PATH_MAX + 32];
+	size_t len;
+	FILE *info;
+	int rc = 0;
+
+	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE,
+		    &attr, sizeof(attr)) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return fail("recursive read-only remount of", shown, errno);
+	if (mount(NULL, fd_path(fd).s, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY,
+		  NULL) < 0)
+		return fail("read-only remount of", shown, errno);
+	info = fopen("/proc/self/mountinfo", "re");
+	if (!info)
+		return fail("read", "/proc/self/mountinfo", errno);
+	len = strlen(shown);
+	/* field 5 is the mount point; kernel file systems' names have no
+	 * spaces (escaped as \040 if they had: such a mount is not ours) */
+	while (rc == 0 && fgets(line, sizeof(line), info)) {
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1)
+			continue;
+		if (strncmp(point, shown, len) != 0 || point[len] != '/')
+			continue;
+		snprintf(sub, sizeof(sub), "%s", point);
+		if (mount(NULL, sub, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY,
+			  NULL) < 0)
+			rc = fail("read-only remount of", sub, errno);
+	}
+	fclose(info);
+	return rc;
 }
 
 /*
@@ -97,11 +183,8 @@ static int bind_into(const char *jail, int jailfd, const char *src,
 			fail("reopen mountpoint", shown, -tfd);
 			goto out;
 		}
-		if (mount(NULL, fd_path(tfd).s, NULL,
-			  MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0) {
-			fail("read-only remount of", shown, errno);
+		if (make_readonly(tfd, shown) < 0)
 			goto out;
-		}
 	}
 	rc = 0;
 out:
@@ -238,6 +321,53 @@ static int bind_spool(const struct sc_options *o, int jailfd,
 	return bind_into(o->jail, jailfd, path, path, false, false);
 }
 
+static bool is_read_only_node_path(const char *path)
+{
+	for (size_t i = 0; i < sizeof(node_paths_ro) / sizeof(*node_paths_ro);
+	     i++)
+		if (!strcmp(path, node_paths_ro[i]))
+			return true;
+	return false;
+}
+
+/* See jail_caps. Fails (the task must not run) when a capability cannot be
+ * dropped: slurmd then lacks CAP_SETPCAP. */
+static int drop_jail_caps(void)
+{
+	struct __user_cap_header_struct head = {
+		.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	size_t n = sizeof(jail_caps) / sizeof(*jail_caps);
+
+	for (size_t i = 0; i < n; i++) {
+		int cap = jail_caps[i].cap, lowered;
+
+		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 &&
+		    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+			return fail("drop from the bounding set:",
+				    jail_caps[i].name, errno);
+		/* EINVAL: a kernel without ambient capabilities */
+		lowered = prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, cap, 0L,
+				0L);
+		if (lowered < 0 && errno != EINVAL)
+			return fail("lower the ambient", jail_caps[i].name,
+				    errno);
+	}
+	if (syscall(SYS_capget, &head, data) < 0)
+		return fail("read capabilities of", "the task", errno);
+	for (size_t i = 0; i < n; i++) {
+		int cap = jail_caps[i].cap;
+		uint32_t bit = 1u << (cap % 32);
+
+		data[cap / 32].effective &= ~bit;
+		data[cap / 32].permitted &= ~bit;
+		data[cap / 32].inheritable &= ~bit;
+	}
+	if (syscall(SYS_capset, &head, data) < 0)
+		return fail("lower capabilities of", "the task", errno);
+	return 0;
+}
+
 static int enter_root(const struct sc_options *o, int jailfd)
 {
 	if (fchdir(jailfd) < 0)
@@ -280,9 +410,17 @@ int sc_jail_enter(const struct sc_options *o, const struct sc_job *job)
 
 	if (mount_proc(o->jail, jailfd) < 0)
 		goto out;
+	for (size_t i = 0; i < sizeof(proc_ro) / sizeof(*proc_ro); i++) {
+		char src[PATH_MAX];
+
+		snprintf(src, sizeof(src), "%s%s", o->jail, proc_ro[i]);
+		if (bind_into(o->jail, jailfd, src, proc_ro[i], true, true) < 0)
+			goto out;
+	}
 	for (size_t i = 0; i < sizeof(node_paths) / sizeof(*node_paths); i++)
 		if (bind_into(o->jail, jailfd, node_paths[i], node_paths[i],
-			      false, false) < 0)
+			      is_read_only_node_path(node_paths[i]),
+			      false) < 0)
 			goto out;
 	if (bind_spool(o, jailfd, job) < 0)
 		goto out;
@@ -296,6 +434,8 @@ int sc_jail_enter(const struct sc_options *o, const struct sc_job *job)
 			goto out;
 	}
 	if (enter_root(o, jailfd) < 0)
+		goto out;
+	if (drop_jail_caps() < 0)
 		goto out;
 	rc = 0;
 out:

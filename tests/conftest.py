@@ -14,6 +14,7 @@ The collection is importable as ``ansible_collections.soperator.slurm`` through 
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -92,6 +93,31 @@ def kubectl(kubeconfig):
                               capture_output=True, text=True, check=check)
 
     return run
+
+
+CRD_DIR = os.path.join(ROOT, "roles", "crds", "files")
+
+
+@pytest.fixture(scope="session")
+def apply_crds(kubectl):
+    """Apply the collection's CRDs (server-side, as ``field_manager``) and wait until both are Established.
+
+    Not `kubectl wait --for=condition=Established`: on a CRD the API server has not given conditions yet (the
+    large SlurmCluster schema, right after the apply) it fails at once ("accessor error: <nil>") instead of
+    waiting."""
+    def apply(field_manager):
+        kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", field_manager, "-f", CRD_DIR)
+        names = ["slurmclusters.slurm.soperator.dev", "nodesets.slurm.soperator.dev"]
+        deadline = time.monotonic() + 60
+        while True:
+            states = [kubectl("get", "crd", name, "-o", "jsonpath={.status.conditions[?(@.type==\"Established\")]"
+                              ".status}", check=False).stdout for name in names]
+            if states == ["True", "True"]:
+                return
+            assert time.monotonic() < deadline, "CRDs not Established after 60 s: %s" % dict(zip(names, states))
+            time.sleep(0.2)
+
+    return apply
 
 
 @pytest.fixture

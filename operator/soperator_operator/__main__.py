@@ -43,6 +43,12 @@ def parse_args(argv=None):
     p.add_argument("--backoff-cap", default="5m", help="longest wait between retries of a transient failure")
     p.add_argument("--reconcile-period", default=os.environ.get("RECONCILE_PERIOD") or None,
                    help="override every watch's reconcilePeriod (for drift-checked kinds: the in-memory check)")
+    p.add_argument("--watch-nodes", action="store_true", default=False,
+                   help="watch Kubernetes Nodes: a cordon runs the converge of the clusters with workers on it "
+                        "(needs get/list/watch on nodes: the role's operator_read_nodes)")
+    p.add_argument("--status-period", default=os.environ.get("STATUS_PERIOD", "30s"),
+                   help="how often Slurm's node states are read into NodeSet counts and worker pod conditions "
+                        "(one scontrol exec per cluster; 0: only when the role runs)")
     p.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     p.add_argument("--version", action="version", version=__version__)
     args = p.parse_args(argv)
@@ -99,6 +105,12 @@ def main(argv=None):
         log.info("leading: watching %s in %s", ", ".join(w.kind for w in watches),
                  ", ".join(args.namespace) or "all namespaces")
         controller.start()
+        if args.watch_nodes:
+            from .nodes import NodeWatch
+            NodeWatch(kube, controller).start()
+        if parse_duration(args.status_period) > 0:
+            from .slurmstatus import SlurmStatus
+            SlurmStatus(kube, controller, parse_duration(args.status_period)).start()
 
     def lost_leadership():
         # As client-go's leader election: stop at once. Runs in flight are killed (SSA and scontrol are
@@ -106,7 +118,7 @@ def main(argv=None):
         metrics.leader.set(0)
         log.error("lost leadership: cancelling runs in flight and exiting")
         controller.abort()
-        runner.close()
+        runner.close(helpers=True)
         logging.shutdown()
         os._exit(1)
 

@@ -191,6 +191,38 @@ class Kube:
                 raise
         return None
 
+    # --- Slurm status (slurmstatus.py) -------------------------------------------------------------------------
+    def exec_argv(self, namespace, pod, container, argv, timeout=30):
+        """(rc, stdout, stderr) of argv in a container (no shell, no tty)."""
+        from kubernetes.stream import stream
+        ws = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace, command=list(argv),
+                    container=container, stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False)
+        try:
+            ws.run_forever(timeout=timeout)
+            if ws.is_open():
+                return 124, ws.read_stdout(), ws.read_stderr()
+            rc = ws.returncode
+            return (rc if rc is not None else 1), ws.read_stdout(), ws.read_stderr()
+        finally:
+            ws.close()
+
+    def patch_nodeset_counts(self, namespace, name, counts):
+        """Merge the Slurm node counts into a NodeSet's status (its conditions and the rest stay)."""
+        try:
+            self.custom.patch_namespaced_custom_object_status("slurm.soperator.dev", "v1alpha1", namespace,
+                                                              "nodesets", name, {"status": counts})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def patch_pod_condition(self, namespace, name, condition):
+        """One condition of a pod's status (strategic merge by type: the kubelet's conditions stay)."""
+        try:
+            self.core.patch_namespaced_pod_status(name, namespace, {"status": {"conditions": [condition]}})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     # --- children and events ----------------------------------------------------------------------------------
     def event(self, obj, event_type, reason, message):
         """A core/v1 Event on ``obj``; failures to record are logged, never raised."""

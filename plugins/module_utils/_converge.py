@@ -25,11 +25,16 @@ from typing import Any, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
-from ansible_collections.soperator.slurm.plugins.module_utils import kinds, login_check, names, objects, slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils import (
+    fieldmap, kinds, login_check, names, objects, projection, render, slurm_check,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import _api_message, _body, apply_manifests
+from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import (
+    Applier, DryRunRefused, _api_message, _body, apply_manifests,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError, clients
 from ansible_collections.soperator.slurm.plugins.module_utils._slurm import KubernetesExecTransport, Slurm, SlurmError
 
@@ -47,6 +52,15 @@ except ImportError:  # the module reports the missing library first
         pass
 
 FINALIZER = names.GROUP + "/finalizer"
+
+
+class SecretMissing(Exception):
+    """A key Secret of the cluster is gone while its pods hold the keys: generating a new one would split the
+    cluster (munge refuses every credential between old and new pods). Nothing was applied."""
+
+    def __init__(self, message):
+        super(SecretMissing, self).__init__(message)
+        self.message = message
 
 
 class InvalidDefinition(Exception):
@@ -67,7 +81,8 @@ class Converger(object):
     for ``scontrol`` in that controller pod (tests pass a local one)."""
 
     def __init__(self, client, namespace, name, field_manager, slurm_transport, check_mode=False, diff=False,
-                 on_secret=None, clock=time.time, sleep=time.sleep, write_status=True, nodeset_finalizer=False):
+                 on_secret=None, clock=time.time, sleep=time.sleep, write_status=True, nodeset_finalizer=False,
+                 policy=None):
         self.client = client
         self.namespace = namespace
         self.name = name
@@ -80,6 +95,7 @@ class Converger(object):
         self.sleep = sleep
         self.write_status = write_status and not check_mode
         self.nodeset_finalizer = nodeset_finalizer
+        self.policy = policy  # the installer's (policy.normalize); None: not judged
         self._res = {}
 
     # --- API plumbing ---------------------------------------------------------------------------------------
@@ -106,6 +122,28 @@ class Converger(object):
                 raise
             raise KubernetesError("%s: cannot reach the Kubernetes API: %s" % (what, e))
 
+    def get_namespace(self):
+        res = self.resource("v1", "Namespace")
+        try:
+            return _body(self._call("get Namespace %s" % self.namespace, res.get, name=self.namespace,
+                                    serialize=False, expect=NotFoundError))
+        except NotFoundError:
+            return None
+
+    def served(self, api_version, kind):
+        """Whether the cluster serves a kind (another project's CRD); remembered for this Converger."""
+        key = (api_version, kind)
+        if key not in self._res:
+            try:
+                self._res[key] = self.client.resources.get(api_version=api_version, kind=kind)
+            except Exception:  # ResourceNotFoundError: not served; discovery failures count as not served too
+                return False
+        return True
+
+    def served_kinds(self):
+        """The optional kinds (kinds.OWNED) the cluster serves: only those are rendered."""
+        return tuple(k.kind for k in kinds.OWNED if k.optional and self.served(kinds.api_version(k), k.kind))
+
     def get_cr(self, kind, name):
         res = self.resource(names.API_VERSION, kind)
         try:
@@ -124,9 +162,23 @@ class Converger(object):
             item.setdefault("kind", kind)
         return items
 
-    def nodesets(self):
-        return [ns for ns in self.list(names.API_VERSION, names.NODESET_KIND)
-                if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == self.name]
+    def nodesets(self, every=None):
+        """This cluster's NodeSets (of ``every`` NodeSet of the namespace, listed when not given)."""
+        if every is None:
+            every = self.list(names.API_VERSION, names.NODESET_KIND)
+        return [ns for ns in every if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == self.name]
+
+    def owners(self, nodesets=None, clusters=None):
+        """Every SlurmCluster and NodeSet of the namespace as ``spec.name_collisions`` wants them."""
+        if clusters is None:
+            clusters = self.list(names.API_VERSION, names.CLUSTER_KIND)
+        if nodesets is None:
+            nodesets = self.list(names.API_VERSION, names.NODESET_KIND)
+        return ([{"cluster": c["metadata"]["name"], "nodeset": None,
+                  "created": c["metadata"].get("creationTimestamp")} for c in clusters]
+                + [{"cluster": ((ns.get("spec") or {}).get("clusterRef") or {}).get("name"),
+                    "nodeset": ns["metadata"]["name"], "created": ns["metadata"].get("creationTimestamp")}
+                   for ns in nodesets])
 
     def patch_status(self, kind, name, compute, attempts=5):
         """Read, compute the new status from the old, write it to the status subresource if it differs."""
@@ -180,7 +232,8 @@ class Converger(object):
 
     # --- one pass -------------------------------------------------------------------------------------------
     def observe(self, cluster, extra_leaving=()):
-        nodesets = self.nodesets()
+        every = self.list(names.API_VERSION, names.NODESET_KIND)
+        nodesets = self.nodesets(every)
         leaving = set(extra_leaving)
         marked = []
         for ns in nodesets:
@@ -199,8 +252,32 @@ class Converger(object):
         else:
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
-                    "login_sessions": self.login_sessions(statefulsets, pods)}
+                    "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
+                    "owners": self.owners(every)}
+        settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
+        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
+            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
+
+    def kubernetes_nodes(self, pods):
+        """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
+        when Nodes may not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
+        res = self.resource("v1", "Node")
+        found = {}
+        hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
+                    if (p.get("spec") or {}).get("nodeName"))
+        for host in sorted(hosts):
+            try:
+                node = _body(self._call("get Node %s" % host, res.get, name=host, serialize=False,
+                                        expect=NotFoundError))
+            except NotFoundError:
+                continue
+            except KubernetesError as e:
+                return None, "cannot read Kubernetes nodes: %s" % e.msg
+            found[host] = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+                           "conditions": dict((c.get("type"), c.get("status"))
+                                              for c in (node.get("status") or {}).get("conditions") or ())}
+        return found, None
 
     def login_sessions(self, statefulsets, pods):
         """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
@@ -267,8 +344,46 @@ class Converger(object):
         if found:
             raise SpecErrors([SpecError(found[0], found[1])])
 
-    def act(self, plan, slurm_error):
-        """Carry ``plan`` out; returns what was done."""
+    def applier(self, manifests, keep=()):
+        """The apply of the cluster's ``manifests``, observed (live copies listed) but not run."""
+        return Applier(
+            self.client, manifests, self.field_manager, prune_selector="%s=%s" % (names.LABEL_CLUSTER, self.name),
+            prune_kinds=kinds.prune_kinds(), prune_namespaces=[self.namespace], check_mode=self.check_mode,
+            diff=self.diff, on_secret=self.on_secret, keep=set(keep)).observe()
+
+    def preflight(self, cluster, nodesets, observed, now):
+        """The plan, and its apply once the API server accepted every write of it in a dry run.
+
+        Objects of a NodeSet the API server refuses make that NodeSet invalid (Degraded, its objects left as they
+        are) and the plan is made again without it; a refusal of anything else raises SpecErrors naming the user's
+        field. A key Secret that is missing while the cluster's pods run raises SecretMissing. Nothing is written
+        here."""
+        refused = {}
+        while True:
+            plan = core.plan(cluster, nodesets, observed, now, policy=self.policy, refused=refused)
+            self.check_slurm_config(cluster, plan, observed)
+            self.check_sshd_config(cluster, plan, observed)
+            applier = self.applier(plan.manifests, plan.keep)
+            refusals = applier.preflight()
+            if not refusals:
+                break
+            errors = fieldmap.refusal_errors(plan.cluster, plan.valid_nodesets, refusals)
+            cluster_errors, per_nodeset = core.split_errors(errors)
+            if cluster_errors or not per_nodeset or set(per_nodeset) & set(refused):
+                raise SpecErrors(errors)
+            refused.update(per_nodeset)
+        missing = [o["metadata"]["name"] for o in applier.absent()
+                   if objects.generator(o) and o["metadata"]["name"] in plan.secrets_held]
+        if missing:
+            raise SecretMissing(
+                "Secret(s) %s of SlurmCluster %s/%s are missing while its pods run with the keys they held: a new "
+                "key would lock the running daemons out of each other, so none is generated and nothing was "
+                "applied. Restore the Secret(s) from a backup, or set spec.maintenance: true (every pod stops; the "
+                "next run generates new keys) and then false again" % (", ".join(missing), self.namespace, self.name))
+        return plan, applier
+
+    def act(self, plan, slurm_error, applier=None):
+        """Carry ``plan`` out (its ``applier`` from :meth:`preflight`); returns what was done."""
         done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
                                 "replaced_pods": []}
         slurm = self.slurm()  # only called upon when the plan changes Slurm
@@ -278,11 +393,7 @@ class Converger(object):
             done["drained"] += nodes
         if plan.resume:
             done["resumed"] = plan.resume if self.check_mode else slurm.resume(plan.resume)
-        keep = set(plan.keep)
-        applied = apply_manifests(
-            self.client, plan.manifests, self.field_manager, prune_selector="%s=%s" % (names.LABEL_CLUSTER, self.name),
-            prune_kinds=kinds.prune_kinds(), prune_namespaces=[self.namespace], check_mode=self.check_mode,
-            diff=self.diff, on_secret=self.on_secret, keep=keep)
+        applied = (applier or self.applier(plan.manifests, plan.keep)).run()
         sts_res = self.resource("apps/v1", "StatefulSet")
         for sts_name, replicas in sorted(plan.scale.items()):
             if not self.check_mode:
@@ -306,7 +417,35 @@ class Converger(object):
             if not self.check_mode:
                 slurm.delete(plan.delete_nodes)
             done["deleted_nodes"] = list(plan.delete_nodes)
+        for pod_name, uid, host, why in plan.evict:
+            if not self.check_mode and not self.move_pod(pod_name, uid, host, why):
+                continue
+            done["replaced_pods"].append(pod_name)
         return applied, done
+
+    def move_pod(self, pod_name, uid, host, why):
+        """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
+        API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
+        if host:
+            res = self.resource("v1", "Node")
+            self._call("cordon Node %s" % host, self.client.patch, res, name=host, content_type=
+                       "application/merge-patch+json", body={"metadata": {"annotations": {
+                           names.ANNOTATION_CORDONED: "%s/%s: %s" % (self.namespace, pod_name, why)}},
+                           "spec": {"unschedulable": True}})
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod_name, "namespace": self.namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        try:
+            self._call("evict pod %s/%s" % (self.namespace, pod_name), self.client.request, "POST",
+                       "/api/v1/namespaces/%s/pods/%s/eviction" % (self.namespace, pod_name), body=body,
+                       expect=(NotFoundError, ConflictError))
+        except (NotFoundError, ConflictError):
+            return False
+        except KubernetesError as e:
+            if e.details.get("status") == 429:  # a disruption budget says not now
+                return False
+            raise
+        return True
 
     # --- the whole converge ---------------------------------------------------------------------------------
     def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
@@ -337,19 +476,23 @@ class Converger(object):
                 problems = data_deletion_problems(self, (cluster.get("spec") or {}).get("deletionPolicy"))
                 if problems:
                     raise SpecErrors(problems)
-                plan = core.plan(cluster, nodesets, observed, int(self.clock()))
-                self.check_slurm_config(cluster, plan, observed)
-                self.check_sshd_config(cluster, plan, observed)
+                plan, applier = self.preflight(cluster, nodesets, observed, int(self.clock()))
             except SpecErrors as e:
                 message = str(e)
                 self.patch_status(names.CLUSTER_KIND, self.name,
                                   lambda old, obj, m=message: st.invalid_cluster_status(
                                       old, obj, m, _now_iso(self.clock())))
                 raise InvalidDefinition(e)
+            except SecretMissing as e:
+                self.patch_status(names.CLUSTER_KIND, self.name,
+                                  lambda old, obj, m=e.message: st.invalid_cluster_status(
+                                      old, obj, m, _now_iso(self.clock()), reason=st.REASON_SECRET_MISSING,
+                                      phase="Failed"))
+                raise
             if slurm_error and plan.pending:
                 plan.pending.append("slurm: %s" % slurm_error)
             lap("render")
-            applied, done = self.act(plan, slurm_error)
+            applied, done = self.act(plan, slurm_error, applier)
             lap("apply")
             for entry in applied["objects"]:
                 ident = (entry["kind"], entry["namespace"], entry["name"])
@@ -414,8 +557,28 @@ class Converger(object):
                 self.patch_finalizers(ns, list(md.get("finalizers") or []) + [FINALIZER])
         return released
 
+    def report_pods(self, observed, plan, now):
+        """Each worker pod's SlurmNodeReady condition, written (pods/status) only when it changed."""
+        res = self.resource("v1", "Pod")
+        for name, desired in sorted(plan.pod_conditions.items()):
+            pod = observed["pods"].get(name)
+            live = projection.live_condition(pod)
+            if pod is None or projection.same_condition(live, desired):
+                continue
+            cond = dict(desired, lastTransitionTime=now if live is None or live.get("status") != desired["status"]
+                        else live.get("lastTransitionTime") or now)
+            try:
+                self._call("write the %s condition of pod %s/%s" % (desired["type"], self.namespace, name),
+                           self.client.patch, res.status, name=name, namespace=self.namespace,
+                           body={"status": {"conditions": [cond]}},
+                           content_type="application/strategic-merge-patch+json", expect=NotFoundError)
+            except NotFoundError:
+                continue
+
     def report(self, cluster, nodesets, observed, plan):
         now = _now_iso(self.clock())
+        if self.write_status:
+            self.report_pods(observed, plan, now)
         self.patch_status(names.CLUSTER_KIND, self.name, lambda old, obj: st.cluster_status(old, obj, plan, now))
         for ns in nodesets:
             name = ns["metadata"]["name"]
@@ -481,8 +644,7 @@ def split_definition(docs, namespace=None):
     return clusters[0], nodesets
 
 
-def apply_definition(conv, cluster, nodesets, check_mode, diff, on_secret):
-    """Apply the namespace, the SlurmCluster and its NodeSets (labelled as the cluster's)."""
+def _definition_docs(conv, cluster, nodesets):
     label = {names.LABEL_CLUSTER: conv.name}
     docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": conv.namespace}}]
     for doc in [cluster] + nodesets:
@@ -490,8 +652,84 @@ def apply_definition(conv, cluster, nodesets, check_mode, diff, on_secret):
                                       labels=dict(doc["metadata"].get("labels") or {}, **label)))
         doc.pop("status", None)
         docs.append(doc)
-    return apply_manifests(conv.client, docs, conv.field_manager, check_mode=check_mode, diff=diff,
-                           on_secret=on_secret)
+    return docs
+
+
+def apply_definition(conv, cluster, nodesets, check_mode, diff, on_secret):
+    """Apply the namespace, the SlurmCluster and its NodeSets (labelled as the cluster's)."""
+    return apply_manifests(conv.client, _definition_docs(conv, cluster, nodesets), conv.field_manager,
+                           check_mode=check_mode, diff=diff, on_secret=on_secret)
+
+
+def _definition_refusals(cluster, nodesets, refusals):
+    """Errors of a dry run of the definition's own documents: the API server's paths are the user's already."""
+    errors = []
+    for refusal in refusals:
+        obj = refusal["object"]
+        prefix = "nodesets[%s]." % obj["metadata"]["name"] if obj["kind"] == names.NODESET_KIND else ""
+        for cause in refusal.get("causes") or [{"field": "", "message": refusal["message"]}]:
+            errors.append(SpecError(prefix + (cause.get("field") or "spec"), "refused by the API server (dry run, "
+                                    "nothing was applied): %s" % (cause.get("message") or refusal["message"])))
+    return errors
+
+
+def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+    """Everything ``site.yml`` can know about a definition before it writes any of it, or SpecErrors:
+
+    the pure validation with the installer's policy and the stored objects (immutable fields); NodeSet names taken
+    by another cluster's NodeSets; names the cluster's objects would share with another owner's in the namespace;
+    then a server-side dry run of the documents themselves and of every object rendered from them."""
+    every_cluster = conv.list(names.API_VERSION, names.CLUSTER_KIND)
+    every_nodeset = conv.list(names.API_VERSION, names.NODESET_KIND)
+    live_cluster = next((c for c in every_cluster if c["metadata"]["name"] == conv.name), None)
+    live_nodesets = dict((ns["metadata"]["name"], ns) for ns in every_nodeset)
+    errors = []
+    for ns in nodesets:
+        name = ns["metadata"].get("name")
+        live = live_nodesets.get(name)
+        owner = ((live or {}).get("spec") or {}).get("clusterRef", {}).get("name")
+        if live is not None and owner != conv.name:
+            errors.append(SpecError("nodesets[%s].metadata.name" % name, "NodeSet %s/%s belongs to SlurmCluster %s: "
+                                    "a NodeSet cannot move between clusters (name this one differently)"
+                                    % (conv.namespace, name, owner)))
+    mine = dict((n, o) for n, o in live_nodesets.items() if (o.get("spec") or {}).get("clusterRef", {}).get(
+        "name") == conv.name)
+    try:
+        checked_cluster, checked = specs.validate_cluster_with_nodesets(
+            cluster, nodesets, collection_version, conv.policy, old_cluster=live_cluster, old_nodesets=mine)
+    except SpecErrors as e:
+        errors.extend(e.errors)
+    created = dict((n, o["metadata"].get("creationTimestamp")) for n, o in live_nodesets.items())
+    owners = conv.owners([o for o in every_nodeset if o["metadata"]["name"] not in
+                          set(ns["metadata"].get("name") for ns in nodesets) and
+                          (o.get("spec") or {}).get("clusterRef", {}).get("name") != conv.name],
+                         [c for c in every_cluster if c["metadata"]["name"] != conv.name])
+    owners.append({"cluster": conv.name, "nodeset": None,
+                   "created": ((live_cluster or {}).get("metadata") or {}).get("creationTimestamp")})
+    owners += [{"cluster": conv.name, "nodeset": ns["metadata"].get("name"),
+                "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
+    errors.extend(specs.name_collisions(owners, conv.name))
+    if errors:
+        raise SpecErrors(errors)
+    # The dry runs need the namespace: an empty one is the only thing created before the definition is judged
+    # (in check mode nothing is: the check-mode apply then predicts what it cannot ask).
+    if conv.get_namespace() is None:
+        if conv.check_mode:
+            return
+        apply_manifests(conv.client, _definition_docs(conv, cluster, [])[:1], conv.field_manager)
+    refusals = Applier(conv.client, _definition_docs(conv, cluster, nodesets), conv.field_manager,
+                       check_mode=conv.check_mode).observe().preflight()
+    if refusals:
+        raise SpecErrors(_definition_refusals(cluster, nodesets, refusals))
+    uid = ((live_cluster or {}).get("metadata") or {}).get("uid")
+    shown = dict(checked_cluster, metadata=dict(checked_cluster["metadata"], uid=uid)) if uid else checked_cluster
+    manifests = render.render_cluster(shown, [dict(ns, metadata=dict(
+        ns["metadata"], uid=((live_nodesets.get(ns["metadata"]["name"]) or {}).get("metadata") or {}).get("uid")))
+        for ns in checked], collection_version, served=conv.served_kinds())
+    # Seen as the converge sees them (its label selector): an object of that name someone else made is a conflict.
+    refusals = conv.applier(manifests).preflight()
+    if refusals:
+        raise SpecErrors(fieldmap.refusal_errors(checked_cluster, checked, refusals))
 
 
 def execute(params, check_mode=False, diff=False, on_secret=None):
@@ -520,6 +758,10 @@ def run(client, params, slurm_transport, check_mode=False, diff=False, on_secret
         raise _fail_spec(e.errors)
     except SpecError as e:
         raise _fail_spec(e)
+    except SecretMissing as e:
+        raise Failure(e.message, failures.DATA_MISSING)
+    except DryRunRefused as e:  # a refusal no field could be told for (not expected: the converge maps them)
+        raise Failure(e.msg, failures.INVALID_SPEC, status=e.details.get("status"))
     except KubernetesError as e:
         details = dict(e.details)
         status = details.pop("status", None)
@@ -532,6 +774,10 @@ def _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sl
     definition = params.get("definition")
     namespace, name = params.get("namespace"), params.get("name")
     cluster_doc, nodeset_docs = None, []
+    try:
+        policy = policies.normalize(params.get("policy"))
+    except ValueError as e:
+        raise Failure("policy: %s" % e, failures.INVALID_SPEC, field="policy")
     if definition:
         cluster_doc, nodeset_docs = split_definition(definition, namespace)
         namespace = cluster_doc["metadata"].get("namespace") or namespace or "default"
@@ -539,20 +785,21 @@ def _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sl
         cluster_doc["metadata"]["namespace"] = namespace
         for ns in nodeset_docs:
             ns["metadata"]["namespace"] = ns["metadata"].get("namespace") or namespace
-        # The whole definition must be valid before anything is written.
-        specs.validate_cluster_with_nodesets(cluster_doc, nodeset_docs)
+        # The whole definition must be valid before anything is written (the pure part first: no request).
+        specs.validate_cluster_with_nodesets(cluster_doc, nodeset_docs, policy=policy)
     if not name or not namespace:
         raise Failure("give definition, or name and namespace", failures.INVALID_SPEC, field="name")
     if bind:
         bind(namespace)
     conv = Converger(client, namespace, name, params.get("field_manager") or "soperator.slurm", slurm_transport,
                      check_mode=check_mode, diff=diff, on_secret=on_secret, clock=clock, sleep=sleep,
-                     nodeset_finalizer=params.get("nodeset_finalizer", False))
+                     nodeset_finalizer=params.get("nodeset_finalizer", False), policy=policy)
     if params.get("state", "present") == "absent":
         return teardown(conv, params)
     result = {"changed": False, "name": name, "namespace": namespace}
     retire = []
     if definition:
+        check_definition(conv, cluster_doc, nodeset_docs)
         applied = apply_definition(conv, cluster_doc, nodeset_docs, check_mode, diff, on_secret)
         result["changed"] = applied["changed"]
         result["definition"] = applied["objects"]
@@ -597,7 +844,10 @@ def _allowed(conv, verb, resource):
 def data_deletion_problems(conv, deletion_policy):
     """Fields of ``spec.deletionPolicy`` asking to delete data we have no right to delete."""
     problems = []
-    for field, resource in (("jail", "persistentvolumeclaims"), ("secrets", "secrets")):
+    for field, resource in (("jail", "persistentvolumeclaims"), ("secrets", "secrets"),
+                            ("database", "persistentvolumeclaims"), ("database", "secrets")):
+        if any(p.path == "spec.deletionPolicy.%s" % field for p in problems):
+            continue
         if (deletion_policy or {}).get(field) == "Delete" and not _allowed(conv, "delete", resource):
             problems.append(SpecError("spec.deletionPolicy.%s" % field,
                                       "Delete is not allowed: the reconciler may not delete %s in namespace %s "
@@ -612,7 +862,8 @@ def teardown(conv, params):
     cluster = conv.get_cr(names.CLUSTER_KIND, conv.name)
     # What the API server stored (with the CRD's defaults); without a SlurmCluster: keep everything.
     policy = ((cluster or {}).get("spec") or {}).get("deletionPolicy") or {}
-    delete = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets")}
+    delete = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets"),
+              "database": params.get("delete_database")}
     for key in delete:
         if delete[key] is None:
             delete[key] = policy.get(key) == "Delete"
@@ -637,6 +888,7 @@ def teardown(conv, params):
             live = conv.get_cr(names.NODESET_KIND, ns["metadata"]["name"])
             if live is not None:
                 conv.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or [] if f != FINALIZER])
+    prune_kinds = [k for k in prune_kinds if conv.served(*objects.parse_kind(k))]
     for kind_text in prune_kinds:
         api_version, kind = objects.parse_kind(kind_text)
         res = conv.resource(api_version, kind)
@@ -655,7 +907,15 @@ def teardown(conv, params):
     # user brought (jail.existingClaim).
     data_objects = []
     if delete["secrets"]:
-        data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name))]
+        data_objects += [("Secret", n) for n in (names.munge_key_name(conv.name), names.ssh_host_keys_name(conv.name),
+                                                 names.jwt_key_name(conv.name))]
+    if delete["database"]:
+        # What the cluster made for its database (an external one is never ours): the in-cluster MariaDB's volume,
+        # a mariadb-operator MariaDB, the generated password.
+        data_objects += [("PersistentVolumeClaim", names.db_claim_name(conv.name)),
+                         ("Secret", names.db_password_name(conv.name))]
+        if conv.served("k8s.mariadb.com/v1alpha1", "MariaDB"):
+            data_objects.append(("MariaDB", names.database_name(conv.name)))
     if delete["jail"]:
         existing = ((((cluster or {}).get("spec") or {}).get("jail") or {}).get("existingClaim"))
         claims = [names.spool_claim_name(conv.name)]
@@ -663,7 +923,7 @@ def teardown(conv, params):
             claims.append(names.jail_claim_name(conv.name))
         data_objects += [("PersistentVolumeClaim", n) for n in claims]
     for kind_name, obj_name in data_objects:
-        res = conv.resource("v1", kind_name)
+        res = conv.resource(kinds.api_version(kinds.by_name(kind_name)), kind_name)
         try:
             if not conv.check_mode:
                 conv._call("delete %s %s/%s" % (kind_name, conv.namespace, obj_name), res.delete, name=obj_name,
@@ -688,7 +948,7 @@ def teardown(conv, params):
         if not left:
             break
         conv.sleep(1.0)
-    kept = {"jail": not delete["jail"], "secrets": not delete["secrets"]}
+    kept = {"jail": not delete["jail"], "secrets": not delete["secrets"], "database": not delete["database"]}
     return {"changed": bool(deleted), "deleted": deleted, "kept": kept,
             "data_kept": warnings, "name": conv.name, "namespace": conv.namespace}
 

@@ -15,7 +15,8 @@ do, and sends the requests. Request economy, the rule the benchmarks hold us to:
 * so a no-op converge costs one request per kind and namespace, never one per object.
 
 Create-only objects (annotation ``slurm.soperator.dev/create-only: "true"``) are created when absent, with
-generated data for ``slurm.soperator.dev/generate: munge-key | ssh-host-keys``, and never touched again.
+generated data for ``slurm.soperator.dev/generate: munge-key | ssh-host-keys | db-password | jwt-key``, and never
+touched again.
 Generated values are handed to ``on_secret`` (the module's ``no_log_values``) and never returned.
 """
 
@@ -61,6 +62,12 @@ except ImportError:  # the module reports the missing library before calling us;
         pass
 
 MUNGE_KEY_BYTES = 1024
+# slurmdbd.conf holds the database password as one unquoted token: letters and digits only (32 of 62 symbols:
+# 190 bits).
+DB_PASSWORD_LENGTH = 32
+DB_PASSWORD_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+# HS256 key of auth/jwt; Slurm's documentation asks for 32 random bytes at least.
+JWT_KEY_BYTES = 64
 
 
 def _api_message(err):
@@ -99,6 +106,22 @@ def _munge_key():
     return {"munge.key": _b64(os.urandom(MUNGE_KEY_BYTES))}
 
 
+def _password():
+    import secrets  # stdlib; imported here so the module stays importable on old interpreters' sanity checks
+
+    return "".join(secrets.choice(DB_PASSWORD_ALPHABET) for _ in range(DB_PASSWORD_LENGTH))
+
+
+def _db_passwords():
+    """The accounting database user's password, and a root password (used by a mariadb-operator MariaDB)."""
+    return {names.DB_PASSWORD_KEY: _b64(_password().encode("ascii")),
+            names.DB_ROOT_PASSWORD_KEY: _b64(_password().encode("ascii"))}
+
+
+def _jwt_key():
+    return {names.JWT_KEY_FILE: _b64(os.urandom(JWT_KEY_BYTES))}
+
+
 def _ssh_host_keys(what):
     """OpenSSH host keys of every type sshd is configured with, generated in-process (no ssh-keygen: the
     operator image and a bare control host need not have OpenSSH installed)."""
@@ -129,6 +152,10 @@ def _generate(desired, what):
         return _munge_key()
     if kind == "ssh-host-keys":
         return _ssh_host_keys(what)
+    if kind == names.GENERATE_DB_PASSWORD:
+        return _db_passwords()
+    if kind == names.GENERATE_JWT_KEY:
+        return _jwt_key()
     return {}
 
 
@@ -243,6 +270,9 @@ class _Run(object):
         generated = _generate(desired, what)
         for value in generated.values():
             self.on_secret(value)
+            plain = base64.b64decode(value)
+            if plain.isascii() and plain.decode("ascii").isprintable():
+                self.on_secret(plain.decode("ascii"))  # a password is also hidden as itself
         if generated:
             body["data"] = dict(body.get("data") or {}, **generated)
         try:
@@ -335,9 +365,208 @@ def _prepare(run, manifests):
     return out
 
 
+# In ``prune_namespaces``: every namespace (one cluster-wide list per kind).
+ALL_NAMESPACES = "*"
+
+
+class DryRunRefused(KubernetesError):
+    """The API server refused objects of a set in a server-side dry run: nothing of the set was written.
+
+    ``refusals``: one dict per refused object, ``{"object": the desired object, "status": HTTP status,
+    "message": the API server's message, "causes": [{"field", "message", "reason"}]}`` (causes name fields of the
+    object as the API server saw it, e.g. ``spec.template.spec.containers[0].resources.requests``)."""
+
+    def __init__(self, refusals):
+        self.refusals = refusals
+        text = "; ".join("%s: %s" % (objects.describe(r["object"]), r["message"]) for r in refusals)
+        super(DryRunRefused, self).__init__("the API server refused (dry run, nothing was applied): " + text,
+                                            status=refusals[0]["status"] if refusals else None)
+
+
+def _refusal(desired, err):
+    """What a refused dry run says about ``desired``: its message and the fields it names."""
+    causes = []
+    try:
+        body = json.loads(err.body) if isinstance(err.body, (str, bytes)) else {}
+    except (AttributeError, ValueError):
+        body = {}
+    for cause in ((body.get("details") or {}).get("causes") or []):
+        causes.append({"field": cause.get("field") or "", "message": cause.get("message") or "",
+                       "reason": cause.get("reason") or ""})
+    return {"object": desired, "status": getattr(err, "status", None),
+            "message": body.get("message") or _api_message(err), "causes": causes}
+
+
+class Applier(object):
+    """One apply of a set of manifests, in three steps a caller may separate:
+
+    * :meth:`observe` lists (and fetches) the live copies, once;
+    * :meth:`preflight` sends every write the set needs as a server-side dry run (``dryRun=All``: admission,
+      validation, immutable fields, conflicts; nothing stored) and returns the refusals, all of them;
+    * :meth:`run` writes: creates, applies, prunes (see :func:`apply_manifests`).
+
+    A caller that must not write anything of a set unless all of it is accepted runs the three in order and
+    stops at the first refusal (the converge: before it drains a node or applies an object)."""
+
+    def __init__(self, client, manifests, field_manager, prune_selector=None, prune_kinds=None,
+                 prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
+                 force_conflicts=False, diff=False, on_secret=None, keep=()):
+        self.run_state = _Run(client, field_manager, check_mode, force_conflicts, diff, on_secret)
+        self.prune_selector = prune_selector
+        self.prune_kinds = prune_kinds
+        self.prune_namespaces = prune_namespaces
+        self.protect = protect
+        self.keep = keep
+        self.want_diff = diff
+        self.desired = _prepare(self.run_state, manifests)
+        self.live: Dict[Any, Any] = {}
+        self.observed = False
+        self.listed = {}
+        self.prune_groups = set()
+
+    def observe(self):
+        """List every (apiVersion, kind, namespace) of the set and of the prune kinds once; fetch the objects the
+        prune selector cannot see (create-only ones: read by name, never listed)."""
+        run, desired, prune_selector = self.run_state, self.desired, self.prune_selector
+        # Which listings to make: (apiVersion, kind, namespace) -> selector; objects the selector cannot see are
+        # fetched one by one (rare: the renderer labels everything it makes).
+        listings = {}
+        fetch_alone = []
+        for obj in desired:
+            md = obj["metadata"]
+            group = (obj["apiVersion"], obj["kind"], md.get("namespace"))
+            if objects.is_create_only(obj) or (prune_selector and
+                                               not objects.selector_matches(prune_selector, objects.labels(obj))):
+                fetch_alone.append(obj)
+            else:
+                listings[group] = prune_selector
+        if prune_selector:
+            if self.prune_kinds:
+                try:
+                    kinds = [objects.parse_kind(k) for k in self.prune_kinds]
+                except ValueError as e:
+                    raise KubernetesError("prune.kinds: %s" % e)
+            else:  # protected kinds are never pruned: no need to list them (nor the right to list Secrets)
+                kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired if o["kind"] not in self.protect))
+            namespaces = self.prune_namespaces or sorted(set(o["metadata"]["namespace"] for o in desired
+                                                             if o["metadata"].get("namespace")))
+            if ALL_NAMESPACES in namespaces:
+                namespaces = [None]  # one list across every namespace
+            for api_version, kind in kinds:
+                resource = run.resource(api_version, kind, required=False)
+                if resource is None:
+                    continue
+                for namespace in (namespaces if resource.namespaced else [None]):
+                    group = (api_version, kind, namespace)
+                    listings[group] = prune_selector
+                    self.prune_groups.add(group)
+        self.live = {}
+        self.observed = True
+        for group, selector in listings.items():
+            self.listed[group] = run.list(group[0], group[1], group[2], selector)
+            for item in self.listed[group]:
+                self.live[objects.object_key(item)] = item
+        for obj in fetch_alone:
+            item = run.get(obj)
+            if item is not None:
+                self.live[objects.object_key(item)] = item
+        return self
+
+    def absent(self):
+        """The desired objects that do not exist yet (after :meth:`observe`)."""
+        return [o for o in self.desired if objects.object_key(o) not in self.live]
+
+    def preflight(self):
+        """Dry-run every write the set needs; returns the refusals (empty: the API server accepts all of it).
+
+        Objects in sync cost nothing. A create in a namespace this set creates cannot be judged (the namespace
+        does not exist yet): it is left to the real run, as in check mode."""
+        if not self.observed:
+            self.observe()
+        run = self.run_state
+        creating = set(o["metadata"]["name"] for o in self.desired
+                       if o["kind"] == "Namespace" and objects.object_key(o) not in self.live)
+        refusals = []
+        for desired in self.desired:
+            live = self.live.get(objects.object_key(desired))
+            verdict = objects.plan_object(desired, live)
+            if verdict in (objects.SKIP, objects.KEEP) or objects.strategy_switch_patch(desired, live):
+                continue
+            resource = run.resource(desired["apiVersion"], desired["kind"])
+            namespace = desired["metadata"].get("namespace")
+            try:
+                if verdict == objects.CREATE:
+                    _call("dry-run create " + objects.describe(desired), resource.create,
+                          body=objects.without_applied_hash(desired), namespace=namespace,
+                          field_manager=run.field_manager, dry_run="All", serialize=False,
+                          expect=(DynamicApiError,))
+                else:
+                    self._dry_apply(desired, live, resource)
+            except NotFoundError:
+                if namespace in creating:
+                    continue
+                raise
+            except ConflictError as e:
+                if verdict == objects.CREATE:
+                    continue  # created meanwhile: create-only objects are then left alone
+                refusals.append(_refusal(desired, e))
+            except DynamicApiError as e:
+                if e.status in (400, 422):
+                    refusals.append(_refusal(desired, e))
+                else:
+                    raise KubernetesError("dry run of %s: %s" % (objects.describe(desired), _api_message(e)),
+                                          status=e.status)
+        return refusals
+
+    def _dry_apply(self, desired, live, resource):
+        run = self.run_state
+        body = objects.with_applied_hash(desired)
+
+        def ssa(force):
+            return _call("dry-run apply " + objects.describe(desired), run.client.server_side_apply, resource,
+                         body=body, namespace=desired["metadata"].get("namespace"), field_manager=run.field_manager,
+                         force_conflicts=True if force else None, dry_run="All", serialize=False,
+                         expect=(DynamicApiError,))
+        try:
+            ssa(run.force_conflicts)
+        except ConflictError as e:
+            managers, dummy = objects.parse_conflict(_api_message(e))
+            if not objects.imperative_only(managers, live):
+                raise
+            ssa(True)  # hand edits of fields we declare: the real run takes them back the same way
+
+    def run(self):
+        """Write: create, apply, prune; returns ``{changed, objects, counts[, diff]}``."""
+        if not self.observed:
+            self.observe()
+        run, desired = self.run_state, self.desired
+        for obj in desired:
+            run.converge(obj, self.live.get(objects.object_key(obj)))
+
+        desired_keys = set(objects.object_key(o) for o in desired)
+        seen = set()
+        for group in sorted(self.prune_groups, key=lambda g: tuple(x or "" for x in g)):
+            for obj in objects.plan_prune(self.listed[group], desired_keys, self.protect):
+                if (obj.get("kind"), obj["metadata"].get("name")) in self.keep:
+                    continue
+                if objects.object_key(obj) not in seen:
+                    seen.add(objects.object_key(obj))
+                    run.prune(obj)
+
+        counts = dict((k, 0) for k in ("created", "updated", "unchanged", "pruned"))
+        base = {"would-create": "created", "would-update": "updated", "would-prune": "pruned"}
+        for entry in run.objects:
+            counts[base.get(entry["action"], entry["action"])] += 1
+        result = {"changed": any(e["action"] != "unchanged" for e in run.objects), "objects": run.objects,
+                  "counts": counts}
+        if self.want_diff:
+            result["diff"] = run.diff
+        return result
+
+
 def apply_manifests(client, manifests, field_manager, prune_selector=None, prune_kinds=None,
                     prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
-                    force_conflicts=False, diff=False, on_secret=None, keep=()):
+                    force_conflicts=False, diff=False, on_secret=None, keep=(), dry_run_first=False):
     """Server-side apply ``manifests`` in order as ``field_manager``, then prune (see the module docstring).
 
     ``prune_selector``: label selector of the objects this set owns; when given, objects of ``prune_kinds``
@@ -348,73 +577,15 @@ def apply_manifests(client, manifests, field_manager, prune_selector=None, prune
     Create-only objects (Secrets, claims) are read by name, never listed: reading one Secret needs ``get`` on
     it, listing would need ``list`` on every Secret of the namespace.
 
+    ``dry_run_first``: every write is first sent as a server-side dry run; any refusal raises DryRunRefused
+    (listing all of them) before anything is written.
+
     Returns ``{changed, objects, counts[, diff]}``; raises KubernetesError.
     """
-    run = _Run(client, field_manager, check_mode, force_conflicts, diff, on_secret)
-    desired = _prepare(run, manifests)
-
-    # Which listings to make: (apiVersion, kind, namespace) -> selector; objects the selector cannot see are
-    # fetched one by one (rare: the renderer labels everything it makes).
-    listings = {}
-    fetch_alone = []
-    for obj in desired:
-        md = obj["metadata"]
-        group = (obj["apiVersion"], obj["kind"], md.get("namespace"))
-        if objects.is_create_only(obj) or (prune_selector and
-                                           not objects.selector_matches(prune_selector, objects.labels(obj))):
-            fetch_alone.append(obj)
-        else:
-            listings[group] = prune_selector
-    prune_groups = set()
-    if prune_selector:
-        if prune_kinds:
-            try:
-                kinds = [objects.parse_kind(k) for k in prune_kinds]
-            except ValueError as e:
-                raise KubernetesError("prune.kinds: %s" % e)
-        else:  # protected kinds are never pruned: no need to list them (nor the right to list Secrets)
-            kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired if o["kind"] not in protect))
-        namespaces = prune_namespaces or sorted(set(o["metadata"]["namespace"] for o in desired
-                                                    if o["metadata"].get("namespace")))
-        for api_version, kind in kinds:
-            resource = run.resource(api_version, kind, required=False)
-            if resource is None:
-                continue
-            for namespace in (namespaces if resource.namespaced else [None]):
-                group = (api_version, kind, namespace)
-                listings[group] = prune_selector
-                prune_groups.add(group)
-
-    live = {}
-    listed = {}
-    for group, selector in listings.items():
-        listed[group] = run.list(group[0], group[1], group[2], selector)
-        for item in listed[group]:
-            live[objects.object_key(item)] = item
-    for obj in fetch_alone:
-        item = run.get(obj)
-        if item is not None:
-            live[objects.object_key(item)] = item
-
-    for obj in desired:
-        run.converge(obj, live.get(objects.object_key(obj)))
-
-    desired_keys = set(objects.object_key(o) for o in desired)
-    seen = set()
-    for group in sorted(prune_groups, key=lambda g: tuple(x or "" for x in g)):
-        for obj in objects.plan_prune(listed[group], desired_keys, protect):
-            if (obj.get("kind"), obj["metadata"].get("name")) in keep:
-                continue
-            if objects.object_key(obj) not in seen:
-                seen.add(objects.object_key(obj))
-                run.prune(obj)
-
-    counts = dict((k, 0) for k in ("created", "updated", "unchanged", "pruned"))
-    base = {"would-create": "created", "would-update": "updated", "would-prune": "pruned"}
-    for entry in run.objects:
-        counts[base.get(entry["action"], entry["action"])] += 1
-    result = {"changed": any(e["action"] != "unchanged" for e in run.objects), "objects": run.objects,
-              "counts": counts}
-    if diff:
-        result["diff"] = run.diff
-    return result
+    applier = Applier(client, manifests, field_manager, prune_selector, prune_kinds, prune_namespaces, protect,
+                      check_mode, force_conflicts, diff, on_secret, keep).observe()
+    if dry_run_first:
+        refusals = applier.preflight()
+        if refusals:
+            raise DryRunRefused(refusals)
+    return applier.run()

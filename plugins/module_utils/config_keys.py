@@ -12,13 +12,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+
 # slurm.conf keys (Slurm 24.05 - 25.05 man page), without node/partition/nodeset lines and owned keys.
 SLURM_CONF_KEYS = frozenset((
-    "AccountingStorageBackupHost", "AccountingStorageEnforce", "AccountingStorageExternalHost",
-    "AccountingStorageHost", "AccountingStorageParameters", "AccountingStoragePass", "AccountingStoragePort",
-    "AccountingStorageTRES", "AccountingStorageType", "AccountingStorageUser", "AccountingStoreFlags",
+    "AccountingStorageEnforce", "AccountingStorageParameters", "AccountingStorageTRES", "AccountingStoreFlags",
     "AcctGatherEnergyType", "AcctGatherFilesystemType", "AcctGatherInterconnectType", "AcctGatherNodeFreq",
-    "AcctGatherProfileType", "AllowSpecResourcesUsage", "AuthAltParameters", "AuthAltTypes", "BatchStartTimeout",
+    "AcctGatherProfileType", "AllowSpecResourcesUsage", "BatchStartTimeout",
     "BcastExclude", "BcastParameters", "BurstBufferType", "CliFilterPlugins", "CommunicationParameters",
     "CompleteWait", "CpuFreqDef", "CpuFreqGovernors", "DataParserParameters", "DebugFlags", "DefCpuPerGPU",
     "DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode", "DependencyParameters", "DisableRootJobs", "EioTimeout",
@@ -71,7 +73,7 @@ SLURM_CONF_OWNED = {
     "PlugStackConfig": "the jail plugin stack is owned by the operator",
     "StateSaveLocation": "lives on the controller's spool volume",
     "SlurmdSpoolDir": "lives on a volume the jail also sees",
-    "SlurmUser": "set by the images",
+    "SlurmUser": "slurmctld runs as the images' slurm user",
     "SlurmdUser": "set by the images",
     "SlurmctldPidFile": "set by the images",
     "SlurmdPidFile": "set by the images",
@@ -79,6 +81,15 @@ SLURM_CONF_OWNED = {
     "SlurmdLogFile": "daemons log to the container's output",
     "PluginDir": "set by the images",
     "Include": "every file is rendered by the operator",
+    "AccountingStorageType": "set spec.accounting.enabled",
+    "AccountingStorageHost": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStorageBackupHost": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStorageExternalHost": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStoragePort": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStorageUser": "slurmdbd is part of the cluster: set spec.accounting",
+    "AccountingStoragePass": "slurmdbd authenticates with munge",
+    "AuthAltTypes": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
+    "AuthAltParameters": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
 }
 
 # slurm.conf keys with a typed field in spec.slurm: one way to set each thing.
@@ -94,6 +105,7 @@ SLURM_CONF_TYPED = {
     "HealthCheckInterval": "spec.slurm.healthCheckInterval",
     "HealthCheckProgram": "spec.slurm.healthCheckProgram",
     "MaxJobCount": "spec.slurm.maxJobCount",
+    "DisableRootJobs": "spec.slurm.disableRootJobs",
 }
 
 CGROUP_CONF_KEYS = frozenset((
@@ -126,7 +138,7 @@ PARTITION_OWNED = {
 # how they authenticate (keys only, read from the jail) and what sshd runs is owned by the operator.
 SSHD_KEYS = frozenset((
     "AcceptEnv", "AllowAgentForwarding", "AllowGroups", "AllowStreamLocalForwarding", "AllowTcpForwarding",
-    "AllowUsers", "Banner", "Ciphers", "ClientAliveCountMax", "ClientAliveInterval", "DenyGroups", "DenyUsers",
+    "AllowUsers", "Ciphers", "ClientAliveCountMax", "ClientAliveInterval", "DenyGroups", "DenyUsers",
     "DisableForwarding", "GatewayPorts", "HostKeyAlgorithms", "KexAlgorithms", "LogLevel", "LoginGraceTime",
     "MACs", "MaxAuthTries", "MaxSessions", "MaxStartups", "PermitRootLogin", "PermitTTY", "PerSourceMaxStartups",
     "PrintLastLog", "PrintMotd", "PubkeyAcceptedAlgorithms", "TCPKeepAlive", "UseDNS", "X11Forwarding",
@@ -150,9 +162,32 @@ SSHD_OWNED = {
     "Include": "every file is rendered by the operator",
     "PidFile": "owned by the operator",
     "UsePAM": "key authentication only: PAM is off",
+    "Banner": "sshd reads the file as root before the session is jailed (put a message in the jail's /etc/motd)",
 }
 # PermitRootLogin may only be tightened: a password root login is never allowed.
 SSHD_PERMIT_ROOT_LOGIN = ("prohibit-password", "forced-commands-only", "no")
+
+
+# slurm.conf keys naming a program Slurm runs, and as whom. A program run as root (or as SlurmUser, who owns the
+# job queue) is an administrator's choice: such a key makes whoever edits the SlurmCluster root on every node.
+# The installer may refuse them altogether (policy.py: allow_privileged_programs); a path users can write to is
+# refused always.
+PRIVILEGED_PROGRAM_KEYS = {
+    "Prolog": "root on every node", "Epilog": "root on every node", "RebootProgram": "root on every node",
+    "UnkillableStepProgram": "root on every node",
+    "PrologSlurmctld": "SlurmUser on the controller", "EpilogSlurmctld": "SlurmUser on the controller",
+    "ResumeProgram": "SlurmUser on the controller", "SuspendProgram": "SlurmUser on the controller",
+    "ResumeFailProgram": "SlurmUser on the controller", "ResvProlog": "SlurmUser on the controller",
+    "ResvEpilog": "SlurmUser on the controller", "MailProg": "SlurmUser on the controller",
+}
+USER_PROGRAM_KEYS = ("TaskProlog", "TaskEpilog", "SrunProlog", "SrunEpilog")
+# Where users (or jobs) can write: a program there is theirs, whoever runs it.
+USER_WRITABLE_TREES = (names.JAIL_MOUNT, "/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root")
+
+
+def under(path, tree):
+    """``path`` is ``tree`` or below it (both normalised absolute paths)."""
+    return path == tree or tree == "/" or path.startswith(tree + "/")
 
 
 def suggest(key, allowed):
@@ -217,7 +252,6 @@ SLURM_CONF_VALUES = {
     "ProctrackType": _one_of("proctrack/cgroup", "proctrack/linuxproc", "proctrack/pgid"),
     "TaskPlugin": _plugins("task/affinity", "task/cgroup", "task/none"),
     "JobAcctGatherType": _one_of("jobacct_gather/cgroup", "jobacct_gather/linux", "jobacct_gather/none"),
-    "AccountingStorageType": _one_of("accounting_storage/slurmdbd", "accounting_storage/none"),
     "JobCompType": _one_of("jobcomp/none", "jobcomp/elasticsearch", "jobcomp/filetxt", "jobcomp/kafka",
                            "jobcomp/lua", "jobcomp/mysql", "jobcomp/script"),
     "JobContainerType": _one_of("job_container/none", "job_container/tmpfs"),
@@ -237,6 +271,52 @@ SLURM_CONF_VALUES = {
     "PrioritySiteFactorPlugin": _one_of("site_factor/none"),
 }
 
+# slurmdbd.conf keys spec.accounting.slurmdbd.config may set (Slurm 24.11 man page): purging, privacy, logging,
+# limits. Where slurmdbd runs, how it authenticates and where its database is are the operator's; archiving needs a
+# volume the pod does not have.
+SLURMDBD_CONF_KEYS = frozenset((
+    "CommitDelay", "DebugFlags", "DebugLevel", "DebugLevelSyslog", "LogTimeFormat", "MaxQueryTimeRange",
+    "MessageTimeout", "Parameters", "PrivateData", "PurgeEventAfter", "PurgeJobAfter", "PurgeResvAfter",
+    "PurgeStepAfter", "PurgeSuspendAfter", "PurgeTXNAfter", "PurgeUsageAfter", "TCPTimeout", "TrackSlurmctldDown",
+    "TrackWCKey",
+))
+SLURMDBD_CONF_OWNED = {
+    "AuthType": "munge authentication is wired by the operator",
+    "AuthInfo": "munge authentication is wired by the operator",
+    "AuthAltTypes": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
+    "AuthAltParameters": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
+    "DbdHost": "slurmdbd runs in the cluster's accounting pod",
+    "DbdAddr": "slurmdbd runs in the cluster's accounting pod",
+    "DbdBackupHost": "slurmdbd runs in the cluster's accounting pod",
+    "DbdPort": "the operator owns the ports",
+    "SlurmUser": "set by the image",
+    "PidFile": "set by the image",
+    "LogFile": "slurmdbd logs to the container's output",
+    "PluginDir": "set by the image",
+    "StorageType": "set spec.accounting.database",
+    "StorageHost": "set spec.accounting.database",
+    "StorageBackupHost": "set spec.accounting.database",
+    "StoragePort": "set spec.accounting.database",
+    "StorageLoc": "set spec.accounting.database.name",
+    "StorageUser": "set spec.accounting.database.user",
+    "StoragePass": "the password comes from a Secret: spec.accounting.database.passwordSecretRef",
+    "StorageParameters": "set spec.accounting.database.tls",
+    "ArchiveDir": "archiving is not supported (no archive volume)",
+    "ArchiveEvents": "archiving is not supported (no archive volume)",
+    "ArchiveJobs": "archiving is not supported (no archive volume)",
+    "ArchiveResvs": "archiving is not supported (no archive volume)",
+    "ArchiveScript": "archiving is not supported (no archive volume)",
+    "ArchiveSteps": "archiving is not supported (no archive volume)",
+    "ArchiveSuspend": "archiving is not supported (no archive volume)",
+    "ArchiveTXN": "archiving is not supported (no archive volume)",
+    "ArchiveUsage": "archiving is not supported (no archive volume)",
+}
+SLURMDBD_CONF_VALUES = {
+    "DebugLevel": _one_of(*_LOG_LEVELS), "DebugLevelSyslog": _one_of(*_LOG_LEVELS),
+    "CommitDelay": _uint(U16), "MessageTimeout": _uint(U16), "TCPTimeout": _uint(U16),
+    "TrackSlurmctldDown": _one_of(*_YES_NO), "TrackWCKey": _one_of(*_YES_NO),
+}
+
 CGROUP_CONF_VALUES = {
     "CgroupPlugin": _one_of("autodetect", "cgroup/v1", "cgroup/v2", "disabled"),
     "ConstrainCores": _one_of(*_YES_NO), "ConstrainDevices": _one_of(*_YES_NO),
@@ -253,7 +333,8 @@ def check_value(rule, value):
     kind = rule[0]
     if kind == "uint":
         maximum, words = rule[1], rule[2]
-        if text in words or (text.isdigit() and int(text) <= maximum):
+        # [0-9] spelt out: str.isdigit() also takes other scripts' digits, which int() and Slurm refuse.
+        if text in words or (re.fullmatch(r"[0-9]{1,20}", text) and int(text) <= maximum):
             return None
         return "a whole number 0..%d%s" % (maximum, "".join(" or %s" % w for w in words))
     if kind == "enum":

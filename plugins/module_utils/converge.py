@@ -18,8 +18,9 @@ No running job is ever killed by a plan (until a NodeSet's ``drainTimeout``):
 * what a plan cannot decide without Slurm (slurmctld not answering) is left as it is and reported pending,
   while everything else is still applied.
 
-Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended) are resumed; drains with any
-other reason belong to an administrator (or to the health checks) and are never touched.
+Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended, a Kubernetes node uncordoned) are
+resumed; drains with any other reason belong to an administrator (or to the health program on the node, which resumes
+its own) and are never touched. Slurm's node states are projected onto the worker pods (``projection.py``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,9 +29,11 @@ __metaclass__ = type
 
 import calendar
 import copy
+import re
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, render, schema, spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, projection, render, schema
+from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
@@ -39,6 +42,8 @@ REASON_MAINTENANCE = names.DRAIN_REASON_PREFIX + " maintenance"
 REASON_UPDATE = names.DRAIN_REASON_PREFIX + " update"
 # The label the StatefulSet controller puts on each pod: the revision of the template it was made from.
 REVISION_LABEL = "controller-revision-hash"
+# The label the Job controller puts on its pods (older clusters: job-name).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 # How soon to look again (seconds) while something is under way.
 REQUEUE_DRAINING = 15
@@ -78,17 +83,33 @@ def split_errors(errors):
     return cluster_errors, per_nodeset
 
 
-def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+def _nodeset_name(nodeset):
+    return str(((nodeset or {}).get("metadata") or {}).get("name"))
+
+
+def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, policy=None, refused=None,
+             owners=None):
     """(defaulted cluster, defaulted valid NodeSets, {name: [SpecError]} of the invalid ones).
 
     One invalid NodeSet does not hold back the others: it is left out (its objects stay as they are) and
     reported. An invalid SlurmCluster raises SpecErrors: nothing of the cluster can be rendered then.
+
+    ``policy``: the installer's (``policy.normalize``). ``refused``: ``{nodeset name: [SpecError]}`` NodeSets
+    already known to be invalid (the API server refused their objects in a dry run). ``owners``: every SlurmCluster
+    and NodeSet of the namespace (``spec.name_collisions``), to refuse objects that would take another's names.
     """
-    remaining = list(nodesets)
-    invalid = {}
+    invalid = dict((name, list(errs)) for name, errs in (refused or {}).items())
+    if owners is not None:
+        cluster_errors, per_nodeset = split_errors(specs.name_collisions(
+            owners, str(((cluster or {}).get("metadata") or {}).get("name"))))
+        if cluster_errors:
+            raise SpecErrors(cluster_errors)
+        for name, errs in per_nodeset.items():
+            invalid.setdefault(name, []).extend(errs)
+    remaining = [ns for ns in nodesets if _nodeset_name(ns) not in invalid]
     while True:
         try:
-            cluster_ok, valid = specs.validate_cluster_with_nodesets(cluster, remaining, collection_version)
+            cluster_ok, valid = specs.validate_cluster_with_nodesets(cluster, remaining, collection_version, policy)
             return cluster_ok, valid, invalid
         except SpecErrors as exc:
             cluster_errors, per_nodeset = split_errors(exc.errors)
@@ -96,7 +117,7 @@ def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
                 raise SpecErrors(exc.errors)
             for name, errs in per_nodeset.items():
                 invalid.setdefault(name, []).extend(errs)
-            kept = [ns for ns in remaining if str(((ns or {}).get("metadata") or {}).get("name")) not in per_nodeset]
+            kept = [ns for ns in remaining if _nodeset_name(ns) not in per_nodeset]
             if len(kept) == len(remaining):  # errors named a NodeSet by index: cannot single it out
                 raise SpecErrors(exc.errors)
             remaining = kept
@@ -119,9 +140,16 @@ class Plan(object):
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
         self.deferred = []           # human-readable: work a later pass does, which keeps nothing from Ready
         self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
+        self.components = {}         # condition type -> (status, reason, message) of optional components
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
+        self.degraded = []           # human-readable: what failed and needs someone (a refused populate Job)
+        self.cluster = None          # the validated, defaulted SlurmCluster the manifests were rendered from
+        self.valid_nodesets = []     # ... and its valid NodeSets (defaulted)
+        self.secrets_held = []       # Secrets a pod of the cluster mounts (it holds their keys)
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
+        self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
+        self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -188,7 +216,7 @@ def _beyond(name, kept_ordinals, cluster_name=None):
     """Whether ``name`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
     the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
     sts_name, dummy, ordinal = name.rpartition("-")
-    if not ordinal.isdigit() or (ordinal != "0" and ordinal.startswith("0")):
+    if not re.fullmatch(r"[0-9]+", ordinal) or (ordinal != "0" and ordinal.startswith("0")):
         return False
     if sts_name in kept_ordinals:
         return int(ordinal) >= kept_ordinals[sts_name]
@@ -379,31 +407,47 @@ def _nodeset_facts(nodeset_name, statefulset, replicas, target, sts, pods, slurm
     facts = {"statefulset": statefulset, "replicas": replicas, "desired": target,
              "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
              "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
-    counts = {"idle": 0, "allocated": 0, "mixed": 0, "drained": 0, "down": 0}
-    serving = 0
-    for ordinal in range(replicas):
-        node = (slurm or {}).get("%s-%d" % (statefulset, ordinal))
-        if node is None:
-            continue
-        if node["down"] or "NOT_RESPONDING" in node["flags"]:
-            counts["down"] += 1
-        elif node["drain"]:
-            counts["drained"] += 1
-        elif node["state"] == "IDLE":
-            counts["idle"] += 1
-        elif node["state"] == "ALLOCATED":
-            counts["allocated"] += 1
-        elif node["state"] == "MIXED":
-            counts["mixed"] += 1
-        if _node_serves(node):
-            serving += 1
+    counts, serving = projection.nodeset_counts(statefulset, replicas, slurm or {})
     facts["serving"] = serving
     if slurm is not None:
         facts.update(counts)
     return facts
 
 
-def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION):
+def mounted_secrets(pod):
+    """The names of the Secrets ``pod`` mounts (volumes, projected volumes) or reads into its environment."""
+    spec = pod.get("spec") or {}
+    found = []
+    for volume in spec.get("volumes") or ():
+        found.append((volume.get("secret") or {}).get("secretName"))
+        found += [(source.get("secret") or {}).get("name")
+                  for source in (volume.get("projected") or {}).get("sources") or ()]
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        found += [((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                  for env in container.get("env") or ()]
+        found += [(source.get("secretRef") or {}).get("name") for source in container.get("envFrom") or ()]
+    return [name for name in found if name]
+
+
+def _populate_failure(cluster_name, spec, pods):
+    """Why the current populate Job failed (its last failed pod's words), or None while it has not failed."""
+    job = names.populate_job_name(cluster_name, spec["jail"]["populate"]["repopulateToken"])
+    mine = [p for p in pods.values() if _labels(p).get(JOB_NAME_LABEL, _labels(p).get("job-name")) == job]
+    if any((p.get("status") or {}).get("phase") == "Succeeded" for p in mine):
+        return None
+    failed = sorted((p for p in mine if (p.get("status") or {}).get("phase") == "Failed"),
+                    key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+    if not failed:
+        return None
+    said = ""
+    for status in (failed[-1].get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if status.get("name") == "populate" and terminated.get("message"):
+            said = terminated["message"].strip().splitlines()[-1]
+    return "populate Job %s failed%s (spec.jail.populate)" % (job, ": " + said if said else "")
+
+
+def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION, policy=None, refused=None):
     """Decide one reconcile.
 
     ``cluster``: the live SlurmCluster (with the API server's defaults and its uid); ``nodesets``: the live
@@ -413,9 +457,15 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
     * ``slurm``: ``{node name: node}`` as ``scale_in.parse_show_node`` returns it, or ``None`` when
       slurmctld did not answer (or was not asked, as in the operator's cache check);
-    * ``slurm_error``: why it did not answer, for the status message.
+    * ``slurm_error``: why it did not answer, for the status message;
+    * ``k8s_nodes``: ``{node name: {"unschedulable": bool, "conditions": {type: status}}}`` of the Kubernetes nodes of
+      the worker pods, when ``spec.healthChecks.kubernetesNodes`` asks for them (None: not read, see
+      ``k8s_nodes_error``).
+    * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
+    * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
 
-    ``now``: epoch seconds. Raises SpecErrors when the SlurmCluster itself is invalid.
+    ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
+    SlurmCluster itself is invalid.
     """
     p = Plan()
     statefulsets = observed.get("statefulsets") or {}
@@ -425,7 +475,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
 
     live_sets = [ns for ns in nodesets if not _deleting(ns)]
     leaving_sets = [ns for ns in nodesets if _deleting(ns)]
-    cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version)
+    cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
+                                          observed.get("owners"))
+    p.cluster, p.valid_nodesets = cluster_ok, valid
     for name, errs in invalid.items():
         p.invalid[name] = "; ".join(str(e) for e in errs)
     # A NodeSet being deleted is no longer rendered: its live StatefulSet is scaled down to zero (draining
@@ -463,6 +515,15 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                 maintenance_ready = True
     elif slurm is not None:
         _resume_ours(p, slurm, worker_nodes, (REASON_MAINTENANCE,))
+    if slurm is not None and not specs.health_enabled(spec):
+        # The health program no longer runs: nobody else would ever resume the drains it left (NCCL drains are a
+        # measurement, and stay for an administrator).
+        for name in worker_nodes:
+            node = slurm.get(name)
+            reason = (node or {}).get("reason") or ""
+            if node and node["drain"] and reason.startswith(names.HEALTH_REASON_PREFIX) and not reason.startswith(
+                    names.HEALTH_REASON_PREFIX + " nccl:") and name not in p.resume:
+                p.resume.append(name)
     render_cluster = cluster_ok
     if spec["maintenance"] and not maintenance_ready:
         render_cluster = copy.deepcopy(cluster_ok)
@@ -502,7 +563,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     for set_name in invalid:
         _keep_worker_objects(p, names.worker_name(cluster_name, set_name))
 
-    p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version)
+    p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version,
+                                        served=observed.get("served") or ())
 
     # --- rolling updates: outdated workers replaced one drained node at a time --------------------------------
     hashes = dict((m["metadata"]["name"], _template_hash(m)) for m in p.manifests if m["kind"] == "StatefulSet")
@@ -543,14 +605,135 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         if p.delete_nodes:
             p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
 
-    _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed.get("slurm_error"))
+    # A key Secret (munge, SSH host keys, JWT, database password) a pod of the cluster mounts is held by it: while
+    # that pod exists, a missing one must not be generated anew (see _converge's check).
+    p.secrets_held = sorted(set(name for pod in pods.values() for name in mounted_secrets(pod)))
+    failure = _populate_failure(cluster_name, spec, pods) if not spec["maintenance"] else None
+    if failure:
+        p.degraded.append(failure)
+    if slurm is not None:
+        _project(p, cluster_name, spec, valid + leaving, pods, slurm, dict(observed, now=now))
+        # What Kubernetes is told is Slurm as this pass leaves it: its own drains and resumes included.
+        after = _after_actions(slurm, p)
+        for name in p.pod_conditions:
+            p.pod_conditions[name] = projection.pod_condition(after.get(name))
+        for facts in p.nodesets.values():
+            counts, dummy = projection.nodeset_counts(facts["statefulset"], facts["replicas"], after)
+            facts.update(counts)
+    _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed.get("slurm_error"))
+    _components(p, cluster_name, spec, statefulsets, pods)
     return p
 
 
-def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
+def _after_actions(slurm, p):
+    """Slurm's node table once the plan's drains and resumes are done (what `scontrol update` makes of it)."""
+    after = dict(slurm)
+    for reason, node_names in p.drain.items():
+        after = nodes_core.simulate_drain(after, node_names, reason)
+    for name in p.resume:
+        if name in after:
+            after[name] = dict(after[name], drain=False, flags=[f for f in after[name]["flags"] if f != "DRAIN"])
+    return after
+
+
+def _project(p, cluster_name, spec, nodesets, pods, slurm, observed):
+    """Slurm node states onto the worker pods (a condition each); cordoned Kubernetes nodes and their listed
+    conditions onto the Slurm nodes of their pods (drain, and resume once the cause is gone)."""
+    sets = set(names.worker_name(cluster_name, _name(ns)) for ns in nodesets)
+    workers = dict((name, pod) for name, pod in pods.items()
+                   if name.rpartition("-")[0] in sets and nodes_core.ordinal(name, name.rpartition("-")[0]) is not None
+                   and not _deleting(pod))
+    for name in workers:
+        p.pod_conditions[name] = projection.pod_condition(slurm.get(name))
+    settings = spec["healthChecks"]["kubernetesNodes"]
+    if settings.get("evictUnhealthyAfter"):
+        after = durations.seconds(settings["evictUnhealthyAfter"])
+        for name, why in projection.evictions(workers, slurm, after, observed.get("now", 0)):
+            pod = workers[name]
+            p.evict.append((name, pod["metadata"].get("uid"), (pod.get("spec") or {}).get("nodeName"), why))
+            p.wait(REQUEUE_PROGRESSING, "%s: unhealthy since more than %s (%s): moving it to another node"
+                   % (name, settings["evictUnhealthyAfter"], why))
+    if not settings["drainCordoned"] and not settings.get("drainOnConditions"):
+        return
+    if observed.get("k8s_nodes") is None:
+        p.deferred.append("spec.healthChecks.kubernetesNodes: %s" % (observed.get("k8s_nodes_error")
+                                                                      or "Kubernetes nodes not read"))
+        return
+    hosts = dict((name, (pod.get("spec") or {}).get("nodeName")) for name, pod in workers.items()
+                 if name not in p.delete_nodes)
+    drain, resume = projection.kubernetes_node_plan(hosts, observed["k8s_nodes"], slurm, settings)
+    decided = set(n for nodes in p.drain.values() for n in nodes)  # a drain of this plan (scale-in, update) wins
+    for reason, nodes in sorted(drain.items()):
+        for name in nodes:
+            if name not in decided:
+                p.drain_node(name, reason)
+    p.resume += [name for name in resume if name not in decided and name not in p.resume]
+
+
+_REASON = re.compile(r"^([A-Z][A-Za-z]+): ")
+
+
+def pod_problem(pod):
+    """Why a pod's container keeps failing, from its status: the last termination message (our entrypoints end
+    with ``<Reason>: <what to do>``; Slurm's own last log lines otherwise), or the waiting reason. None if fine."""
+    statuses = ((pod or {}).get("status") or {})
+    for status in (statuses.get("initContainerStatuses") or []) + (statuses.get("containerStatuses") or []):
+        if status.get("ready"):
+            continue
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        terminated = (status.get("lastState") or {}).get("terminated") or (status.get("state") or {}).get(
+            "terminated") or {}
+        message = (terminated.get("message") or "").strip()
+        if terminated.get("exitCode") and message:
+            return "%s: %s" % (status.get("name"), message.splitlines()[-1])
+        if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull",
+                                     "CreateContainerConfigError", "CreateContainerError"):
+            return "%s: %s%s" % (status.get("name"), waiting["reason"],
+                                 ": " + waiting["message"] if waiting.get("message") else "")
+    return None
+
+
+def _components(p, cluster_name, spec, statefulsets, pods):
+    """A condition per optional component (AccountingReady, RestApiReady, ExporterReady): its pods ready, or why
+    not, with the reason its entrypoint gave (DatabaseAccessDenied: ...)."""
+    parts = [("accounting", "AccountingReady", [names.accounting_name(cluster_name)]
+              + ([names.database_name(cluster_name)] if spec["accounting"]["database"]["type"] == "InCluster"
+                 else [])),
+             ("restApi", "RestApiReady", [names.rest_name(cluster_name)]),
+             ("exporter", "ExporterReady", [names.exporter_name(cluster_name)])]
+    for field, ctype, sts_names in parts:
+        if not spec[field]["enabled"]:
+            continue
+        if spec["maintenance"]:
+            p.components[ctype] = ("False", "Maintenance", "the cluster is in maintenance")
+            continue
+        problems, reason = [], "Progressing"
+        for sts_name in sts_names:
+            want = next((m["spec"]["replicas"] for m in p.manifests
+                         if m["kind"] == "StatefulSet" and m["metadata"]["name"] == sts_name), 0)
+            live = statefulsets.get(sts_name)
+            ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
+            if live is not None and ready >= want and _replicas(live) == want:
+                continue
+            why = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, sts_name) is not None]
+            why = [w for w in why if w]
+            for text in why:
+                found = _REASON.match(text.split(": ", 1)[-1])
+                if found:
+                    reason = found.group(1)
+                    break
+            problems.append("%s: %d/%d pods ready%s" % (sts_name, ready, want, "; " + "; ".join(why) if why else ""))
+        if problems:
+            p.components[ctype] = ("False", reason, "; ".join(problems))
+        else:
+            p.components[ctype] = ("True", "Ready", "every pod ready")
+
+
+def _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed_error):
     """Ready: nothing pending, every StatefulSet's pods ready, every worker a serving Slurm node."""
     if p.invalid:
         p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
+    p.pending.extend(p.degraded)
     if maintenance_ready:
         p.phase = PHASE_MAINTENANCE
         p.ready = not p.pending
@@ -564,7 +747,10 @@ def _readiness(p, spec, maintenance_ready, statefulsets, slurm, observed_error):
         live = statefulsets.get(_name(obj))
         ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
         if live is None or ready < want or _replicas(live) != want:
-            problems.append("%s: %d/%d pods ready" % (_name(obj), ready if live else 0, want))
+            failing = [pod_problem(pods[n]) for n in sorted(pods) if nodes_core.ordinal(n, _name(obj)) is not None]
+            failing = [w for w in failing if w]
+            problems.append("%s: %d/%d pods ready%s" % (_name(obj), ready if live else 0, want,
+                                                        " (%s)" % "; ".join(failing) if failing else ""))
     if slurm is None:
         why = observed_error or ""
         problems.append("slurmctld does not answer" + (": " + why if why else ""))

@@ -42,6 +42,7 @@ CONFLICT = "Conflict"             # another field manager owns a field, or a wri
 UNAVAILABLE = "Unavailable"       # the API or slurmctld did not answer: retried
 API_ERROR = "ApiError"            # any other refusal by the API server: retried
 NOT_FOUND = "NotFound"            # the object is gone: nothing to do until it is recreated
+DATA_MISSING = "DataMissing"      # a key Secret is gone while pods run with its keys: restore it (retried slowly)
 
 PERMANENT_REASONS = (INVALID_SPEC, NOT_FOUND)
 

@@ -18,20 +18,28 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 
 # group "" is the core API. applied: server-side applied, pruned when no longer rendered, watched by the
 # operator. data: created once, never pruned; read by name only (never listed: Secrets), deleted only when the
-# deletion policy says so.
-Kind = namedtuple("Kind", "group version kind plural data")
+# deletion policy says so. optional: a kind of another project's CRD, used only where the cluster serves it (the
+# apply adapter and teardown skip kinds not served); the operator does not cache it (a watch on a kind not served
+# would fail), so it reconciles them on its runs only.
+Kind = namedtuple("Kind", "group version kind plural data optional")
 
 OWNED = (
-    Kind("apps", "v1", "StatefulSet", "statefulsets", False),
-    Kind("", "v1", "Service", "services", False),
-    Kind("", "v1", "ConfigMap", "configmaps", False),
-    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", False),
-    Kind("batch", "v1", "Job", "jobs", False),
-    Kind("", "v1", "Secret", "secrets", True),
-    Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
+    Kind("apps", "v1", "StatefulSet", "statefulsets", False, False),
+    Kind("", "v1", "Service", "services", False, False),
+    Kind("", "v1", "ConfigMap", "configmaps", False, False),
+    Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", False, False),
+    Kind("batch", "v1", "Job", "jobs", False, False),
+    Kind("batch", "v1", "CronJob", "cronjobs", False, False),
+    Kind("", "v1", "Secret", "secrets", True, False),
+    Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, False),
+    # prometheus-operator: the exporter's ServiceMonitor, rendered only when the cluster serves the kind.
+    Kind("monitoring.coreos.com", "v1", "ServiceMonitor", "servicemonitors", False, True),
+    # mariadb-operator: the accounting database of spec.accounting.database.type MariaDBOperator (data: it holds
+    # the accounting history, like the jail claim).
+    Kind("k8s.mariadb.com", "v1alpha1", "MariaDB", "mariadbs", True, True),
 )
 # Observed, never written (readiness, and the pod whose slurmctld the reconciler asks).
-POD = Kind("", "v1", "Pod", "pods", False)
+POD = Kind("", "v1", "Pod", "pods", False, False)
 
 
 def api_version(kind):
@@ -39,8 +47,13 @@ def api_version(kind):
 
 
 def applied():
-    """Kinds a converge applies and prunes."""
-    return tuple(k for k in OWNED if not k.data)
+    """Kinds a converge applies and prunes, and the operator caches: every cluster has them."""
+    return tuple(k for k in OWNED if not k.data and not k.optional)
+
+
+def optional_applied():
+    """Applied kinds of other projects' CRDs: applied and pruned where the cluster serves them."""
+    return tuple(k for k in OWNED if not k.data and k.optional)
 
 
 def data():
@@ -48,9 +61,14 @@ def data():
     return tuple(k for k in OWNED if k.data)
 
 
+def optional_names():
+    """Names of the optional kinds (those the adapter checks the cluster serves before rendering them)."""
+    return tuple(k.kind for k in OWNED if k.optional)
+
+
 def prune_kinds():
-    """``apiVersion/Kind`` strings, as the apply adapter takes them."""
-    return ["%s/%s" % (api_version(k), k.kind) for k in applied()]
+    """``apiVersion/Kind`` strings, as the apply adapter takes them (it skips kinds the cluster does not serve)."""
+    return ["%s/%s" % (api_version(k), k.kind) for k in applied() + optional_applied()]
 
 
 def by_name(kind_name):
@@ -58,6 +76,13 @@ def by_name(kind_name):
         if kind.kind == kind_name:
             return kind
     raise KeyError(kind_name)
+
+
+# Cluster-scoped and opt-in (operator_read_nodes): Kubernetes node state projected into Slurm
+# (spec.healthChecks.kubernetesNodes), and the runtime's watch of Nodes that brings a cordon to the converge at once.
+NODE_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+# ... and, opt-in on its own (operator_cordon_nodes), cordoning the node of a worker that stays unhealthy.
+NODE_CORDON_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
 
 
 def operator_rules(allow_data_deletion=False):
@@ -70,17 +95,27 @@ def operator_rules(allow_data_deletion=False):
         {"apiGroups": [names.GROUP], "resources": [p + "/finalizers" for p in cr_plurals], "verbs": ["update"]},
     ]
     grouped = {}
-    for kind in applied():
-        grouped.setdefault(kind.group, []).append(kind.plural)
-    for group in sorted(grouped):
-        rules.append({"apiGroups": [group], "resources": sorted(grouped[group]),
-                      "verbs": ["get", "list", "watch", "create", "patch", "delete"]})
+    for kind in applied() + optional_applied():
+        grouped.setdefault((kind.group, kind.optional), []).append(kind.plural)
+    for group, optional in sorted(grouped):
+        # Optional kinds are not cached by the operator: no watch.
+        verbs = ["get", "list", "create", "patch", "delete"] if optional else [
+            "get", "list", "watch", "create", "patch", "delete"]
+        rules.append({"apiGroups": [group], "resources": sorted(grouped[(group, optional)]), "verbs": verbs})
     data_verbs = ["get", "create"] + (["delete"] if allow_data_deletion else [])
-    rules.append({"apiGroups": [""], "resources": sorted(k.plural for k in data()), "verbs": data_verbs})
+    data_grouped = {}
+    for kind in data():
+        data_grouped.setdefault(kind.group, []).append(kind.plural)
+    for group in sorted(data_grouped):
+        rules.append({"apiGroups": [group], "resources": sorted(data_grouped[group]), "verbs": list(data_verbs)})
     # The runtime caches pods (readiness); the reconciler execs fixed commands in the controller pod (scontrol)
     # and in outdated login pods (session count, sshd -t), and deletes an outdated worker pod (OnDelete rolling
     # update) once its Slurm node is drained and idle, a login pod once nobody is logged in to it.
     rules.append({"apiGroups": [""], "resources": [POD.plural], "verbs": ["get", "list", "watch", "delete"]})
+    # Each worker pod's SlurmNodeReady condition (its Slurm node state); moving an unhealthy worker to another node
+    # (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter) through the Eviction API, which honours its budget.
+    rules.append({"apiGroups": [""], "resources": [POD.plural + "/status"], "verbs": ["patch"]})
+    rules.append({"apiGroups": [""], "resources": [POD.plural + "/eviction"], "verbs": ["create"]})
     # exec over a WebSocket is an upgraded GET: it needs `get` besides `create`.
     rules.append({"apiGroups": [""], "resources": [POD.plural + "/exec"], "verbs": ["get", "create"]})
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})

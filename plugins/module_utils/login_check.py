@@ -47,7 +47,7 @@ def sessions_command():
 def parse_sessions(rc, stdout):
     """Open sessions from the script's answer, None when it did not answer with a number."""
     text = (stdout or "").strip()
-    return int(text) if rc == 0 and text.isdigit() else None
+    return int(text) if rc == 0 and re.fullmatch(r"[0-9]{1,9}", text) else None
 
 
 def sshd_test_command(sshd_config):

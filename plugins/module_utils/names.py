@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+
 COLLECTION_VERSION = "0.1.0"  # tests/unit/test_names.py checks it against galaxy.yml
 
 GROUP = "slurm.soperator.dev"
@@ -37,6 +39,11 @@ COMPONENT_JAIL = "jail"
 COMPONENT_CONFIG = "config"
 COMPONENT_SECRET = "secret"
 COMPONENT_POPULATE = "populate-jail"
+COMPONENT_HEALTH = "health"
+COMPONENT_ACCOUNTING = "accounting"  # slurmdbd
+COMPONENT_DATABASE = "accounting-db"  # the in-cluster MariaDB
+COMPONENT_REST = "rest"  # slurmrestd
+COMPONENT_EXPORTER = "exporter"  # the Prometheus exporter
 
 # Annotations (the same strings as objects.py, which the apply adapter reads).
 ANNOTATION_CONFIG_HASH = GROUP + "/config-hash"
@@ -50,6 +57,13 @@ ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
 ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"
 GENERATE_SSH_HOST_KEYS = "ssh-host-keys"
+# The accounting database's password (and, for a mariadb-operator MariaDB, its root password): random, once.
+GENERATE_DB_PASSWORD = "db-password"
+DB_PASSWORD_KEY = "password"
+DB_ROOT_PASSWORD_KEY = "root-password"
+# The HS256 key slurmctld and slurmdbd verify JSON Web Tokens with (auth/jwt, for slurmrestd): random, once.
+GENERATE_JWT_KEY = "jwt-key"
+JWT_KEY_FILE = "jwt_hs256.key"
 MUNGE_KEY_FILE = "munge.key"
 # Host key types sshd is configured with and the apply adapter generates (once) for the login Secret.
 SSH_HOST_KEY_TYPES = ("ed25519", "rsa")
@@ -57,6 +71,16 @@ SSH_HOST_KEY_FILES = tuple("ssh_host_%s_key" % t for t in SSH_HOST_KEY_TYPES)
 
 # Drain reasons written by the operator start with this; anything else belongs to an administrator.
 DRAIN_REASON_PREFIX = "soperator:"
+# ... those of the health program (images/worker/soperator_health.py) with this: only it resumes them.
+HEALTH_REASON_PREFIX = DRAIN_REASON_PREFIX + " health:"
+# Kubernetes node state projected into Slurm by the converge (spec.healthChecks.kubernetesNodes).
+REASON_NODE_CORDONED = DRAIN_REASON_PREFIX + " node cordoned"
+REASON_NODE_CONDITION = DRAIN_REASON_PREFIX + " node condition "  # + the condition type
+# On a Kubernetes node the converge cordoned (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter): why, for whoever
+# uncordons it once repaired.
+ANNOTATION_CORDONED = GROUP + "/cordoned"
+# The pod condition carrying a worker's Slurm node state (status from Slurm, reason its state in CamelCase).
+POD_CONDITION_SLURM_NODE = "SlurmNodeReady"
 
 # Paths inside the containers (the images and the SPANK plugin rely on them).
 JAIL_MOUNT = "/mnt/jail"
@@ -72,10 +96,47 @@ SSHD_CONFIG_MOUNT = "/etc/soperator/sshd"
 POPULATE_TOOL_DIR = "/opt/soperator/bin"
 POPULATE_TOOL = "populate-jail"
 NODE_READY_PROBE = "/usr/local/bin/soperator-node-ready"  # images/lib/soperator-node-ready
+# The worker image's health programs (images/worker) and where their per-NodeSet configuration is mounted.
+HEALTH_CHECK_PROGRAM = "/usr/local/sbin/soperator-health-check"
+NCCL_CHECK_PROGRAM = "/usr/local/sbin/soperator-nccl-check"
+HEALTH_CONFIG_MOUNT = "/etc/soperator/health"
+HEALTH_CONFIG_FILE = "health.json"
+NCCL_CONFIG_FILE = "nccl.json"
+# Results of the NCCL check, in the jail (JSON and a Prometheus textfile).
+NCCL_RESULTS_DIR = "/var/lib/soperator/nccl"
+JWT_KEY_MOUNT = "/etc/soperator/jwt"
+JWT_KEY_PATH = JWT_KEY_MOUNT + "/" + JWT_KEY_FILE
+# slurmctld's own copy of the JWT key (SlurmUser's, 0400): the controller entrypoint makes it from the Secret's file
+# (root's), because slurmctld reads the key as SlurmUser (again after each `scontrol reconfigure`, which re-executes
+# it). slurmdbd runs as SlurmUser from the start and reads the Secret's file through its pod's fsGroup.
+SLURMCTLD_JWT_KEY_PATH = "/run/slurmctld/" + JWT_KEY_FILE
+# slurmdbd: the rendered slurmdbd.conf without its password (ConfigMap), the password (Secret), an external
+# database's CA (Secret); the entrypoint assembles the real file in a memory volume at SLURMDBD_RUN_DIR.
+SLURMDBD_CONFIG_MOUNT = "/etc/soperator/slurmdbd"
+DB_PASSWORD_MOUNT = "/etc/soperator/db-password"
+DB_CA_MOUNT = "/etc/soperator/db-ca"
+SLURMDBD_RUN_DIR = "/run/slurmdbd"
+MARIADB_DATA_DIR = "/var/lib/mysql"
+MARIADB_RUN_DIR = "/run/mysqld"
+EXPORTER_BINARY = "/usr/local/bin/slurm-exporter"
+# Fixed ids of the users the accounting images run as (images/*/Containerfile): the pods run as them
+# (runAsUser) with no capability at all. slurm is Debian's fixed id (SlurmUser: slurmdbd, the NCCL check); the
+# others are chosen here.
+SLURM_UID = 64030
+MYSQL_UID = 992
+SLURMRESTD_UID = 993
+EXPORTER_UID = 65534  # nobody: the exporter only reads what any Slurm user may read
+
+# slurmctld drops root for this user (the images and the jail have it, uid 64030 as Debian fixes it).
+SLURM_USER = "slurm"
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SSH_PORT = 22
+SLURMDBD_PORT = 6819
+SLURMRESTD_PORT = 6820
+MARIADB_PORT = 3306
+EXPORTER_PORT = 9341
 
 IMAGE_REPOSITORIES = {
     "controller": "soperator/slurm-controller",
@@ -83,12 +144,18 @@ IMAGE_REPOSITORIES = {
     "login": "soperator/slurm-login",
     "populateJail": "soperator/populate-jail",
     "jail": "soperator/jail",
+    "slurmdbd": "soperator/slurmdbd",
+    "slurmrestd": "soperator/slurmrestd",
+    "exporter": "soperator/slurm-exporter",
+    "mariadb": "soperator/mariadb",
 }
 
 # NodeSet names that would collide with the cluster's own object names (`<cluster>-<nodeset>`) or with Slurm
 # keywords in `Nodes=`.
 RESERVED_NODESET_NAMES = ("controller", "login", "login-headless", "jail", "slurm-config", "sshd-config",
-                          "munge-key", "ssh-host-keys", "populate-jail", "all")
+                          "munge-key", "ssh-host-keys", "populate-jail", "all", "health-checks", "nccl-check",
+                          "accounting", "accounting-db", "accounting-db-password", "slurmdbd-config", "jwt-key",
+                          "rest", "exporter")
 
 
 def default_image(component, collection_version=COLLECTION_VERSION):
@@ -120,6 +187,15 @@ def sshd_config_name(cluster):
     return "%s-sshd-config" % cluster
 
 
+def health_config_name(cluster):
+    """The ConfigMap of the health programs' settings: one key per NodeSet, and the NCCL check's."""
+    return "%s-health-checks" % cluster
+
+
+def nccl_check_name(cluster):
+    return "%s-nccl-check" % cluster
+
+
 def munge_key_name(cluster):
     return "%s-munge-key" % cluster
 
@@ -138,6 +214,90 @@ def spool_claim_name(cluster, ordinal=0):
 
 def jail_claim_name(cluster):
     return "%s-jail" % cluster
+
+
+def accounting_name(cluster):
+    """slurmdbd's StatefulSet and headless Service; its pod (``<this>-0``) is the DbdHost."""
+    return "%s-accounting" % cluster
+
+
+def slurmdbd_config_name(cluster):
+    return "%s-slurmdbd-config" % cluster
+
+
+def database_name(cluster):
+    """The in-cluster database: MariaDB's StatefulSet and Service, or the mariadb-operator ``MariaDB``."""
+    return "%s-accounting-db" % cluster
+
+
+def db_password_name(cluster):
+    return "%s-accounting-db-password" % cluster
+
+
+# The in-cluster MariaDB's data come from a claim template: its claim is <template>-<pod>.
+DB_CLAIM_TEMPLATE = "data"
+
+
+def db_claim_name(cluster, ordinal=0):
+    return "%s-%s-%d" % (DB_CLAIM_TEMPLATE, database_name(cluster), ordinal)
+
+
+def jwt_key_name(cluster):
+    return "%s-jwt-key" % cluster
+
+
+def rest_name(cluster):
+    return "%s-rest" % cluster
+
+
+def exporter_name(cluster):
+    return "%s-exporter" % cluster
+
+
+def slurmdbd_host(cluster, namespace):
+    """Where slurmctld reaches slurmdbd (AccountingStorageHost): its pod, through the headless Service."""
+    return "%s-0.%s.%s.svc" % (accounting_name(cluster), accounting_name(cluster), namespace)
+
+
+def database_host(cluster, namespace):
+    return "%s.%s.svc" % (database_name(cluster), namespace)
+
+
+def populate_job_name(cluster, repopulate_token):
+    """``<cluster>-populate-jail-initial``, or a short hash of the token: a new token is a new Job."""
+    if not repopulate_token:
+        return "%s-populate-jail-initial" % cluster
+    return "%s-populate-jail-%s" % (cluster, hashlib.sha256(repopulate_token.encode("utf-8")).hexdigest()[:10])
+
+
+# Tails of the names a family of objects takes: pods (and their claims) of a StatefulSet, populate Jobs, the Jobs
+# a CronJob starts (its name and the scheduled minute) and their pods.
+ORDINAL_TAIL = r"[0-9]+"
+POPULATE_TAIL = r"initial|[0-9a-f]{10}"
+CRONJOB_TAIL = r"[0-9]+(-[a-z0-9]{5})?"
+
+
+def owned_names(cluster, nodeset=None):
+    """The names of the objects a SlurmCluster itself (``nodeset`` None) or one of its NodeSets makes in the
+    namespace: ``(exact names, [(prefix, tail pattern)])``; a family's members are ``prefix`` + a tail matching
+    the pattern (pods of a StatefulSet, populate Jobs). Two owners whose names meet would overwrite each other's
+    objects, or make a pod name resolve to another owner's Service."""
+    if nodeset is not None:
+        worker = worker_name(cluster, nodeset)
+        return [worker], [(worker + "-", ORDINAL_TAIL)]
+    exact = [controller_name(cluster), login_name(cluster), login_headless_name(cluster), slurm_config_name(cluster),
+             sshd_config_name(cluster), munge_key_name(cluster), ssh_host_keys_name(cluster), jail_claim_name(cluster),
+             health_config_name(cluster), nccl_check_name(cluster), accounting_name(cluster),
+             slurmdbd_config_name(cluster), database_name(cluster), db_password_name(cluster), jwt_key_name(cluster),
+             rest_name(cluster), exporter_name(cluster)]
+    families = [(name + "-", ORDINAL_TAIL) for name in (controller_name(cluster), login_name(cluster),
+                                                         accounting_name(cluster), database_name(cluster),
+                                                         rest_name(cluster), exporter_name(cluster))]
+    families += [("%s-%s-" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster)), ORDINAL_TAIL),
+                 ("%s-%s-" % (DB_CLAIM_TEMPLATE, database_name(cluster)), ORDINAL_TAIL),
+                 ("%s-populate-jail-" % cluster, POPULATE_TAIL),
+                 (nccl_check_name(cluster) + "-", CRONJOB_TAIL)]
+    return exact, families
 
 
 # The kubelet's default --cluster-domain; the controller's DNS search list is built from it.

@@ -30,7 +30,7 @@ CREATE_ONLY = ANNOTATION_PREFIX + "create-only"
 GENERATE = ANNOTATION_PREFIX + "generate"
 PRUNE = ANNOTATION_PREFIX + "prune"
 
-GENERATORS = ("munge-key", "ssh-host-keys")
+GENERATORS = ("munge-key", "ssh-host-keys", "db-password", "jwt-key")
 DEFAULT_PROTECT_KINDS = ("Secret", "PersistentVolumeClaim")
 HIDDEN = "<hidden>"
 

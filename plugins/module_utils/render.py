@@ -22,32 +22,62 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_common impo
     pdb,
     secret,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.render_accounting import accounting_objects
 from ansible_collections.soperator.slurm.plugins.module_utils.render_controller import controller
+from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import (
+    exporter,
+    exporter_service,
+    service_monitor,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render_health import (
+    health_config,
+    nccl_cronjob,
+    nccl_service,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.render_jail import jail_claim, populate_job
 from ansible_collections.soperator.slurm.plugins.module_utils.render_login import login, login_service
+from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import rest_service, slurmrestd
 from ansible_collections.soperator.slurm.plugins.module_utils.render_worker import worker
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import render_config_files
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import (
+    render_config_files,
+    render_slurmdbd_conf,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.spec import validate_cluster_with_nodesets
 from ansible_collections.soperator.slurm.plugins.module_utils.sshd_conf import render_sshd_config
 
 
-def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=()):
     """Every Kubernetes object of the cluster, in apply order.
 
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
     name/namespace and optionally uid, spec). Both are validated and defaulted first: a SpecErrors lists every
-    problem. Apply order: Secrets, jail claim, ConfigMaps, Services, populate Job, StatefulSets, PDBs.
+    problem. ``served``: optional kinds the cluster serves (``ServiceMonitor``): rendered only then. Apply order:
+    Secrets, jail claim (and a mariadb-operator MariaDB), ConfigMaps, Services, populate Job, NCCL check CronJob,
+    StatefulSets, PDBs, ServiceMonitor.
     """
     cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets)
+    spec = c.spec
     slurm_config = render_config_files(cluster, nodesets)
     sshd_config = {"sshd_config": render_sshd_config(cluster)}
     objects = [secret(c, names.munge_key_name(c.name), names.GENERATE_MUNGE_KEY),
                secret(c, names.ssh_host_keys_name(c.name), names.GENERATE_SSH_HOST_KEYS)]
-    if "existingClaim" not in c.spec["jail"]:
+    if spec["restApi"]["enabled"]:
+        objects.append(secret(c, names.jwt_key_name(c.name), names.GENERATE_JWT_KEY))
+    accounting = ([], [], [], [])
+    slurmdbd_config = None
+    if spec["accounting"]["enabled"]:
+        slurmdbd_config = {"slurmdbd.conf": render_slurmdbd_conf(cluster)}
+        accounting = accounting_objects(c, slurmdbd_config)
+    account_secrets, account_data, account_services, account_workloads = accounting
+    objects += account_secrets
+    if "existingClaim" not in spec["jail"]:
         objects.append(jail_claim(c))
+    objects += account_data
     objects += [config_map(c, names.slurm_config_name(c.name), slurm_config),
-                config_map(c, names.sshd_config_name(c.name), sshd_config)]
+                config_map(c, names.sshd_config_name(c.name), sshd_config), health_config(c)]
+    if slurmdbd_config is not None:
+        objects.append(config_map(c, names.slurmdbd_config_name(c.name), slurmdbd_config))
     objects.append(headless_service(c, names.controller_name(c.name), names.COMPONENT_CONTROLLER, "slurmctld",
                                     names.SLURMCTLD_PORT))
     objects.append(login_service(c))
@@ -55,12 +85,31 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
                                     names.SSH_PORT))
     objects += [headless_service(c, names.worker_name(c.name, ns["metadata"]["name"]), names.COMPONENT_WORKER,
                                  "slurmd", names.SLURMD_PORT, nodeset=ns) for ns in c.nodesets]
+    objects += account_services
+    if spec["restApi"]["enabled"]:
+        objects.append(rest_service(c))
+    if spec["exporter"]["enabled"]:
+        objects.append(exporter_service(c))
+    service = nccl_service(c)
+    if service is not None:
+        objects.append(service)
     if not c.maintenance:
         objects.append(populate_job(c))
+    cronjob = nccl_cronjob(c)
+    if cronjob is not None:
+        objects.append(cronjob)
+    # The database and slurmdbd first: slurmctld registers with slurmdbd when it starts.
+    objects += account_workloads
     objects.append(controller(c, slurm_config))
     objects.append(login(c, sshd_config))
     objects += [worker(c, ns) for ns in c.nodesets]
+    if spec["restApi"]["enabled"]:
+        objects.append(slurmrestd(c, slurm_config["slurm.conf"]))
+    if spec["exporter"]["enabled"]:
+        objects.append(exporter(c, slurm_config["slurm.conf"]))
     objects.append(pdb(c, names.login_name(c.name), names.COMPONENT_LOGIN))
     objects += [pdb(c, names.worker_name(c.name, ns["metadata"]["name"]), names.COMPONENT_WORKER, nodeset=ns)
                 for ns in c.nodesets]
+    if spec["exporter"]["enabled"] and spec["exporter"]["serviceMonitor"]["enabled"] and "ServiceMonitor" in served:
+        objects.append(service_monitor(c))
     return objects

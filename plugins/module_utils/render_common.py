@@ -14,6 +14,7 @@ import hashlib
 import json
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.spec import sub_mount_read_only
 
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
@@ -115,16 +116,32 @@ class ClusterContext(object):
             return volumes, mounts
         for sub in self.spec["jail"].get("subMounts") or ():
             volume = {"name": "submount-" + sub["name"]}
+            read_only = sub_mount_read_only(sub)
             if "hostPath" in sub:
                 volume["hostPath"] = {"path": sub["hostPath"], "type": "Directory"}
             elif "claimName" in sub:
-                volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": sub["readOnly"]}
+                volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": read_only}
             else:
                 volume["emptyDir"] = {}
             volumes.append(volume)
             mounts.append({"name": volume["name"], "mountPath": names.JAIL_MOUNT + sub["mountPath"],
-                           "readOnly": sub["readOnly"]})
+                           "readOnly": read_only})
         return volumes, mounts
+
+    def jwt_volume(self, mode=0o400):
+        """The JWT key: root's for the controller entrypoint (it gives slurmctld a copy of its own), the slurm group's
+        for slurmdbd (0440 with its pod's fsGroup)."""
+        return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": mode,
+                                              "items": [{"key": names.JWT_KEY_FILE, "path": names.JWT_KEY_FILE}]}}
+
+    def generated_secret(self, name, generator, component=names.COMPONENT_SECRET):
+        return secret(self, name, generator, component)
+
+    def slurm_conf_volume(self):
+        """slurm.conf alone, for the Slurm clients that are no login node (slurmrestd, the exporter): the same
+        ConfigMap slurmctld reads; their pod templates carry its hash, so a change restarts them."""
+        return {"name": "slurm-config", "configMap": {"name": names.slurm_config_name(self.name),
+                                                      "items": [{"key": "slurm.conf", "path": "slurm.conf"}]}}
 
     def munge_volumes(self):
         return [
@@ -172,11 +189,11 @@ def run_mounts(volume, path):
     return [{"name": volume, "mountPath": path}, {"name": volume, "mountPath": names.JAIL_MOUNT + path}]
 
 
-def secret(c, name, generator):
+def secret(c, name, generator, component=names.COMPONENT_SECRET):
     return {
         "apiVersion": "v1", "kind": "Secret",
         # No owner reference: the keys must survive deletion of the SlurmCluster (deletionPolicy.secrets).
-        "metadata": c.metadata(name, names.COMPONENT_SECRET, annotations={
+        "metadata": c.metadata(name, component, annotations={
             names.ANNOTATION_CREATE_ONLY: "true", names.ANNOTATION_GENERATE: generator}),
         "type": "Opaque",
     }

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render_health import nccl_enabled
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     RUNTIME_DEFAULT,
     config_hash,
@@ -31,6 +32,10 @@ def controller(c, slurm_config):
     jail_volumes = c.jail_volumes(with_sub_mounts=False)[0]
     volumes = ([{"name": "slurm-config", "configMap": {"name": names.slurm_config_name(c.name)}}] + c.munge_volumes()
                + jail_volumes)
+    mounts = []
+    if c.spec["restApi"]["enabled"]:
+        volumes.append(c.jwt_volume())
+        mounts.append({"name": "jwt-key", "mountPath": names.JWT_KEY_MOUNT, "readOnly": True})
     container = {
         "name": "slurmctld",
         "image": image,
@@ -47,7 +52,7 @@ def controller(c, slurm_config):
             # Users exist only in the jail (one set for the cluster): slurmctld resolves job owners from its
             # /etc/passwd and /etc/group, which the entrypoint links to the jail's. Read-only: it never writes there.
             {"name": "jail", "mountPath": names.JAIL_MOUNT, "readOnly": True},
-        ],
+        ] + mounts,
         "securityContext": security(CONTROLLER_CAPABILITIES, RUNTIME_DEFAULT),
     }
     resources = container_resources(spec.get("resources"))
@@ -57,8 +62,8 @@ def controller(c, slurm_config):
     # slurmctld calls back srun and sbatch by the short host name they report (a login or worker pod's name):
     # searching the pods' headless Services resolves it. Without, each callback spends ~10 failed lookups and a
     # finished job stays COMPLETING for a minute or more.
-    services = [names.login_headless_name(c.name)] + sorted(names.worker_name(c.name, ns["metadata"]["name"])
-                                                            for ns in c.nodesets)
+    services = [names.login_headless_name(c.name)] + ([names.nccl_check_name(c.name)] if nccl_enabled(c) else []) \
+        + sorted(names.worker_name(c.name, ns["metadata"]["name"]) for ns in c.nodesets)  # + the NCCL check's srun
     pod["dnsConfig"] = {"searches": ["%s.%s.svc.%s" % (svc, c.namespace, names.CLUSTER_DOMAIN)
                                      for svc in services[:names.MAX_EXTRA_DNS_SEARCHES]]}
     spool = spec["spool"]

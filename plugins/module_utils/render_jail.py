@@ -7,8 +7,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
-
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     RUNTIME_DEFAULT,
@@ -35,13 +33,6 @@ def jail_claim(c):
             "spec": spec}
 
 
-def populate_job_name(cluster_name, repopulate_token):
-    """``<cluster>-populate-jail-initial``, or a short hash of the token: a new token is a new Job."""
-    if not repopulate_token:
-        return "%s-populate-jail-initial" % cluster_name
-    return "%s-populate-jail-%s" % (cluster_name, hashlib.sha256(repopulate_token.encode("utf-8")).hexdigest()[:10])
-
-
 def populate_job(c):
     token = c.spec["jail"]["populate"]["repopulateToken"]
     images = c.spec["images"]
@@ -59,6 +50,8 @@ def populate_job(c):
         "image": images["jail"],
         "imagePullPolicy": c.pull_policy,
         "command": command,
+        # A refusal (a non-empty volume that is not a soperator jail) reaches the converge's status this way.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": jail_mounts + [tools_mount],
         "securityContext": security(POPULATE_CAPABILITIES, RUNTIME_DEFAULT),
     }], volumes=jail_volumes + [{"name": "tools", "emptyDir": {}}], init_containers=[{
@@ -72,7 +65,7 @@ def populate_job(c):
     pod["restartPolicy"] = "Never"
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": c.owned(populate_job_name(c.name, token), names.COMPONENT_POPULATE,
+        "metadata": c.owned(names.populate_job_name(c.name, token), names.COMPONENT_POPULATE,
                             annotations={names.ANNOTATION_CREATE_ONLY: "true"}),
         "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": labels}, "spec": pod}},
     }

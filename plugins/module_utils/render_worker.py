@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import node_conf_params
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render_health import worker_health_volume
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     container_resources,
     run_mounts,
@@ -23,6 +24,9 @@ WORKER_CAPABILITIES = [
     "KILL",  # signals the processes of any user's job
     "SETGID",  # steps run as the job's user and groups
     "SETUID",
+    # The jail plugin drops SYS_ADMIN, SYS_CHROOT and then SETPCAP from every task's bounding set once the task is
+    # in the jail: no job, root's included, holds them (SETPCAP is what dropping needs).
+    "SETPCAP",
     "SYS_ADMIN",  # the SPANK jail: unshare(CLONE_NEWNS), mounts, pivot_root; and rw cgroups for the job
     "SYS_CHROOT",  # the jail plugin's chroot(".") after pivot_root
     "SYS_NICE",  # task/affinity binds other users' tasks to their CPUs
@@ -41,6 +45,8 @@ def worker(c, nodeset):
         {"name": "slurm-run", "emptyDir": {}},
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
     ]
+    health_volume, health_mount = worker_health_volume(c, nodeset)
+    volumes.append(health_volume)
     resources = container_resources(spec.get("resources"))
     gpu = spec["gpu"]
     if gpu["count"]:
@@ -68,7 +74,7 @@ def worker(c, nodeset):
                            "failureThreshold": 2},
         "volumeMounts": jail_mounts + run_mounts("slurmd-spool", names.SLURMD_SPOOL)
         + run_mounts("munge-run", names.MUNGE_RUN_DIR) + run_mounts("slurm-run", names.SLURM_RUN_DIR)
-        + [{"name": "dshm", "mountPath": "/dev/shm"}],
+        + [{"name": "dshm", "mountPath": "/dev/shm"}, health_mount],
         # Not privileged: the capabilities above, plus seccomp and AppArmor unconfined because the runtime
         # default profiles block pivot_root and mount, which the jail plugin needs. SYS_ADMIN implies that
         # privilege escalation stays allowed (the API server refuses the combination otherwise).

@@ -61,7 +61,7 @@ class ScontrolParseError(ValueError):
 
 def validate_node_names(node_names):
     """Raise ValueError unless every name is a plain pod name."""
-    bad = [n for n in node_names if not isinstance(n, str) or not NODE_NAME_RE.match(n)]
+    bad = [n for n in node_names if not isinstance(n, str) or not NODE_NAME_RE.fullmatch(n)]
     if bad:
         raise ValueError("invalid Slurm node names (expected pod names): %s" % ", ".join(repr(b) for b in bad))
     return list(node_names)
@@ -94,7 +94,7 @@ def _split_reason(raw):
     if not m:
         return raw.strip() or None, None, None
     when = m.group(2)
-    return raw[:m.start()].strip() or None, m.group(1), int(when) if when.isdigit() else when
+    return raw[:m.start()].strip() or None, m.group(1), int(when) if re.fullmatch(r"[0-9]+", when) else when
 
 
 def _int(value, default=0):
@@ -220,7 +220,7 @@ def simulate_drain(nodes, node_names, reason):
 def ordinal(node_name, statefulset):
     """The pod ordinal of ``<statefulset>-<n>``, or None for a node of something else."""
     head, sep, tail = node_name.rpartition("-")
-    if sep and head == statefulset and tail.isdigit() and (tail == "0" or not tail.startswith("0")):
+    if sep and head == statefulset and re.fullmatch(r"[0-9]+", tail) and (tail == "0" or not tail.startswith("0")):
         return int(tail)
     return None
 

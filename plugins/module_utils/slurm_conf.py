@@ -18,10 +18,10 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.spec import (
-    cpu_count, nodeset_partitions, real_memory_mib,
+    cpu_count, health_enabled, nodeset_partitions, real_memory_mib,
 )
 
-_UNSAFE = re.compile(r"[\s\\#\x00]")
+_UNSAFE = re.compile(r"[\x00-\x20\x7f\\#]")
 
 # slurm.conf defaults a raw override (spec.slurm.slurmConf) may replace, in rendering order.
 SLURM_CONF_DEFAULTS = (
@@ -33,6 +33,11 @@ SLURM_CONF_DEFAULTS = (
     ("MailProg", "/bin/true"),
     # Dynamic nodes: slurmctld talks to each node directly instead of through a fan-out tree.
     ("TreeWidth", "65533"),
+)
+
+# With accounting, defaults that make fairshare count (Slurm's default weight is 0: fairshare computed, never used).
+ACCOUNTING_DEFAULTS = (
+    ("PriorityWeightFairshare", "10000"),
 )
 
 CGROUP_CONF_DEFAULTS = (
@@ -51,8 +56,8 @@ def conf_line(key, value, path, separator="="):
     """``Key=Value``; a SpecError naming ``path`` when the value could inject another line or key."""
     text = str(value)
     if _UNSAFE.search(text):
-        raise SpecError(path, "value %r would break the configuration line (whitespace, line break, "
-                              "backslash, '#' or NUL)" % text)
+        raise SpecError(path, "value %r would break the configuration line (whitespace, control character, "
+                              "backslash or '#')" % text)
     return "%s%s%s" % (key, separator, text)
 
 
@@ -113,32 +118,50 @@ def render_slurm_conf(cluster, nodesets):
              "SlurmctldPort=%d" % names.SLURMCTLD_PORT,
              "SlurmdPort=%d" % names.SLURMD_PORT,
              "AuthType=auth/munge",
-             "CredType=cred/munge",
-             "# Configless: slurmd and sackd fetch these files from slurmctld",
-             conf_line("SlurmctldParameters", ctld_params, "spec.slurm.slurmConf.SlurmctldParameters"),
-             "StateSaveLocation=%s" % names.SLURMCTLD_SPOOL,
-             "SlurmdSpoolDir=%s" % names.SLURMD_SPOOL,
-             "MaxNodeCount=%d" % slurm["maxNodeCount"],
-             "",
-             "# Scheduling",
-             conf_line("SelectType", slurm["selectType"], "spec.slurm.selectType"),
-             conf_line("SelectTypeParameters", slurm["selectTypeParameters"], "spec.slurm.selectTypeParameters"),
-             conf_line("SchedulerType", slurm["schedulerType"], "spec.slurm.schedulerType"),
-             conf_line("PriorityType", slurm["priorityType"], "spec.slurm.priorityType"),
-             "MaxJobCount=%d" % slurm["maxJobCount"],
-             "",
-             "# Nodes and processes",
-             "ReturnToService=%d" % slurm["returnToService"],
-             "SlurmctldTimeout=%d" % slurm["slurmctldTimeout"],
-             "SlurmdTimeout=%d" % slurm["slurmdTimeout"],
-             "KillWait=%d" % slurm["killWait"]]
-    if slurm.get("healthCheckInterval"):
+             # slurmctld runs as this user, not root (it owns the spool; the entrypoint hands it over).
+             "SlurmUser=%s" % names.SLURM_USER,
+             "CredType=cred/munge"]
+    lines += jwt_lines(spec, names.SLURMCTLD_JWT_KEY_PATH)
+    lines += ["# Configless: slurmd and sackd fetch these files from slurmctld",
+              conf_line("SlurmctldParameters", ctld_params, "spec.slurm.slurmConf.SlurmctldParameters"),
+              "StateSaveLocation=%s" % names.SLURMCTLD_SPOOL,
+              "SlurmdSpoolDir=%s" % names.SLURMD_SPOOL,
+              "MaxNodeCount=%d" % slurm["maxNodeCount"],
+              "",
+              "# Scheduling",
+              conf_line("SelectType", slurm["selectType"], "spec.slurm.selectType"),
+              conf_line("SelectTypeParameters", slurm["selectTypeParameters"], "spec.slurm.selectTypeParameters"),
+              conf_line("SchedulerType", slurm["schedulerType"], "spec.slurm.schedulerType"),
+              conf_line("PriorityType", slurm["priorityType"], "spec.slurm.priorityType"),
+              "MaxJobCount=%d" % slurm["maxJobCount"],
+              "",
+              "# Nodes and processes",
+              "ReturnToService=%d" % slurm["returnToService"],
+              "SlurmctldTimeout=%d" % slurm["slurmctldTimeout"],
+              "SlurmdTimeout=%d" % slurm["slurmdTimeout"],
+              "KillWait=%d" % slurm["killWait"],
+              # A root job is still jailed and holds no CAP_SYS_ADMIN, but it is root on a node: opt-in only.
+              "DisableRootJobs=%s" % _yes(slurm["disableRootJobs"])]
+    if health_enabled(spec):
+        # The worker image's program: it drains a failing node with `soperator: health: ...` and resumes it.
+        health = spec["healthChecks"]
+        lines.append("HealthCheckProgram=%s" % names.HEALTH_CHECK_PROGRAM)
+        lines.append("HealthCheckInterval=%d" % health["interval"])
+        lines.append(conf_line("HealthCheckNodeState", ",".join(health["nodeStates"]), "spec.healthChecks.nodeStates"))
+    elif slurm.get("healthCheckInterval"):
         lines.append("HealthCheckInterval=%d" % slurm["healthCheckInterval"])
         lines.append(conf_line("HealthCheckProgram", slurm["healthCheckProgram"], "spec.slurm.healthCheckProgram"))
     if has_gpus(nodesets):
         lines.append("GresTypes=gpu")
     lines.extend(conf_line(key, value, "spec.slurm.slurmConf.%s" % key)
                  for key, value in SLURM_CONF_DEFAULTS if key not in raw)
+    if spec["accounting"]["enabled"]:
+        lines += ["", "# Accounting: slurmdbd (spec.accounting); slurmctld registers the cluster on first contact",
+                  "AccountingStorageType=accounting_storage/slurmdbd",
+                  "AccountingStorageHost=%s" % names.slurmdbd_host(md["name"], md["namespace"]),
+                  "AccountingStoragePort=%d" % names.SLURMDBD_PORT]
+        lines.extend(conf_line(key, value, "spec.slurm.slurmConf.%s" % key)
+                     for key, value in ACCOUNTING_DEFAULTS if key not in raw)
     overrides = [(key, raw[key]) for key in sorted(raw)]
     if overrides:
         lines += ["", "# From spec.slurm.slurmConf"]
@@ -164,6 +187,50 @@ def render_slurm_conf(cluster, nodesets):
         config = partition.get("config") or {}
         pairs += [(key, config[key], "%s.config.%s" % (base, key)) for key in sorted(config)]
         lines.append(_words(*pairs))
+    return "\n".join(lines) + "\n"
+
+
+def jwt_lines(spec, key_path):
+    """auth/jwt beside munge, for slurmrestd's users: slurmctld and slurmdbd verify tokens with the shared key, each
+    from its own ``key_path`` (the other daemons and the clients load the plugin without needing the key)."""
+    if not spec["restApi"]["enabled"]:
+        return []
+    return ["AuthAltTypes=auth/jwt", "AuthAltParameters=jwt_key=%s" % key_path]
+
+
+def render_slurmdbd_conf(cluster):
+    """slurmdbd.conf WITHOUT StoragePass: the entrypoint appends the password from its Secret when it writes the
+    real file (0600, in memory), so the password is in no ConfigMap and no log."""
+    md = cluster["metadata"]
+    spec = cluster["spec"]
+    accounting = spec["accounting"]
+    database = accounting["database"]
+    if database["type"] == "External":
+        host = database["host"]
+    else:
+        host = names.database_host(md["name"], md["namespace"])
+    base = "spec.accounting.database"
+    lines = [HEADER % (md["namespace"], md["name"]),
+             "# StoragePass is appended from the password Secret by the container's entrypoint.",
+             "AuthType=auth/munge",
+             "DbdHost=%s-0" % names.accounting_name(md["name"]),
+             "DbdPort=%d" % names.SLURMDBD_PORT,
+             # slurmctld accepts slurmdbd's connection only from its own SlurmUser; slurmdbd runs as that user
+             # from the start (the pod's runAsUser), so it drops nothing.
+             "SlurmUser=%s" % names.SLURM_USER,
+             "PidFile=%s/slurmdbd.pid" % names.SLURMDBD_RUN_DIR,
+             "StorageType=accounting_storage/mysql",
+             conf_line("StorageHost", host, base + ".host"),
+             "StoragePort=%d" % database["port"],
+             conf_line("StorageLoc", database["name"], base + ".name"),
+             conf_line("StorageUser", database["user"], base + ".user")]
+    tls = database.get("tls")
+    if tls:
+        lines.append(conf_line("StorageParameters", "SSL_CA=%s/%s" % (names.DB_CA_MOUNT, tls["caSecretRef"]["key"]),
+                               base + ".tls.caSecretRef.key"))
+    lines += jwt_lines(spec, names.JWT_KEY_PATH)
+    config = accounting["slurmdbd"].get("config") or {}
+    lines.extend(conf_line(key, config[key], "spec.accounting.slurmdbd.config.%s" % key) for key in sorted(config))
     return "\n".join(lines) + "\n"
 
 

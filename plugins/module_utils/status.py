@@ -23,6 +23,11 @@ REASON_RECONCILE_ERROR = "ReconcileError"
 REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
 REASON_LEAVING = "Removing"
 REASON_ROLLING = "RollingUpdate"
+REASON_FAILED = "Failed"                # something of the cluster failed and needs someone (the populate Job)
+REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold its keys
+
+# Conditions of the optional components (converge._components), present while the component is enabled.
+COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady")
 
 COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
 
@@ -98,22 +103,31 @@ def cluster_status(old, obj, plan, now):
                               "%d login pod(s) on an older template: each is replaced once nobody is logged in to "
                               "it, or after spec.login.updateGracePeriod" % outdated if outdated else
                               "every login pod on the current template", gen, now)
-    if plan.invalid:
-        message = "; ".join("NodeSet %s: %s" % kv for kv in sorted(plan.invalid.items()))
-        conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, message, gen, now)
+    for ctype in COMPONENT_CONDITIONS:
+        if ctype in plan.components:
+            cstatus, reason, message = plan.components[ctype]
+            conds = set_condition(conds, ctype, cstatus, reason, message, gen, now)
+        else:  # the component was switched off
+            conds = remove_condition(conds, ctype)
+    degraded = list(getattr(plan, "degraded", None) or [])
+    if plan.invalid or degraded:
+        message = "; ".join(["NodeSet %s: %s" % kv for kv in sorted(plan.invalid.items())] + degraded)
+        reason = REASON_INVALID_SPEC if plan.invalid else REASON_FAILED
+        conds = set_condition(conds, "Degraded", "True", reason, message, gen, now)
     else:
         conds = set_condition(conds, "Degraded", "False", REASON_RECONCILED, "", gen, now)
     status.update(conditions=conds, observedGeneration=gen, phase=plan.phase)
     return status
 
 
-def invalid_cluster_status(old, obj, message, now):
-    """The SlurmCluster's spec is invalid: nothing was applied; the generation was judged."""
+def invalid_cluster_status(old, obj, message, now, reason=REASON_INVALID_SPEC, phase="Invalid"):
+    """The SlurmCluster's spec is invalid (or, with ``reason``, the cluster cannot be converged safely): nothing was
+    applied; the generation was judged."""
     status = dict(old or {})
     gen = generation(obj)
-    conds = set_condition(status.get("conditions"), "Ready", "False", REASON_INVALID_SPEC, message, gen, now)
-    conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, message, gen, now)
-    status.update(conditions=conds, observedGeneration=gen, phase="Invalid")
+    conds = set_condition(status.get("conditions"), "Ready", "False", reason, message, gen, now)
+    conds = set_condition(conds, "Degraded", "True", reason, message, gen, now)
+    status.update(conditions=conds, observedGeneration=gen, phase=phase)
     return status
 
 

@@ -82,6 +82,7 @@ options:
       namespaces:
         description:
           - Namespaces to prune in. Defaults to the namespaces of O(manifests).
+          - C(*) prunes in every namespace (one list per kind across the cluster).
         type: list
         elements: str
       protect_kinds:

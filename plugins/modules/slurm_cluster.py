@@ -32,6 +32,14 @@ description:
   - "A NodeSet that fails validation is left as it is and marked C(Degraded); the others converge. An invalid
     SlurmCluster (or, with O(definition), any invalid document) fails before anything is written, naming the
     field in RV(field)."
+  - "Before anything is written, every object the pass would write is sent to the API server as a server-side
+    dry run (C(dryRun=All)), and a refusal fails the pass as a whole, naming the SlurmCluster's or NodeSet's field
+    the refused object was rendered from (a NodeSet's own objects refused only mark that NodeSet C(Degraded)).
+    With O(definition), the documents and every object rendered from them are dry-run before the first of them is
+    written (only a missing namespace is created first)."
+  - "A generated key Secret (munge key, SSH host keys, JWT key, database password) that is missing while a pod of
+    the cluster that mounts it exists is not generated anew: the pass fails (reason C(DataMissing), condition
+    C(Degraded) with reason C(SecretMissing)) until it is restored, or until C(spec.maintenance) stopped every pod."
   - Runs in the Ansible controller's process when the task's connection is local (no module process to start),
     otherwise as a module on the target.
 author:
@@ -56,7 +64,8 @@ attributes:
 options:
   state:
     description:
-      - V(present) converges the cluster; V(absent) tears it down (see O(delete_volumes), O(delete_secrets)).
+      - V(present) converges the cluster; V(absent) tears it down (see O(delete_volumes), O(delete_secrets),
+        O(delete_database)).
     type: str
     choices: [present, absent]
     default: present
@@ -114,6 +123,34 @@ options:
       - The server-side apply field manager.
     type: str
     default: soperator.slurm
+  policy:
+    description:
+      - The installer's policy, which the author of a SlurmCluster or NodeSet cannot loosen. A resource asking for
+        more is refused naming the field (a NodeSet alone is marked C(Degraded)).
+    type: dict
+    suboptions:
+      allowed_host_path_prefixes:
+        description:
+          - Node directories C(jail.subMounts[].hostPath) may be equal to or below. Empty refuses every host path.
+          - "Host paths are mounted read-only unless the sub-mount says C(readOnly: false)."
+        type: list
+        elements: str
+        default: []
+      allowed_registries:
+        description:
+          - Image reference prefixes every image must start with, at a path boundary (C(registry.example.com),
+            C(registry.example.com/hpc)); an image without a registry is C(docker.io/...). The default images
+            count too. Empty allows any registry.
+        type: list
+        elements: str
+        default: []
+      allow_privileged_programs:
+        description:
+          - Whether C(spec.slurm.healthCheckProgram) and the slurm.conf programs Slurm runs as root or as
+            SlurmUser (C(Prolog), C(Epilog), C(RebootProgram), C(PrologSlurmctld), ...) may be set, and another
+            command than the default for the NCCL check (C(spec.healthChecks.nccl.command), run as SlurmUser).
+        type: bool
+        default: true
   delete_volumes:
     description:
       - With O(state=absent), delete the jail and spool claims. Unset, the SlurmCluster's
@@ -121,8 +158,14 @@ options:
     type: bool
   delete_secrets:
     description:
-      - With O(state=absent), delete the munge key and SSH host keys. Unset, C(spec.deletionPolicy.secrets)
-        decides (default C(Retain)).
+      - With O(state=absent), delete the munge key, SSH host keys and JWT key. Unset,
+        C(spec.deletionPolicy.secrets) decides (default C(Retain)).
+    type: bool
+  delete_database:
+    description:
+      - With O(state=absent), delete the accounting database the cluster made (the in-cluster MariaDB's volume or
+        the mariadb-operator C(MariaDB)) and its generated password. An external database is never touched.
+        Unset, C(spec.deletionPolicy.database) decides (default C(Retain)).
     type: bool
   delete_resources:
     description:
@@ -260,7 +303,8 @@ field:
   sample: spec.slurm.slurmConf.SlurmctldHost
 reason:
   description:
-    - Why it failed, C(InvalidSpec), C(Forbidden), C(Conflict), C(Unavailable), C(ApiError) or C(NotFound).
+    - Why it failed, C(InvalidSpec), C(Forbidden), C(Conflict), C(Unavailable), C(ApiError), C(NotFound) or
+      C(DataMissing).
   returned: failure
   type: str
 retryable:
@@ -293,8 +337,14 @@ def argument_spec():
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
         field_manager=dict(type="str", default="soperator.slurm"),
+        policy=dict(type="dict", options=dict(
+            allowed_host_path_prefixes=dict(type="list", elements="str", default=[]),
+            allowed_registries=dict(type="list", elements="str", default=[]),
+            allow_privileged_programs=dict(type="bool", default=True),
+        )),
         delete_volumes=dict(type="bool"),
         delete_secrets=dict(type="bool"),
+        delete_database=dict(type="bool"),
         delete_resources=dict(type="bool", default=True),
     )
     spec.update(AUTH_ARG_SPEC)

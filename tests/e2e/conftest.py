@@ -21,7 +21,6 @@ from polling import wait_until  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
 NAMESPACE = "e2e-site"
-IMAGES = ("slurm-controller", "slurm-worker", "slurm-login", "jail", "populate-jail")
 TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 
 
@@ -84,6 +83,23 @@ class E2E:
             return {}
         return dict(line.split() for line in res.stdout.splitlines() if line.strip())
 
+    def nodeset_counts(self, name="cpu"):
+        """The Slurm node counts a NodeSet's status shows, and the same counted from sinfo (state -> nodes)."""
+        status = (self.get("nodeset", name) or {}).get("status") or {}
+        shown = dict((k, status.get(k, 0)) for k in ("idle", "allocated", "mixed", "drained", "down"))
+        counted = dict((k, 0) for k in shown)
+        for state in self.sinfo().values():
+            state = state.rstrip("*~#!%$@^-")
+            key = {"drained": "drained", "draining": "drained", "down": "down"}.get(state, state)
+            if key in counted:
+                counted[key] += 1
+        return shown, counted
+
+    def slurm_condition(self, pod):
+        """A worker pod's SlurmNodeReady condition."""
+        conds = ((self.get("pod", pod) or {}).get("status") or {}).get("conditions") or []
+        return next((c for c in conds if c["type"] == "SlurmNodeReady"), None)
+
     def node(self, name):
         res = self.slurm("scontrol show node %s -o" % name)
         return res.stdout if res.returncode == 0 else ""
@@ -98,7 +114,7 @@ class E2E:
         return "\n".join(out)
 
     # --- the collection ---------------------------------------------------------------------------------
-    def definition(self, replicas=None, slurm=None, extra_nodeset=None, login=None):
+    def definition(self, replicas=None, slurm=None, extra_nodeset=None, login=None, health_checks=None):
         """The local example, in this suite's namespace (workers on ``self.worker_image`` when set); with
         ``extra_nodeset``, a second NodeSet of that name and one worker."""
         with open(EXAMPLE) as f:
@@ -111,6 +127,8 @@ class E2E:
             docs[0]["spec"]["slurm"] = slurm
         if login:
             docs[0]["spec"]["login"].update(login)
+        if health_checks:
+            docs[0]["spec"]["healthChecks"] = health_checks
         if self.worker_image:
             docs[1]["spec"]["image"] = self.worker_image
         if extra_nodeset:
@@ -195,8 +213,9 @@ def real_node_cluster(tmp_path_factory):
         started = True
     env["SOPERATOR_LOCALCLUSTER_DIR"] = state_dir
     subprocess.run([os.path.join(ROOT, "hack", "images.sh"), "build", "save"], check=True, stdin=subprocess.DEVNULL)
-    images = os.path.join(os.environ.get("SOPERATOR_CACHE", os.path.expanduser("~/.cache/soperator")), "images")
-    _tool(env, "import-image", *[os.path.join(images, "%s-0.1.0.tar" % i) for i in IMAGES])
+    archives = subprocess.run([os.path.join(ROOT, "hack", "images.sh"), "archives"], check=True, text=True,
+                              capture_output=True, stdin=subprocess.DEVNULL).stdout.split()
+    _tool(env, "import-image", *archives)
     try:
         yield state_dir
     finally:

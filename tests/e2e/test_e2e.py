@@ -34,6 +34,21 @@ def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
     assert batch.stdout.splitlines()[-1] == "soperator/jail:0.1.0"
 
 
+def test_a_root_job_is_jailed_without_what_entering_the_jail_needed(e2e):
+    # The local example allows root jobs (spec.slurm.disableRootJobs: false). On a real kubelet, with the worker's
+    # manifest capabilities, seccomp and AppArmor: the task's bounding set has no SYS_ADMIN (21), SYS_CHROOT (18)
+    # or SETPCAP (8); it cannot mount; the node's /sys (cgroups included) is read-only.
+    script = ("grep CapBnd /proc/self/status; mkdir -p /tmp/soperator-m; mount -t tmpfs none /tmp/soperator-m "
+              "&& echo MOUNTED; mkdir /sys/fs/cgroup/soperator-test 2>/dev/null && echo WROTE-SYS; "
+              "echo 1 > /proc/sys/kernel/printk_ratelimit 2>/dev/null && echo WROTE-PROC; echo done")
+    step = e2e.jail("timeout 120 srun -w demo-cpu-0 --immediate=60 sh -c '%s'" % script)
+    assert step.returncode == 0, step.stderr + e2e.explain()
+    lines = step.stdout.splitlines()
+    bounding = int(lines[0].split()[1], 16)
+    assert not bounding & (1 << 21 | 1 << 18 | 1 << 8), "%x" % bounding
+    assert lines[-1] == "done" and not {"MOUNTED", "WROTE-SYS", "WROTE-PROC"} & set(lines), step.stdout
+
+
 def _alice(e2e, tmp_path):
     """argv prefix of an ssh as alice (a user of the jail, created once) to the login Service."""
     key = str(tmp_path / "id_ed25519")
@@ -160,6 +175,74 @@ def test_an_admin_drain_is_left_alone(e2e):
         assert "DRAIN" in node and "Reason=admin: disk check" in node
     finally:
         e2e.slurm("scontrol update nodename=demo-cpu-1 state=resume")
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+
+def test_nodeset_counts_and_pod_conditions_match_sinfo_within_one_resync(e2e):
+    """Slurm's node states reach Kubernetes: after one converge (site.yml here; the operator reads them every
+    --status-period), `kubectl get nodeset` shows the IDLE/ALLOCATED counts sinfo shows, and each worker pod's
+    SlurmNodeReady condition its node's state."""
+    submit = e2e.jail("cd /root && sbatch --parsable --exclusive -w demo-cpu-0 -o /dev/null --wrap 'sleep 300'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    try:
+        wait_until(lambda: e2e.sinfo().get("demo-cpu-0") == "allocated", 60, "demo-cpu-0 allocated", e2e.explain)
+        e2e.site(e2e.definition())
+        shown, counted = e2e.nodeset_counts()
+        assert shown == counted and (shown["idle"], shown["allocated"]) == (1, 1), (shown, e2e.sinfo())
+        table = e2e.kubectl("get", "nodeset", "cpu", "-n", e2e.namespace).stdout.splitlines()
+        row = dict(zip(table[0].split(), table[1].split()))
+        assert (row["IDLE"], row["ALLOCATED"]) == ("1", "1"), table
+        busy, free = e2e.slurm_condition("demo-cpu-0"), e2e.slurm_condition("demo-cpu-1")
+        assert (busy["status"], busy["reason"]) == ("True", "Allocated"), busy
+        assert (free["status"], free["reason"]) == ("True", "Idle"), free
+    finally:
+        e2e.slurm("scancel %s" % job)
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    e2e.site(e2e.definition())
+    shown, counted = e2e.nodeset_counts()
+    assert shown == counted and shown["idle"] == 2, (shown, e2e.sinfo())
+
+
+def test_a_cordoned_node_drains_its_slurm_nodes_and_uncordoning_resumes_them(e2e):
+    """spec.healthChecks.kubernetesNodes.drainCordoned: `kubectl cordon` of the real node drains the Slurm nodes of
+    the worker pods on it (reason 'soperator: node cordoned'; cordoning evicts nothing), uncordon resumes them."""
+    health = {"kubernetesNodes": {"drainCordoned": True}}
+    host = e2e.get("pod", "demo-cpu-0")["spec"]["nodeName"]
+    assert e2e.get("pod", "demo-cpu-1")["spec"]["nodeName"] == host
+    e2e.kubectl("cordon", host)
+    try:
+        e2e.site(e2e.definition(health_checks=health))
+        for name in ("demo-cpu-0", "demo-cpu-1"):
+            node = e2e.node(name)
+            assert "DRAIN" in node and "Reason=soperator: node cordoned" in node, node
+            cond = e2e.slurm_condition(name)
+            assert (cond["status"], cond["reason"]) == ("False", "Drained"), cond
+        assert e2e.nodeset_counts()[0]["drained"] == 2
+    finally:
+        e2e.kubectl("uncordon", host)
+    e2e.site(e2e.definition(health_checks=health))
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    assert "DRAIN" not in e2e.node("demo-cpu-0") and "DRAIN" not in e2e.node("demo-cpu-1")
+    e2e.site(e2e.definition())
+
+
+def test_the_health_program_runs_on_the_real_node_and_a_failed_check_drains_it(e2e):
+    """slurmd runs the worker image's health program (HealthCheckProgram): the rendered checks pass on the real
+    node (its workers stay idle); a check made to fail drains its node with the check's words; the next pass
+    resumes it."""
+    conf = e2e.slurm("scontrol show config").stdout
+    assert "/usr/local/sbin/soperator-health-check" in conf
+    passed = e2e.exec("demo-cpu-0", "slurmd", "/usr/local/sbin/soperator-health-check")
+    assert passed.returncode == 0 and "healthy" in passed.stdout, passed.stdout + passed.stderr
+    strict = e2e.exec("demo-cpu-0", "slurmd", "sed 's/\"minFreeMiB\": [0-9]*/\"minFreeMiB\": 1099511627776/' "
+                      "/etc/soperator/health/health.json > /tmp/strict.json && "
+                      "/usr/local/sbin/soperator-health-check /tmp/strict.json")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    node = e2e.node("demo-cpu-0")
+    assert "DRAIN" in node and "Reason=soperator: health: disk: " in node, node
+    resumed = e2e.exec("demo-cpu-0", "slurmd", "/usr/local/sbin/soperator-health-check")
+    assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stdout
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
 
 

@@ -258,6 +258,28 @@ def test_controller_without_a_jail_keeps_its_own_users(fs):
     assert not os.path.islink(fs + "/etc/passwd")
 
 
+def test_controller_gives_slurmuser_its_own_copy_of_the_jwt_key(fs):
+    """slurmctld reads the JWT key as SlurmUser (after each reconfigure too); the Secret's file is root's 0400."""
+    write(fs + "/etc/slurm/slurm.conf", "ClusterName=c\nSlurmUser=nobody\n"
+                                        "AuthAltParameters=jwt_key=/run/slurmctld/jwt_hs256.key\n")
+    write(fs + "/etc/soperator/jwt/jwt_hs256.key", "k" * 64, 0o400)
+    result = entrypoint(fs, "controller", ["true"], env={"SOPERATOR_RECONFIGURE": "0"}, unshare=False)
+    assert result.returncode == 0, result.stderr
+    key = fs + "/run/slurmctld/jwt_hs256.key"
+    info, parent = os.stat(key), os.stat(os.path.dirname(key))
+    assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o400, 65534)
+    assert (stat.S_IMODE(parent.st_mode), parent.st_uid) == (0o700, 65534)
+    with open(key) as f:
+        assert f.read() == "k" * 64
+    # A restart takes the directory back and writes the key again.
+    result = entrypoint(fs, "controller", ["true"], env={"SOPERATOR_RECONFIGURE": "0"}, unshare=False)
+    assert result.returncode == 0, result.stderr
+    # Without auth/jwt nothing is copied; with it but no Secret mounted, a clear error.
+    os.remove(fs + "/etc/soperator/jwt/jwt_hs256.key")
+    result = entrypoint(fs, "controller", ["true"], env={"SOPERATOR_RECONFIGURE": "0"}, unshare=False)
+    assert result.returncode == 1 and "jwt-key Secret" in result.stderr
+
+
 def test_controller_needs_its_configuration(fs):
     result = entrypoint(fs, "controller", ["true"], unshare=False)
     assert result.returncode == 1
@@ -344,6 +366,45 @@ def test_populate_overwrite_replaces_the_images_files_and_keeps_the_rest(image, 
     assert second != first and "overwrite=yes" in second
 
 
+@pytest.mark.parametrize("args", [[], ["--skip-if-populated"]])
+def test_populate_refuses_a_volume_with_someone_elses_files(image, tmp_path, args):
+    target = str(tmp_path / "jail")
+    write(target + "/etc/passwd", "root:x:0:0::/root:/bin/bash\nbob:x:3000:3000::/home/bob:/bin/sh\n")
+    write(target + "/home/bob/thesis.tex", "years of work\n")
+    result = populate(image, target, *args)
+    assert result.returncode == 4, result.stderr
+    last = result.stderr.strip().splitlines()[-1]  # what the converge shows from the pod's log
+    assert "not populated by soperator" in last and "spec.jail.populate.repopulateToken" in last
+    with open(target + "/etc/passwd") as f:
+        assert "bob" in f.read()
+    assert not os.path.exists(target + "/.soperator-populated")
+    assert not os.path.exists(target + "/usr/bin/tool")  # nothing was copied
+
+
+def test_populate_takes_a_fresh_filesystem_with_only_lost_and_found(image, tmp_path):
+    target = str(tmp_path / "jail")
+    os.makedirs(target + "/lost+found")
+    assert populate(image, target).returncode == 0
+    assert os.path.isfile(target + "/.soperator-populated")
+
+
+def test_populate_overwrite_of_a_foreign_volume_keeps_its_accounts_and_adds_the_images(image, tmp_path):
+    target = str(tmp_path / "jail")
+    write(image + "/etc/passwd", "root:x:0:0::/root:/bin/bash\nsshd:x:991:65534::/run/sshd:/usr/sbin/nologin\n")
+    write(image + "/etc/group", "root:x:0:\nmunge:x:990:")  # no final newline
+    write(target + "/etc/passwd", "root:x:0:0:the admin:/root:/bin/zsh\nbob:x:3000:3000::/home/bob:/bin/sh")
+    write(target + "/etc/group", "root:x:0:\nbob:x:3000:\n")
+    result = populate(image, target, "--overwrite")
+    assert result.returncode == 0, result.stderr
+    with open(target + "/etc/passwd") as f:
+        assert f.read().splitlines() == ["root:x:0:0:the admin:/root:/bin/zsh", "bob:x:3000:3000::/home/bob:/bin/sh",
+                                         "sshd:x:991:65534::/run/sshd:/usr/sbin/nologin"]
+    with open(target + "/etc/group") as f:
+        assert f.read().splitlines() == ["root:x:0:", "bob:x:3000:", "munge:x:990:"]
+    assert "added the image's sshd" in result.stderr
+    assert os.path.isfile(target + "/usr/bin/tool")
+
+
 def test_populate_two_runs_at_once_copy_once(image, tmp_path):
     target = str(tmp_path / "jail")
     os.makedirs(target)
@@ -370,8 +431,10 @@ def test_populate_two_runs_at_once_copy_once(image, tmp_path):
 
 def test_populate_never_marks_a_failed_copy(image, tmp_path):
     target = str(tmp_path / "jail")
-    # The image has a file where the target has a non-empty directory: the copy cannot complete.
+    # The image has a file where the target has a non-empty directory: the copy cannot complete. (The lock file
+    # says an earlier run of ours began here: not a foreign volume.)
     write(target + "/usr/bin/tool/blocker", "x\n")
+    write(target + "/.soperator-populate.lock", "")
     result = populate(image, target)
     assert result.returncode == 1
     assert "NOT marked populated" in result.stderr

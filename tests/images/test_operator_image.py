@@ -47,6 +47,7 @@ def test_the_runtime_imports_its_warm_runs_and_the_collection_core(docker):
     drift check's import of the collection's pure core both work from the installed collection."""
     # Two processes, as in the operator: the runtime (the drift check) and its forkserver (warm runs).
     check = docker("cd /tmp && python3 -c 'import soperator_operator.drift' && "
+                   "python3 -c 'import soperator_operator.slurmstatus, soperator_operator.nodes' && "
                    "python3 -c 'import soperator_operator.warm; print(\"ok\")'")
     assert check.returncode == 0 and check.stdout.strip().endswith("ok"), check.stdout + check.stderr
     assert docker("command -v ssh-keygen").returncode != 0  # host keys are generated in-process

@@ -7,6 +7,7 @@ host directories in place of volumes. Skipped when the engine cannot start, exce
 that is a failure.
 """
 
+import json
 import os
 import secrets
 import shutil
@@ -92,9 +93,9 @@ class Docker(object):
         self.containers = []
         self.networks = []
 
-    def __call__(self, *args, check=True, timeout=120):
+    def __call__(self, *args, check=True, timeout=120, input_text=None):
         result = subprocess.run([DOCKER] + list(args), env=self.env, capture_output=True, text=True,
-                                timeout=timeout)
+                                timeout=timeout, input=input_text)
         if check and result.returncode != 0:
             raise AssertionError("docker %s failed (%d): %s" % (" ".join(args), result.returncode, result.stderr))
         return result
@@ -166,6 +167,7 @@ def manifests():
         "slurm_config": by_name[("ConfigMap", names.slurm_config_name(name))]["data"],
         "sshd_config": by_name[("ConfigMap", names.sshd_config_name(name))]["data"],
         "worker": by_name[("StatefulSet", names.worker_name(name, nodesets[0]["metadata"]["name"]))],
+        "health_config": by_name[("ConfigMap", names.health_config_name(name))]["data"],
         "nodeset": nodesets[0]["metadata"]["name"],
     }
 
@@ -280,7 +282,11 @@ class Cluster(object):
         container = self.manifests["worker"]["spec"]["template"]["spec"]["containers"][0]
         env = {e["name"]: e.get("value") for e in container["env"]}
         munge_run = self.munge("worker", WORKER_IMAGE, self.node)
-        volumes = [(self.jail, names.JAIL_MOUNT)] + self.mirrored(self.emptydir("slurmd-spool"), names.SLURMD_SPOOL) \
+        # The NodeSet's file of the health ConfigMap, where the manifest mounts it (key -> health.json).
+        health = write_files(os.path.join(self.tmp, "health"), {names.HEALTH_CONFIG_FILE: self.manifests[
+            "health_config"]["%s.json" % self.manifests["nodeset"]]})
+        volumes = [(self.jail, names.JAIL_MOUNT), (health, names.HEALTH_CONFIG_MOUNT + ":ro")] \
+            + self.mirrored(self.emptydir("slurmd-spool"), names.SLURMD_SPOOL) \
             + self.mirrored(munge_run, names.MUNGE_RUN_DIR) + self.mirrored(self.emptydir("worker-slurm-run"),
                                                                            names.SLURM_RUN_DIR)
         self.run("worker", WORKER_IMAGE,
@@ -306,7 +312,9 @@ class Cluster(object):
                  + self.mirrored(slurm_run, names.SLURM_RUN_DIR),
                  options=["-p", "127.0.0.1::22"])
 
-    def exec(self, name, *command):
+    def exec(self, name, *command, input_text=None):
+        if input_text is not None:
+            return self.docker("exec", "-i", self.docker.name(name), *command, check=False, input_text=input_text)
         return self.docker("exec", self.docker.name(name), *command, check=False)
 
     def logs(self, *containers):
@@ -342,12 +350,25 @@ def test_dynamic_slurmd_registers_idle_and_runs_steps_in_the_jail(cluster):
     wait_until(idle, 90, "%s idle in sinfo" % cluster.node, lambda: cluster.logs("worker", "controller"))
     logs = cluster.docker.logs("worker")
     assert "jail completed" in logs and "cannot" not in logs, logs
-    # A step runs in the jail (spank_chroot, from the configless plugstack.conf), and the jail's own clients
-    # (the worker's, bound in) read the configuration slurmd cached in /run/slurm/conf.
-    step = cluster.exec("controller", "timeout", "60", "srun", "-N1", "--immediate=30", "sh", "-c",
-                        "cat /etc/soperator/jail-image; sinfo -h -N -o %N")
+    # Root may not run jobs (DisableRootJobs=YES, the default of the example): Slurm says "Invalid user id".
+    root = cluster.exec("controller", "timeout", "60", "srun", "-N1", "--immediate=30", "true")
+    assert root.returncode != 0 and "invalid user id" in root.stderr.lower(), root.stdout + root.stderr
+    # A user's step runs in the jail (spank_chroot, from the configless plugstack.conf), and the jail's own
+    # clients (the worker's, bound in) read the configuration slurmd cached in /run/slurm/conf. slurmctld, which
+    # runs as SlurmUser slurm, knows the user from the jail's passwd.
+    add_jail_user(cluster.jail, "bob", 2001, None)
+    step = cluster.exec("controller", "setpriv", "--reuid=2001", "--regid=2001", "--clear-groups", "--", "timeout",
+                        "60", "srun", "-N1", "--immediate=30", "--chdir=/tmp", "sh", "-c",
+                        "id -un; cat /etc/soperator/jail-image; sinfo -h -N -o %N; grep CapBnd /proc/self/status")
     assert step.returncode == 0, step.stderr + cluster.logs("worker")
-    assert step.stdout.splitlines() == [JAIL_IMAGE, cluster.node]
+    assert step.stdout.splitlines()[:3] == ["bob", JAIL_IMAGE, cluster.node]
+    # The jail plugin dropped what only entering the jail needed (SYS_ADMIN 21, SYS_CHROOT 18, SETPCAP 8) from
+    # the task's bounding set, with the worker's manifest capabilities.
+    bounding = int(step.stdout.splitlines()[3].split()[1], 16)
+    assert not bounding & (1 << 21 | 1 << 18 | 1 << 8), "%x" % bounding
+    owners = cluster.exec("controller", "sh", "-c", 'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = slurmctld ] '
+                                                    '&& stat -c %U $p; done; true')
+    assert set(owners.stdout.split()) == {names.SLURM_USER}, owners.stdout + owners.stderr
 
 
 def add_jail_user(jail, name, uid, public_key):
@@ -356,6 +377,8 @@ def add_jail_user(jail, name, uid, public_key):
                        ("etc/group", "%s:x:%d:" % (name, uid)), ("etc/shadow", "%s:*:20000:0:99999:7:::" % name)):
         with open(os.path.join(jail, path), "a") as f:
             f.write(line + "\n")
+    if public_key is None:
+        return
     ssh_dir = os.path.join(jail, "home", name, ".ssh")
     os.makedirs(ssh_dir)
     shutil.copy(public_key, os.path.join(ssh_dir, "authorized_keys"))
@@ -405,3 +428,24 @@ def test_sshd_in_the_login_image_lands_a_key_user_in_the_jail(cluster, manifests
     step = ssh("srun -N1 --immediate=30 sh -c 'id -un; cat /etc/soperator/jail-image'")
     assert step.returncode == 0, step.stderr + cluster.logs("worker")
     assert step.stdout.splitlines() == ["alice", JAIL_IMAGE]
+
+
+def test_the_health_program_drains_its_node_on_a_failed_check_and_resumes_it(cluster):
+    """slurmd's HealthCheckProgram, as installed in the worker image, against the real node: the rendered settings
+    pass; a disk threshold this node cannot meet drains it with the check's words; the next healthy pass resumes it."""
+    def state():
+        out = cluster.exec("controller", "sinfo", "-h", "-N", "-n", cluster.node, "-o", "%T|%E").stdout.strip()
+        return out.partition("|")[::2]
+    wait_until(lambda: state()[0] == "idle", 90, "%s idle" % cluster.node, lambda: cluster.logs("worker"))
+    passed = cluster.exec("worker", names.HEALTH_CHECK_PROGRAM)
+    assert passed.returncode == 0 and "healthy" in passed.stdout, passed.stdout + passed.stderr
+    strict = json.loads(cluster.manifests["health_config"]["%s.json" % cluster.manifests["nodeset"]])
+    strict["checks"]["disks"][1]["minFreeMiB"] = 1 << 40  # /tmp: more than any disk has
+    cluster.exec("worker", "sh", "-c", "cat > /tmp/strict.json", input_text=json.dumps(strict))
+    failed = cluster.exec("worker", names.HEALTH_CHECK_PROGRAM, "/tmp/strict.json")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    wait_until(lambda: state()[0] == "drained", 30, "drained", lambda: cluster.logs("worker"))
+    assert state()[1].startswith("soperator: health: disk: /tmp has ")
+    resumed = cluster.exec("worker", names.HEALTH_CHECK_PROGRAM)
+    assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stdout + resumed.stderr
+    wait_until(lambda: state()[0] == "idle", 30, "resumed", lambda: cluster.logs("worker"))

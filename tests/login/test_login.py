@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 
@@ -179,26 +180,30 @@ def test_linking_shadow_too_would_lock_out_users_created_by_useradd(site, alice)
 
 def test_open_sessions_are_counted_and_sshd_t_names_a_refused_field(site, login, alice):
     """What the converge asks a login pod before replacing it (open sessions) and before writing a changed
-    sshd_config (sshd -t), answered by the real sshd: a logged-in session counts until it ends."""
-    def count():
-        res = subprocess.run(login_check.sessions_command(), capture_output=True, text=True)
-        return login_check.parse_sessions(res.returncode, res.stdout)
+    sshd_config (sshd -t), answered by the real sshd: a logged-in session counts until it ends.
 
-    before = count()
+    In a pod the script sees its container's processes only (its own PID namespace); here sshd shares the host's,
+    where other sshds (other suites', pods') run too. So the script walks a /proc holding this sshd's processes
+    only: their real command lines, copied."""
+    def count():
+        return _sessions_below(login.proc.pid, tmp_path / "proc")
+
+    tmp_path = login.workdir / "sessions"
+    assert count() == 0
     session = subprocess.Popen(login.ssh_args(USER, site.user_key, "RequestTTY=no") + ["sleep 6"],
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 5
-        while count() != before + 1 and time.monotonic() < deadline:
+        while count() != 1 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert count() == before + 1
+        assert count() == 1
     finally:
         session.wait(timeout=30)
     assert session.returncode == 0, session.stderr.read()
     deadline = time.monotonic() + 5
-    while count() != before and time.monotonic() < deadline:
+    while count() != 0 and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert count() == before
+    assert count() == 0
 
     config = host_sshd_config(rendered_sshd_config(), free_port(), site.host_keys)
     # In the login node's namespace (the container's layout: /run/sshd, the host keys' mount).
@@ -212,3 +217,31 @@ def test_open_sessions_are_counted_and_sshd_t_names_a_refused_field(site, login,
                                               {"sshdConfig": {"ClientAliveInterval": "soon"}})
     assert field == "spec.login.sshdConfig.ClientAliveInterval", message
     assert "invalid time value" in message
+
+
+def _sessions_below(pid, proc_copy):
+    """The session script's answer over a /proc that holds ``pid`` and its descendants (command lines copied)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    if proc_copy.exists():
+        shutil.rmtree(proc_copy)
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            with open("/proc/%d/cmdline" % current, "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        (proc_copy / str(current)).mkdir(parents=True)
+        (proc_copy / str(current) / "cmdline").write_bytes(cmdline)
+        todo += children.get(current, [])
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind "$0" /proc && exec "$@"',
+            str(proc_copy)] + login_check.sessions_command()
+    res = subprocess.run(argv, capture_output=True, text=True)
+    return login_check.parse_sessions(res.returncode, res.stdout)

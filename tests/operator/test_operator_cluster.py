@@ -19,10 +19,8 @@ CHILD_STATEFULSETS = ["demo-controller", "demo-cpu", "demo-login"]
 
 
 @pytest.fixture(scope="module")
-def crds(kubectl):
-    crd_dir = os.path.join(ROOT, "roles", "crds", "files")
-    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "soperator-tests", "-f", crd_dir)
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crd_dir)
+def crds(apply_crds):
+    apply_crds("soperator-tests")
 
 
 @pytest.fixture
@@ -284,10 +282,25 @@ def _service_account_kubeconfig(kubectl, admin_kubeconfig, namespace, path):
 
 def test_operator_role_rbac_is_enough_for_the_whole_lifecycle(tmp_path, kubeconfig, collections_path, kubectl,
                                                                namespace, cluster, crds):
-    """Install with roles/operator (namespaced mode), then run the operator AS its ServiceAccount."""
-    params = {"operator_namespace": namespace, "operator_watch_namespaces": [namespace],
-              "operator_create_namespace": False, "operator_image": "soperator/operator:test"}
-    stats = _run_playbook(kubeconfig, collections_path, params)
+    """Install with roles/operator (namespaced mode, every placement option), then run the operator AS its
+    ServiceAccount."""
+    priority = "soperator-test-" + namespace
+    kubectl("create", "priorityclass", priority, "--value=1000")
+    placement = {
+        "operator_node_selector": {"soperator.dev/localcluster": "kwok"},
+        "operator_tolerations": [{"key": "dedicated", "operator": "Equal", "value": "slurm", "effect": "NoSchedule"}],
+        "operator_affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+                "matchLabels": {"app.kubernetes.io/name": "soperator-operator"}}}}]}},
+        "operator_priority_class_name": priority,
+        "operator_resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+    }
+    params = dict({"operator_namespace": namespace, "operator_watch_namespaces": [namespace],
+                   "operator_create_namespace": False, "operator_image": "soperator/operator:test"}, **placement)
+    try:
+        stats = _run_playbook(kubeconfig, collections_path, params)
+    finally:
+        kubectl("delete", "priorityclass", priority, "--wait=false")
     assert stats["failures"] == 0
     again = _run_playbook(kubeconfig, collections_path, params)
     assert again["changed"] == 0, again  # idempotent
@@ -297,6 +310,12 @@ def test_operator_role_rbac_is_enough_for_the_whole_lifecycle(tmp_path, kubeconf
     assert container.security_context.read_only_root_filesystem is True
     assert container.security_context.capabilities.drop == ["ALL"]
     assert deploy.spec.template.spec.security_context.run_as_non_root is True
+    pod_spec = cluster.api.sanitize_for_serialization(deploy.spec.template.spec)
+    assert pod_spec["nodeSelector"] == placement["operator_node_selector"]
+    assert pod_spec["tolerations"] == placement["operator_tolerations"]
+    assert pod_spec["affinity"] == placement["operator_affinity"]
+    assert pod_spec["priorityClassName"] == priority
+    assert pod_spec["containers"][0]["resources"] == placement["operator_resources"]
     role = kubectl("get", "role", "soperator-operator", "-n", namespace, "-o", "json").stdout
     import json
     for rule in json.loads(role)["rules"]:

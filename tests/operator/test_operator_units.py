@@ -96,9 +96,12 @@ def test_repository_watches_file():
     cluster, nodeset = by_kind["SlurmCluster"], by_kind["NodeSet"]
     assert cluster.role == "soperator.slurm.cluster"
     # The role gets the cluster by name only, and makes one pass (the operator requeues).
+    # The installer's policy comes from the operator's environment (operator_policy), never from the resource.
+    policy = "{{ lookup('ansible.builtin.env', 'SOPERATOR_POLICY', default='{}') | from_json }}"
     assert cluster.vars == {"cluster_ref": {"name": "{{ ansible_operator_meta.name }}",
                                             "namespace": "{{ ansible_operator_meta.namespace }}"},
-                            "cluster_wait_timeout": 0, "cluster_nodeset_finalizer": True}
+                            "cluster_wait_timeout": 0, "cluster_nodeset_finalizer": True, "cluster_policy": policy}
+    assert nodeset.vars["cluster_policy"] == policy
     assert cluster.drift_check and cluster.full_run_period == 6 * 3600
     assert cluster.finalizer.name == "slurm.soperator.dev/finalizer"
     assert cluster.finalizer.role == "soperator.slurm.teardown"

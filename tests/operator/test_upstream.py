@@ -129,6 +129,21 @@ def test_upstream_with_inject_owner_ref_false_keeps_the_data(upstream, k8s, name
     wait_for(lambda: cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns).spec.replicas == 3, 120,
              what="upstream applied the scale")
     assert {obj: owners(cluster, *obj) for obj in DATA} == {obj: [] for obj in DATA}
+    # A Secret created by a NodeSet run (deleted by hand, then the NodeSet scaled): still nobody's.
+    cluster.core.delete_namespaced_secret("demo-ssh-host-keys", cluster.ns)
+    cluster.scale("cpu", 2)
+    wait_for(lambda: "demo-ssh-host-keys" in cluster.names("secrets"), 120, what="the Secret made again")
+    assert owners(cluster, "Secret", "demo-ssh-host-keys") == []
+    # The NodeSet deleted while its cluster lives: its objects go with it, the cluster's data stays. (kwok runs no
+    # Slurm to drain its nodes first, so its finalizer is released by hand once the deletion is under way.)
+    cluster.delete("NodeSet", "cpu")
+    wait_for(lambda: (cluster.get("NodeSet", "cpu") or {}).get("metadata", {}).get("deletionTimestamp"), 60,
+             what="the NodeSet being deleted")
+    cluster.patch("NodeSet", "cpu", {"metadata": {"finalizers": None}})
+    wait_for(lambda: cluster.get("NodeSet", "cpu") is None and "demo-cpu" not in cluster.names("statefulsets"), 120,
+             what="the NodeSet and its workers gone")
+    assert cluster.names("secrets") == ["demo-munge-key", "demo-ssh-host-keys"], op.logs()[-3000:]
+    assert "demo-jail" in cluster.names("pvcs")
     # Deleting the SlurmCluster runs the teardown role as the finalizer: workloads go, the data stays.
     cluster.delete("SlurmCluster", "demo")
     wait_for(lambda: cluster.get("SlurmCluster", "demo") is None, 240, what="upstream finalized the cluster",

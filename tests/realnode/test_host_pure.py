@@ -112,3 +112,17 @@ def test_docker_archive_is_deterministic_and_loadable_shape(tmp_path):
         assert manifest[0]["RepoTags"] == ["soperator.local/x:1"]
         inner = tarfile.open(fileobj=io.BytesIO(tar.extractfile(manifest[0]["Layers"][0]).read()))
         assert inner.getmember("hello").mode == 0o755 and inner.getmember("tmp").mode == 0o1777
+
+
+def test_containerd_sockets_fit_unix_path_limits_for_any_state_dir(monkeypatch):
+    """containerd fails to start when its ttrpc socket path exceeds 104 bytes: pytest's numbered temp dirs
+    (pytest-124/test_a_real_node_killed_withou0/dead) reached 105 once the run counter got a third digit."""
+    import localcluster
+    short, deep = "/tmp/lc", "/tmp/pytest-of-root/pytest-124/test_a_real_node_killed_withou0/dead"
+    monkeypatch.setattr(localcluster, "STATE", short)
+    assert localcluster.containerd_socket("abc123") == short + "/node/containerd/containerd.sock"
+    monkeypatch.setattr(localcluster, "STATE", deep)
+    sock = localcluster.containerd_socket("abc123")
+    assert sock == "/run/soperator-localcluster-abc123/containerd.sock"
+    for path in (sock, deep + "/node/containerd/containerd.sock"):
+        assert (len(path + ".ttrpc") <= 104) == (path == sock)

@@ -1,4 +1,5 @@
-"""One real Slurm cluster (munge, slurmctld, two slurmd) per test session.
+"""One real Slurm cluster (munge, slurmctld, two slurmd) per test session, and one with accounting (MariaDB,
+slurmdbd, slurmctld, two dynamic slurmd; slurmrestd and the exporter started by their tests).
 
 Needs root (namespaces, chroot, mounts); skipped otherwise. Set SPANK_TEST_KEEP=1 to keep the
 work directory (rootfs, logs) after the session.
@@ -10,6 +11,7 @@ import os
 import shutil
 
 import pytest
+from accounting_cluster import AccountingCluster
 from slurm_cluster import Cluster, running
 
 HOST_TOOLS = ("unshare", "nsenter", "chroot", "zstd", "tar", "mount")
@@ -26,6 +28,16 @@ def cluster():
         yield c
 
 
+@pytest.fixture(scope="session")
+def acct():
+    if os.geteuid() != 0:
+        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+    with running(AccountingCluster()) as c:
+        c.start_node(0)
+        c.start_node(1)
+        yield c
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On failure, attach the tail of the Slurm logs to the report."""
@@ -36,3 +48,7 @@ def pytest_runtest_makereport(item, call):
         for name in ("slurmctld.log", "slurmd-n1.log", "slurmd-n2.log"):
             tail = "\n".join(c.log(name).splitlines()[-40:])
             rep.sections.append((name, tail))
+    a = item.funcargs.get("acct") if hasattr(item, "funcargs") else None
+    if rep.when == "call" and rep.failed and isinstance(a, AccountingCluster):
+        for name in ("mariadb.log", "slurmdbd.log", "slurmctld.log", "slurmrestd.log", "exporter.log"):
+            rep.sections.append((name, a.log_tail(name, 40)))

@@ -16,6 +16,7 @@ The same rootfs, namespaces and reaper as ``slurm_cluster.Cluster`` (no jail, no
   address, so slurmctld records it as the node's NodeAddr. In Kubernetes each pod has its own IP: this is a
   one-host test device only.
 * Nodes come and go during a test (``start_node`` / ``stop_node``), as pods do when a StatefulSet scales.
+* slurmctld runs as ``SlurmUser=slurm``, as the rendered slurm.conf has it (Debian's slurm user, uid 64030).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import textwrap
 from slurm_cluster import HOSTNAME, REAPER_C, ROOTFS_SCRIPT, Cluster, CommandError, base_conf, free_ports, wait_for
 
 NODESET = "cpu"
+SLURM_USER = "slurm"  # as rendered (names.SLURM_USER)
 STATEFULSET = "demo-" + NODESET  # <cluster>-<nodeset>; Slurm node name = pod name = <statefulset>-<ordinal>
 MAX_NODES = 4
 NODE_CONF = "CPUs=2 RealMemory=500 Feature=" + NODESET
@@ -42,7 +44,7 @@ def node_addr(ordinal: int) -> str:
 
 def slurm_conf(ctld_port: int, slurmd_port: int) -> str:
     """Dynamic nodes (slurmd -Z) of one NodeSet, each on its own 127.0.1.N address sharing one port."""
-    return base_conf("scaletest", ctld_port) + f"""\
+    return base_conf("scaletest", ctld_port, slurm_user=SLURM_USER) + f"""\
 SlurmdPort={slurmd_port}
 CommunicationParameters=NoInAddrAny
 MaxNodeCount={MAX_NODES}
@@ -85,9 +87,12 @@ INIT_SH = """\
 # Started by the reaper inside the rootfs: munge and slurmctld; workers come later (start_node).
 set -e
 hostname {hostname}
-mkdir -p /run/munge /var/log/slurm /var/spool/slurmctld
+mkdir -p /run/munge /var/log/slurm
 chown munge:munge /run/munge /etc/munge /etc/munge/munge.key /var/lib/munge /var/log/munge
 setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged
+# slurmctld drops root for SlurmUser: its state and its log are that user's.
+install -d -m 0700 -o slurm -g slurm /var/spool/slurmctld
+install -m 0640 -o slurm -g slurm /dev/null /var/log/slurm/slurmctld.log
 /usr/sbin/slurmctld
 """
 

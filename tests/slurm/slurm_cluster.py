@@ -50,13 +50,13 @@ def running(cluster):
             cluster.remove()
 
 
-def base_conf(cluster_name: str, ctld_port: int, slurmd_debug: str = "info") -> str:
+def base_conf(cluster_name: str, ctld_port: int, slurmd_debug: str = "info", slurm_user: str = "root") -> str:
     """The slurm.conf lines every test cluster shares (one host, munge's own socket, no accounting)."""
     return f"""\
 ClusterName={cluster_name}
 SlurmctldHost={HOSTNAME}(127.0.0.1)
 SlurmctldPort={ctld_port}
-SlurmUser=root
+SlurmUser={slurm_user}
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=/run/munge/munge.socket.2

@@ -101,6 +101,60 @@ def test_workdir_only_on_the_node_is_bound(cluster):
     assert "node-file" in res.stdout, res.output
 
 
+# ---- least privilege: what a task, root's included, may do in the jail ---------------------
+CAP_SETPCAP, CAP_SETUID, CAP_SYS_CHROOT, CAP_SYS_ADMIN = 8, 7, 18, 21
+JAIL_CAPS = 1 << CAP_SYS_ADMIN | 1 << CAP_SYS_CHROOT | 1 << CAP_SETPCAP
+
+
+def _caps(text: str) -> dict[str, int]:
+    return {k.rstrip(":"): int(v, 16) for k, v in (line.split() for line in text.splitlines() if line.strip())}
+
+
+@pytest.mark.parametrize("user", USERS, ids=_ids)
+@pytest.mark.parametrize("mode", ["pivot", "chroot"])
+def test_no_task_holds_what_entering_the_jail_needed(cluster, user, mode):
+    with plugstack(cluster, f"jail={JAIL} mode={mode}"):
+        res = cluster.srun("-w", "n1", "sh", "-c", "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status",
+                           user=user).check()
+    caps = _caps(res.stdout)
+    assert set(caps) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}, res.output
+    for kind, value in caps.items():
+        assert not value & JAIL_CAPS, "%s %x holds a capability of the jail's entry" % (kind, value)
+    if user is None:  # root keeps what slurmd's root had otherwise: it may still own files, change users
+        assert caps["CapEff"] & (1 << CAP_SETUID), res.output
+
+
+def test_a_root_job_cannot_mount_nor_leave_the_jail(cluster):
+    script = ("mkdir -p /tmp/m; mount -t tmpfs none /tmp/m && echo MOUNTED; "
+              "mount -o remount,rw /sys && echo REMOUNTED; "
+              "chroot /tmp /bin/true && echo CHROOTED; echo done")
+    for run in (lambda: cluster.srun("-w", "n1", "sh", "-c", script),
+                lambda: cluster.sbatch_wait("#!/bin/sh\n" + script + "\n", "-w", "n2")):
+        res = run()
+        out = res[1] if isinstance(res, tuple) else res.output
+        assert "done" in out, out
+        assert "MOUNTED" not in out and "REMOUNTED" not in out and "CHROOTED" not in out, out
+    assert_node_healthy(cluster, "n1")
+
+
+def test_the_nodes_sys_and_kernel_tunables_are_read_only_in_the_jail(cluster):
+    res = cluster.srun("-w", "n1", "sh", "-c", "cat /proc/self/mountinfo; echo ---; "
+                       "echo slurm-test > /proc/sys/kernel/hostname && echo WROTE-PROC; "
+                       "mkdir /sys/fs/cgroup/soperator-test && echo WROTE-SYS; echo done").check()
+    mountinfo, after = res.stdout.split("---", 1)
+    points = {}
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        points[fields[4]] = fields[5].split(",")
+    below_sys = [p for p in points if p == "/sys" or p.startswith("/sys/")]
+    assert len(below_sys) >= 1, mountinfo
+    # /proc/sysrq-trigger, /proc/irq, ...: read-only where the kernel has them (this VM's has no sysrq)
+    for point in below_sys + ["/proc/sys"] + [p for p in ("/proc/sysrq-trigger", "/proc/irq") if p in points]:
+        assert "ro" in points[point], (point, points.get(point))
+    assert "rw" in points["/proc"] and "rw" in points["/tmp"]
+    assert "WROTE-PROC" not in after and "WROTE-SYS" not in after and "done" in after, after
+
+
 # ---- steps that must not be jailed -------------------------------------------------------
 def test_extern_step_is_not_jailed(cluster):
     """PrologFlags=Contain: the extern step's process runs in the node's root, the batch

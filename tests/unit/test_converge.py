@@ -487,3 +487,117 @@ def test_a_login_template_change_waits_for_the_statefulsets_new_revision_and_lea
                       NOW)
     assert p.delete_pods == [] and not any(w.startswith("login") for w in p.pending)
     assert p.login_outdated == 0 and p.deferred == []
+
+
+# --- projection: Slurm node state onto the worker pods, Kubernetes node state onto Slurm ---------------------------
+def placed(obs, hosts):
+    for name, host in hosts.items():
+        obs["pods"][name]["spec"] = {"nodeName": host}
+    return obs
+
+
+def test_each_worker_pod_gets_its_slurm_node_state_as_a_condition():
+    obs = dict(steady(3), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", "bad DIMM"),
+                                      line("demo-cpu-2", "MIXED", cpus_alloc=1)))
+    p = converge.plan(cluster(), [nodeset(3)], obs, NOW)
+    conds = p.pod_conditions
+    assert set(conds) == {"demo-cpu-0", "demo-cpu-1", "demo-cpu-2"}  # workers only: not the login pod
+    assert conds["demo-cpu-0"] == {"type": "SlurmNodeReady", "status": "True", "reason": "Idle",
+                                   "message": "Slurm node IDLE+DYNAMIC_NORM"}
+    assert conds["demo-cpu-1"] == {"type": "SlurmNodeReady", "status": "False", "reason": "Drained",
+                                   "message": "Slurm node IDLE+DRAIN+DYNAMIC_NORM: bad DIMM"}
+    assert conds["demo-cpu-2"]["reason"] == "Mixed" and conds["demo-cpu-2"]["status"] == "True"
+    facts = p.nodesets["cpu"]
+    assert (facts["idle"], facts["mixed"], facts["drained"], facts["allocated"], facts["down"]) == (1, 1, 1, 0, 0)
+
+
+def test_a_pod_whose_node_did_not_register_says_so_and_without_slurm_nothing_is_projected():
+    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0")))
+    assert converge.plan(cluster(), [nodeset(2)], obs, NOW).pod_conditions["demo-cpu-1"]["reason"] == "NotRegistered"
+    assert converge.plan(cluster(), [nodeset(2)], dict(steady(2), slurm=None), NOW).pod_conditions == {}
+
+
+CORDON = {"healthChecks": {"kubernetesNodes": {"drainCordoned": True, "drainOnConditions": ["GpuProblem"]}}}
+
+
+def test_a_cordoned_kubernetes_node_drains_the_slurm_nodes_of_its_pods_and_uncordoning_resumes_them():
+    obs = placed(dict(steady(3), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2"))),
+                 {"demo-cpu-0": "k1", "demo-cpu-1": "k1", "demo-cpu-2": "k2"})
+    obs["k8s_nodes"] = {"k1": {"unschedulable": True, "conditions": {}},
+                        "k2": {"unschedulable": False, "conditions": {"GpuProblem": "False"}}}
+    p = converge.plan(cluster(**CORDON), [nodeset(3)], obs, NOW)
+    assert p.drain == {names.REASON_NODE_CORDONED: ["demo-cpu-0", "demo-cpu-1"]} and not p.resume
+    # Kubernetes is told Slurm as the pass leaves it: drained, in the condition and in the counts.
+    assert p.pod_conditions["demo-cpu-0"]["reason"] == "Drained" and p.pod_conditions["demo-cpu-2"]["reason"] == "Idle"
+    assert (p.nodesets["cpu"]["drained"], p.nodesets["cpu"]["idle"]) == (2, 1)
+    # Drained: nothing more to do while k1 stays cordoned; uncordoned: resumed.
+    obs["slurm"] = slurm(line("demo-cpu-0", "IDLE+DRAIN", "soperator: node cordoned"),
+                         line("demo-cpu-1", "IDLE+DRAIN", "soperator: node cordoned"), line("demo-cpu-2"))
+    assert not converge.plan(cluster(**CORDON), [nodeset(3)], obs, NOW).changes_slurm
+    obs["k8s_nodes"]["k1"]["unschedulable"] = False
+    p = converge.plan(cluster(**CORDON), [nodeset(3)], obs, NOW)
+    assert p.resume == ["demo-cpu-0", "demo-cpu-1"] and not p.drain
+    assert p.pod_conditions["demo-cpu-0"]["status"] == "True" and p.nodesets["cpu"]["idle"] == 3
+
+
+def test_a_listed_node_condition_drains_and_an_admin_drain_is_never_touched():
+    obs = placed(dict(steady(2), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", "bad DIMM"))),
+                 {"demo-cpu-0": "k1", "demo-cpu-1": "k1"})
+    obs["k8s_nodes"] = {"k1": {"unschedulable": False, "conditions": {"GpuProblem": "True"}}}
+    p = converge.plan(cluster(**CORDON), [nodeset(2)], obs, NOW)
+    assert p.drain == {"soperator: node condition GpuProblem": ["demo-cpu-0"]}
+    obs["k8s_nodes"]["k1"]["conditions"]["GpuProblem"] = "False"
+    obs["slurm"] = slurm(line("demo-cpu-0", "IDLE+DRAIN", "soperator: health: gpu: 7 of 8 GPUs visible"),
+                         line("demo-cpu-1", "IDLE+DRAIN", "bad DIMM"))
+    p = converge.plan(cluster(**CORDON), [nodeset(2)], obs, NOW)
+    assert not p.changes_slurm  # the health program's drain and the admin's are theirs
+
+
+def test_kubernetes_nodes_are_left_alone_unless_asked_and_an_unreadable_node_list_is_said():
+    obs = placed(dict(steady(1), slurm=slurm(line("demo-cpu-0"))), {"demo-cpu-0": "k1"})
+    obs["k8s_nodes"] = {"k1": {"unschedulable": True, "conditions": {}}}
+    assert not converge.plan(cluster(), [nodeset(1)], obs, NOW).changes_slurm
+    obs["k8s_nodes"], obs["k8s_nodes_error"] = None, "cannot read Kubernetes nodes: nodes is forbidden"
+    p = converge.plan(cluster(**CORDON), [nodeset(1)], obs, NOW)
+    assert not p.changes_slurm and p.ready
+    assert "spec.healthChecks.kubernetesNodes: cannot read Kubernetes nodes: nodes is forbidden" in p.message
+
+
+def test_a_scale_in_drain_wins_over_a_cordon():
+    obs = placed(dict(steady(2), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"))),
+                 {"demo-cpu-0": "k1", "demo-cpu-1": "k1"})
+    obs["k8s_nodes"] = {"k1": {"unschedulable": True, "conditions": {}}}
+    p = converge.plan(cluster(**CORDON), [nodeset(1)], obs, NOW)
+    assert p.drain == {converge.REASON_SCALE_IN: ["demo-cpu-1"], names.REASON_NODE_CORDONED: ["demo-cpu-0"]}
+
+
+EVICT = {"healthChecks": {"kubernetesNodes": {"evictUnhealthyAfter": "30m"}}}
+
+
+def test_a_worker_unhealthy_past_the_deadline_and_idle_is_moved_to_another_node():
+    sick = "soperator: health: gpu: 7 of 8 GPUs visible"
+    obs = placed(dict(steady(3), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", sick, when=NOW - 3600),
+                                             line("demo-cpu-1", "IDLE+DRAIN", sick, when=NOW - 600),
+                                             line("demo-cpu-2", "MIXED+DRAIN", sick, when=NOW - 3600, cpus_alloc=1))),
+                 {"demo-cpu-0": "k1", "demo-cpu-1": "k2", "demo-cpu-2": "k3"})
+    p = converge.plan(cluster(**EVICT), [nodeset(3)], obs, NOW)
+    # only the idle one drained long enough; never one with a job; one per NodeSet a pass
+    assert p.evict == [("demo-cpu-0", "uid-demo-cpu-0", "k1", sick)]
+    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    assert converge.plan(cluster(), [nodeset(3)], obs, NOW).evict == []  # off by default
+
+
+def test_an_admin_or_update_drain_never_moves_a_pod():
+    obs = placed(dict(steady(2), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", "bad DIMM", when=NOW - 36000),
+                                             line("demo-cpu-1", "IDLE+DRAIN", "soperator: update", when=NOW - 36000))),
+                 {"demo-cpu-0": "k1", "demo-cpu-1": "k1"})
+    assert converge.plan(cluster(**EVICT), [nodeset(2)], obs, NOW).evict == []
+
+
+def test_switching_the_health_program_off_resumes_the_drains_it_left():
+    health = "soperator: health: "
+    obs = dict(steady(3), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", health + "disk: /tmp full"),
+                                      line("demo-cpu-1", "IDLE+DRAIN", health + "nccl: busbw 4.00 GB/s < 100"),
+                                      line("demo-cpu-2", "IDLE+DRAIN", "bad DIMM")))
+    assert converge.plan(cluster(healthChecks={"enabled": False}), [nodeset(3)], obs, NOW).resume == ["demo-cpu-0"]
+    assert converge.plan(cluster(), [nodeset(3)], obs, NOW).resume == []  # on: the program resumes its own

@@ -71,7 +71,8 @@ def test_crd_shape():
     assert version["subresources"]["scale"] == {"specReplicasPath": ".spec.replicas",
                                                 "statusReplicasPath": ".status.replicas",
                                                 "labelSelectorPath": ".status.selector"}
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Cluster", "Replicas", "Ready", "Idle", "Age"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Cluster", "Replicas", "Ready", "Idle", "Allocated", "Mixed", "Drained", "Down", "Age"]
     columns = cluster["spec"]["versions"][0]["additionalPrinterColumns"]
     assert [c["name"] for c in columns] == ["Ready", "Phase", "Age"]
     status = cluster["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]

@@ -38,7 +38,7 @@ def _compare(name, text):
         assert handle.read() == text, "%s differs: UPDATE_GOLDEN=1 to regenerate, then review" % name
 
 
-@pytest.mark.parametrize("example", ["cpu-cluster", "gpu-cluster"])
+@pytest.mark.parametrize("example", ["cpu-cluster", "gpu-cluster", "accounting-cluster-local"])
 def test_golden(example):
     cluster, nodesets = load_example(example + ".yaml")
     cluster["metadata"]["uid"] = "00000000-0000-0000-0000-0000000000c1"
@@ -50,3 +50,6 @@ def test_golden(example):
                            explicit_start=True))
     config = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-slurm-config")][0]
     _compare(example + ".slurm.conf", config["data"]["slurm.conf"])
+    dbd = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-slurmdbd-config")]
+    if dbd:
+        _compare(example + ".slurmdbd.conf", dbd[0]["data"]["slurmdbd.conf"])

@@ -3,7 +3,7 @@ import copy
 import pytest
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render, render_common, render_jail
+from ansible_collections.soperator.slurm.plugins.module_utils import names, render, render_common
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
 
@@ -32,7 +32,8 @@ def test_apply_order_and_names(cpu):
     objects = render.render_cluster(*cpu)
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("Secret", "demo-munge-key"), ("Secret", "demo-ssh-host-keys"), ("PersistentVolumeClaim", "demo-jail"),
-        ("ConfigMap", "demo-slurm-config"), ("ConfigMap", "demo-sshd-config"), ("Service", "demo-controller"),
+        ("ConfigMap", "demo-slurm-config"), ("ConfigMap", "demo-sshd-config"), ("ConfigMap", "demo-health-checks"),
+        ("Service", "demo-controller"),
         ("Service", "demo-login"), ("Service", "demo-login-headless"), ("Service", "demo-cpu"),
         ("Job", "demo-populate-jail-initial"), ("StatefulSet", "demo-controller"), ("StatefulSet", "demo-login"),
         ("StatefulSet", "demo-cpu"), ("PodDisruptionBudget", "demo-login"), ("PodDisruptionBudget", "demo-cpu")]
@@ -231,16 +232,16 @@ def test_populate_job(cpu):
     assert _container(pod, "install-tool")["image"] == "soperator/populate-jail:0.1.0"
     cluster["spec"]["jail"]["populate"] = {"repopulateToken": "again"}
     jobs = [o for o in render.render_cluster(cluster, nodesets) if o["kind"] == "Job"]
-    name = render_jail.populate_job_name("demo", "again")
+    name = names.populate_job_name("demo", "again")
     assert jobs[0]["metadata"]["name"] == name and len(name) == len("demo-populate-jail-") + 10
     assert _container(jobs[0]["spec"]["template"]["spec"], "populate")["command"][-1] == "--overwrite"
-    assert render_jail.populate_job_name("demo", "other") != name
+    assert names.populate_job_name("demo", "other") != name
 
 
 def test_existing_claim_and_sub_mounts():
     cluster = make_cluster({"jail": {"existingClaim": "shared", "subMounts": [
         {"name": "home", "mountPath": "/home", "claimName": "homes"},
-        {"name": "tmp", "mountPath": "/tmp", "emptyDir": True}]}})
+        {"name": "tmp", "mountPath": "/scratch", "emptyDir": True}]}})
     objects = render.render_cluster(cluster, [make_nodeset()])
     assert not [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
     pod = _by(objects, "StatefulSet", "demo-cpu")["spec"]["template"]["spec"]

@@ -44,7 +44,10 @@ def test_slurm_conf_defaults():
     assert keys["StateSaveLocation"] == "/var/spool/slurmctld"
     assert keys["SlurmdSpoolDir"] == "/var/spool/slurmd"
     assert keys["MaxNodeCount"] == "1024"
-    for absent in ("AccountingStorageType", "GresTypes", "HealthCheckInterval", "NodeName"):
+    # The shipped health program runs unless the cluster names its own
+    assert keys["HealthCheckProgram"] == "/usr/local/sbin/soperator-health-check"
+    assert keys["HealthCheckInterval"] == "120" and keys["HealthCheckNodeState"] == "ANY"
+    for absent in ("AccountingStorageType", "GresTypes", "NodeName"):
         assert absent not in keys
     lines = _lines(text)
     assert "NodeSet=big Feature=big" in lines and "NodeSet=cpu Feature=cpu" in lines

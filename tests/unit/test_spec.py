@@ -48,7 +48,9 @@ def test_cluster_defaults():
     assert s["slurm"]["selectType"] == "select/cons_tres"
     assert s["slurm"]["maxNodeCount"] == 1024
     assert s["maintenance"] is False
-    assert s["deletionPolicy"] == {"jail": "Retain", "secrets": "Retain"}
+    assert s["deletionPolicy"] == {"jail": "Retain", "secrets": "Retain", "database": "Retain"}
+    assert s["accounting"]["enabled"] is False and s["restApi"]["enabled"] is False
+    assert s["exporter"]["enabled"] is False
     assert s["jail"]["populate"] == {"repopulateToken": ""}
 
 
@@ -140,10 +142,14 @@ def test_int_or_string():
 
 
 def test_unknown_fields_rejected_but_preserved_where_declared():
-    obj = make_cluster({"placement": {"affinity": {"nodeAffinity": {"anything": [1, 2]}}}})
-    assert spec.validate_cluster(obj)["spec"]["placement"]["affinity"]["nodeAffinity"] == {"anything": [1, 2]}
+    obj = make_nodeset()
+    obj["status"] = {"anything": [1, 2]}
+    assert spec.validate_nodeset(obj)["status"]["anything"] == [1, 2]
     obj = make_cluster({"controller": {"spool": {"class": "x"}}})
     assert paths(spec.validate_cluster, obj) == ["spec.controller.spool.class"]
+    # Affinity is typed like Kubernetes' own: a misspelt part is refused here, not on the rendered pods.
+    obj = make_cluster({"placement": {"affinity": {"nodeAffinity": {"anything": [1, 2]}}}})
+    assert paths(spec.validate_cluster, obj) == ["spec.placement.affinity.nodeAffinity.anything"]
 
 
 def test_max_items_and_properties():

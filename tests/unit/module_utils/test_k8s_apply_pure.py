@@ -296,7 +296,8 @@ def test_check_manifests():
         "manifests[3]: must be a mapping",
         'manifests[4]: slurm.soperator.dev/generate needs a create-only Secret '
         '(slurm.soperator.dev/create-only: "true")',
-        "manifests[5]: unknown slurm.soperator.dev/generate 'tls' (known: munge-key, ssh-host-keys)",
+        "manifests[5]: unknown slurm.soperator.dev/generate 'tls' (known: munge-key, ssh-host-keys, db-password, "
+        "jwt-key)",
     ]
 
 

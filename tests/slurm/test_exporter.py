@@ -1,0 +1,141 @@
+"""The exporter (exporter/, built by hack/build-binaries.sh slurm-exporter) against real Slurm with accounting:
+its /metrics reports the node and job counts sinfo and squeue report, drain reasons, fairshare, scheduler figures;
+and every metric name the Grafana dashboard queries is one the exporter (or the operator) really serves.
+
+SOPERATOR_RECORD_FIXTURES=1 rewrites exporter/testdata/*.txt from what the Slurm commands print here: the Go unit
+tests of the parsers read those recordings.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from accounting_cluster import accounting_spec
+from dynamic_cluster import STATEFULSET, node_name
+from slurm_cluster import REPO, free_ports, wait_for
+
+from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
+from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import exporter_args
+
+sys.path.insert(0, str(REPO / "tests"))
+from metrics_check import (  # noqa: E402  (tests/metrics_check.py, shared with the end-to-end test)
+    DASHBOARD,
+    dashboard,
+    dashboard_metric_names,
+    operator_sample_names,
+    parse_exposition,
+    value,
+)
+
+TESTDATA = REPO / "exporter" / "testdata"
+RECORD = os.environ.get("SOPERATOR_RECORD_FIXTURES") == "1"
+HEALTH_REASON = "soperator: health: gpu: xid 79 on GPU 0"
+# The commands the exporter runs (exporter/collector.go), recorded for its parser tests.
+COMMANDS = {
+    "sinfo_nodes": ["sinfo", "-h", "-N", "-o", "%N|%T|%R"],
+    "sinfo_partitions": ["sinfo", "-h", "-o", "%R|%C"],
+    "squeue": ["env", "SLURM_TIME_FORMAT=%s", "squeue", "-h", "-a", "-r", "-o", "%P|%T|%C|%r|%u|%V"],
+    "sinfo_drains": ["sinfo", "-h", "-N", "-o", "%N|%E|%H|%T"],
+    "sshare": ["sshare", "-a", "-n", "-P", "-o", "Account,User,RawShares,NormShares,RawUsage,NormUsage,FairShare"],
+    "sdiag": ["sdiag"],
+}
+
+
+@pytest.fixture(scope="module")
+def scrape(acct):
+    """The exporter with the rendered arguments (accounting on: fairshare included) over a cluster with a running
+    job, pending jobs (held, and waiting for a start time) and a node drained by a health check."""
+    binary = subprocess.run([str(REPO / "hack" / "build-binaries.sh"), "slurm-exporter"], check=True,
+                            capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    port = free_ports(1)[0]
+    args = exporter_args(ClusterContext(accounting_spec(), []))
+    proc = acct.start_exporter(binary, args, port)
+    acct.run(["scontrol", "update", "nodename=%s" % node_name(1), "state=drain", "reason=%s" % HEALTH_REASON]).check()
+    running = acct.run(["sbatch", "--parsable", "-o", "/dev/null", "-w", node_name(0), "--wrap", "sleep 120"]).check()
+    held = acct.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"]).check()
+    later = acct.run(["sbatch", "--parsable", "--begin=now+1hour", "-o", "/dev/null", "--wrap", "true"]).check()
+    jobs = [j.stdout.strip() for j in (running, held, later)]
+    wait_for(lambda: acct.run(["squeue", "-h", "-j", jobs[0], "-o", "%T"]).stdout.strip() == "RUNNING", 30,
+             "the running job")
+    wait_for(lambda: "DRAIN" in acct.run(["scontrol", "show", "node", node_name(1)]).stdout, 10, "the drain")
+    if RECORD:
+        TESTDATA.mkdir(parents=True, exist_ok=True)
+        for name, argv in COMMANDS.items():
+            out = acct.run(argv).check().stdout
+            (TESTDATA / f"{name}.txt").write_text(out)
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=60) as response:
+            text = response.read().decode()
+        yield parse_exposition(text), text
+    finally:
+        acct.run(["scancel", *jobs])
+        acct.run(["scontrol", "update", "nodename=%s" % node_name(1), "state=resume"])
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_every_collector_answered(scrape):
+    samples, _text = scrape
+    results = {lab["collector"]: v for lab, v in samples["slurm_exporter_collector_success"]}
+    assert results == {"nodes": 1, "partitions": 1, "queue": 1, "drain_reason": 1, "fairshare": 1, "scheduler": 1}
+
+
+def test_node_counts_equal_sinfo(acct, scrape):
+    samples, _text = scrape
+    nodes = set(acct.run(["sinfo", "-h", "-N", "-o", "%N"]).check().stdout.split())
+    assert value(samples, "slurm_nodes_total") == len(nodes) == 2
+
+    def listed(states):
+        return set(acct.run(["sinfo", "-h", "-N", "-t", states, "-o", "%N"]).check().stdout.split())
+
+    # sinfo's idle includes drained idle nodes; the exporter counts a drained node as drained only.
+    assert value(samples, "slurm_nodes_idle", partition="cpu") == len(listed("idle") - listed("drain")) == 0
+    assert value(samples, "slurm_nodes_drain", partition="cpu") == len(listed("drain")) == 1
+    assert value(samples, "slurm_nodes_alloc") + value(samples, "slurm_nodes_mix") == len(listed("alloc,mix")) == 1
+    assert value(samples, "slurm_nodes_down") == len(listed("down")) == 0
+
+
+def test_job_counts_equal_squeue(acct, scrape):
+    samples, _text = scrape
+    for state, metric in (("R", "slurm_jobs_running"), ("PD", "slurm_jobs_pending")):
+        listed = acct.run(["squeue", "-h", "-t", state, "-o", "%i"]).check().stdout.split()
+        assert value(samples, metric) == len(listed), state
+    assert value(samples, "slurm_jobs_running") == 1 and value(samples, "slurm_jobs_pending") == 2
+    reasons = {lab["reason"] for lab, v in samples["slurm_queue_pending"] if v}
+    assert reasons == {"JobHeldUser", "BeginTime"}
+    assert value(samples, "slurm_partition_jobs_pending", partition="cpu") == 2
+    assert value(samples, "slurm_queue_wait_seconds_max", partition="cpu") >= 0
+    assert value(samples, "slurm_partition_cpus_total", partition="cpu") == 4  # two nodes of 2 CPUs
+
+
+def test_drain_reasons_and_fairshare_and_scheduler(acct, scrape):
+    samples, _text = scrape
+    drains = [lab for lab, _v in samples["slurm_node_drain_reason_info"]]
+    assert [(d["node"], d["reason"]) for d in drains] == [(node_name(1), HEALTH_REASON)]
+    # Every account sshare lists (root; the accounting tests' accounts when they ran first, same cluster).
+    listed = acct.run(["sshare", "-a", "-n", "-P", "-o", "Account,User"]).check().stdout.splitlines()
+    accounts = sorted({line.split("|")[0].strip() for line in listed if not line.split("|")[1]})
+    assert sorted(lab["account"] for lab, _v in samples["slurm_account_fairshare_raw_shares"]) == accounts
+    assert value(samples, "slurm_user_fairshare", account="root", user="root") == 1.0
+    assert value(samples, "slurm_scheduler_jobs_submitted") >= 3
+    assert STATEFULSET in node_name(0)
+
+
+def test_the_dashboard_queries_only_metrics_that_are_served(scrape):
+    samples, _text = scrape
+    used = dashboard_metric_names()
+    served = set(samples) | operator_sample_names()
+    assert used - served == set(), "the dashboard queries metrics nobody serves"
+    # The panels the dashboard promises: nodes by state, jobs by state, queue wait, partitions, health-check drains,
+    # and the operator's own metrics.
+    for name in ("slurm_nodes_idle", "slurm_nodes_drain", "slurm_jobs_pending", "slurm_queue_wait_seconds_max",
+                 "slurm_partition_cpus_allocated", "slurm_node_drain_reason_info", "soperator_operator_runs_total"):
+        assert name in used, name
+    board = dashboard()
+    assert any("soperator: health" in t["expr"] for p in board["panels"] for t in p.get("targets", []))
+    assert Path(DASHBOARD).stat().st_size < 200_000
