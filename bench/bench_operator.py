@@ -603,8 +603,17 @@ def kubectl_apply(kubeconfig, *paths):
     for path in paths:
         subprocess.run([kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side", "--force-conflicts",
                         "--field-manager", "soperator-bench", "-f", path], check=True, capture_output=True)
-        subprocess.run([kubectl, "--kubeconfig", kubeconfig, "wait", "--for=condition=Established",
-                        "--timeout=60s", "-f", path], check=True, capture_output=True)
+        # kubectl wait fails at once on a CRD without conditions yet (the large SlurmCluster schema right after
+        # the apply: "accessor error: <nil>"): asked again until it waits.
+        deadline = time.monotonic() + 60
+        while True:
+            waited = subprocess.run([kubectl, "--kubeconfig", kubeconfig, "wait", "--for=condition=Established",
+                                     "--timeout=60s", "-f", path], capture_output=True, text=True)
+            if waited.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("CRDs in %s not Established: %s" % (path, waited.stderr.strip()))
+            time.sleep(0.2)
 
 
 def main():

@@ -11,7 +11,7 @@ import os
 import threading
 
 import pytest
-from operator_harness import ROOT, Cluster, wait_for, write_watches
+from operator_harness import Cluster, wait_for, write_watches
 
 pytestmark = pytest.mark.cluster
 
@@ -43,10 +43,8 @@ class CountingContext:
 
 
 @pytest.fixture(scope="module")
-def crds(kubectl):
-    crd_dir = os.path.join(ROOT, "roles", "crds", "files")
-    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "soperator-tests", "-f", crd_dir)
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crd_dir)
+def crds(apply_crds):
+    apply_crds("soperator-tests")
 
 
 @pytest.fixture
