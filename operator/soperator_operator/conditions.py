@@ -41,11 +41,15 @@ def running_status(status, generation, now):
 
 
 def finished_status(status, generation, outcome: Outcome, now, digest=None):
-    """Status after a run of ``generation`` ended with ``outcome``; ``digest``: the inputs a successful run
-    started from (``drift.observed_digest``), kept for the next check (and the next operator)."""
+    """Status after a run of ``generation`` ended with ``outcome``; ``digest``: the inputs a settled successful
+    run started from (``drift.observed_digest``), kept for the next check (and the next operator). Without one
+    (a failure, work left for later) the previous digest is removed (null in the merge patch), so that no later
+    check takes these inputs for converged."""
     status = dict(status or {})
     if outcome.ok and digest is not None:
         status[STATUS_RECONCILED_DIGEST] = digest
+    elif status.get(STATUS_RECONCILED_DIGEST) is not None:
+        status[STATUS_RECONCILED_DIGEST] = None
     conds = status.get("conditions")
     if outcome.ok:
         conds = set_condition(conds, "Running", "True", REASON_SUCCESSFUL, "Awaiting next reconciliation",

@@ -38,8 +38,11 @@ def _pod_state(pod):
 
 class Controller:
     def __init__(self, kube, runner, watches, namespaces=None, max_workers=4, metrics=None,
-                 clock=time.monotonic, wall=time.time, backoff_base=1.0, backoff_cap=300.0):
+                 clock=time.monotonic, wall=time.time, backoff_base=1.0, backoff_cap=300.0, policy=None):
         self.kube = kube
+        # The installer's policy the role's runs judge with (``policy.normalize``; None: not judged): the drift
+        # check renders with it too, and it is part of the inputs digest.
+        self.policy = policy
         self.runner = runner
         self.watches = watches
         self.by_kind = {w.kind: w for w in watches}
@@ -221,19 +224,24 @@ class Controller:
             # The timer's check also looks up the create-only objects (Secrets, the jail claim) by name: they are
             # not cached, since listing Secrets would mean reading every Secret of the namespace.
             lookup = self._lookup(namespace) if reasons <= {workqueue.RESYNC} else None
-            why = drift.needs_run(obj, nodesets, live, memo, int(self.wall()), lookup=lookup)
+            why = drift.needs_run(obj, nodesets, live, memo, int(self.wall()), lookup=lookup, policy=self.policy)
             if self.metrics:
                 self.metrics.checks.inc(kind=kind, result="run" if why else "skip")
             if why is None:
                 log.debug("%s %s/%s: in sync, nothing to run", kind, namespace, name)
                 return w.reconcile_period, workqueue.RESYNC
-        digest = drift.observed_digest(live) if w.drift_check else None
+        digest = drift.observed_digest(live, self.policy) if w.drift_check else None
         return self._reconcile_run(w, key, obj, deps, memo, why, digest)
 
     def _lookup(self, namespace):
         def exists(kind_name, name):
             k = kinds.by_name(kind_name)
-            return self.kube.exists(cache.Resource(k.group, k.version, k.plural, k.kind).path(namespace) + "/" + name)
+            res = cache.Resource(k.group, k.version, k.plural, k.kind)
+            if self.kube.exists(res.path(namespace) + "/" + name):
+                return True
+            # An optional kind the cluster does not serve: the role cannot create it either (its apply skips
+            # kinds not served), so its absence is no reason to run.
+            return k.optional and not self.kube.serves(res)
         return exists
 
     def _reconcile_run(self, w, key, obj, deps, memo, why, digest=None):
@@ -255,6 +263,10 @@ class Controller:
         if result.ok:
             self._failures.pop(key, None)
             memo.generations, memo.ready, memo.invalid_generation = gens, result.ready, None
+            # Only a settled run records its inputs: one that left work for later (a drain, a login pod waiting
+            # for its sessions: requeue_after) must be run again even if nothing it observed changes.
+            if result.requeue_after is not None:
+                digest = None
             memo.digest = digest
             log.info("%s %s/%s reconciled in %.1fs (%d changed%s)", kind, namespace, name, result.duration,
                      result.changed, "" if result.ready is None else ", ready" if result.ready else ", not ready")
@@ -301,6 +313,9 @@ class Controller:
             outcome = cond.Outcome(ok=False, message=message, permanent=not retry, reason=reason or "")
             self.kube.update_status(w, namespace, name,
                                     lambda old, _o: cond.finished_status(old, generation, outcome, now_iso()))
+        # A failed run records no inputs (and forgets the last settled run's): nothing but its retry, a new
+        # generation or the next check may decide whether the role runs again.
+        memo.digest = None
         if not retry:
             self._failures.pop(key, None)
             memo.generations, memo.ready = gens, False

@@ -9,8 +9,18 @@ the apply adapter uses to skip an object). The role runs only when something dif
 * a rendered object is missing or differs from what was applied (edited, deleted); the data kinds (Secrets,
   the jail claim: never listed, so not cached) are looked up by name when the caller gives ``lookup``;
 * a live object of the cluster is no longer rendered (prune);
-* the pods or the StatefulSets' status differ from what the last successful run started from
-  (:func:`observed_digest`): what a run reports (readiness, counts) and what Slurm sees come from them.
+* the pods or the StatefulSets' status (or the installer's policy) differ from what the last settled run started
+  from (:func:`observed_digest`): what a run reports (readiness, counts) and what Slurm sees come from them.
+  A run that failed, or left work for later (a drain, a login pod waiting for its sessions to end: its
+  ``requeue_after``), records no digest, so nothing here can take the place of its requeue or retry.
+
+Status is never an input: what the runtime, the converge and the Slurm status loop write (conditions, counts,
+``reconciledDigest``, a worker pod's SlurmNodeReady condition) changes neither a generation nor the digest.
+
+Optional kinds (another project's CRD, ``kinds.optional_applied``: the ServiceMonitor) are neither cached nor
+rendered here (the plan is made with no optional kind served): they are reconciled by the runs other causes start
+and by the periodic full run. An optional data kind (the MariaDB) is looked up like the other create-only objects;
+the caller's ``lookup`` answers True for a kind the cluster does not serve (the role could not create it either).
 
 A cluster that never becomes Ready (no Slurm answers: kwok nodes, an image that never pulls) is therefore not
 rerun on every event or operator restart: readiness arrives as pod events, which change the digest; the same
@@ -31,6 +41,8 @@ from ansible_collections.soperator.slurm.plugins.module_utils.errors import Spec
 
 # Kinds a converge applies and prunes: the runtime caches them (by the managed-by label).
 CACHED_KINDS = tuple(k.kind for k in kinds.applied())
+# Created once, never listed (Secrets, the jail claim, a MariaDB): looked up by name on the timer's check.
+LOOKED_UP_KINDS = tuple(k.kind for k in kinds.data())
 
 
 @dataclass
@@ -39,7 +51,7 @@ class Memo:
     generations: Dict[str, int] = field(default_factory=dict)  # "SlurmCluster" / "NodeSet/<name>" -> generation
     ready: Optional[bool] = None
     invalid_generation: Optional[int] = None  # the SlurmCluster generation judged invalid
-    digest: Optional[str] = None  # observed_digest() the last successful run started from
+    digest: Optional[str] = None  # observed_digest() the last settled run started from (None: run again)
 
 
 def generations(cluster, nodesets):
@@ -64,10 +76,11 @@ def _pod_fact(pod):
 _STS_STATUS = ("replicas", "readyReplicas", "currentRevision", "updateRevision", "observedGeneration")
 
 
-def observed_digest(live):
+def observed_digest(live, policy=None):
     """Digest of what a run observes beyond the objects it applies: each pod's identity, phase, readiness, deletion
-    and template revision, and the StatefulSets' status (what the converge's plan and status are computed from)."""
-    facts = []
+    and template revision, and the StatefulSets' status (what the converge's plan and status are computed from),
+    and the installer's ``policy`` (a restarted operator with another policy judges every cluster again)."""
+    facts = [["policy", policy]]
     for (kind, name), obj in sorted(live.items()):
         if kind == "Pod":
             facts.append([kind, name] + _pod_fact(obj))
@@ -78,18 +91,19 @@ def observed_digest(live):
 
 
 def last_digest(cluster, memo: Memo):
-    """The digest the last successful run started from: this runtime's memory, else the status it wrote."""
+    """The digest the last settled run started from: this runtime's memory, else the status it wrote."""
     if memo.digest is not None:
         return memo.digest
     return (cluster.get("status") or {}).get(names.STATUS_RECONCILED_DIGEST)
 
 
-def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None) -> Optional[str]:
+def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None) -> Optional[str]:
     """Why the role must run (a short reason), or None when a run would change nothing.
 
     ``live``: ``{(kind, name): object}`` of the cluster's objects in the caches (kinds of CACHED_KINDS and
     Pods), all in the cluster's namespace. ``lookup(kind, name) -> bool``: whether a create-only object exists
-    (they are not cached); without it they are not checked.
+    (they are not cached); without it they are not checked. ``policy``: the installer's (``policy.normalize``),
+    the one the role's runs judge with.
     """
     gens = generations(cluster, nodesets)
     if memo.invalid_generation is not None and memo.generations == gens:
@@ -106,7 +120,8 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None) -> Optional
     statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
     pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")
     try:
-        plan = converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None}, now)
+        plan = converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None}, now,
+                             policy=policy)
     except SpecErrors:
         return None if memo.invalid_generation == gens[names.CLUSTER_KIND] else "invalid spec"
     # Without Slurm's view the plan is never "ready": only work under way counts (a shrink, maintenance, a
@@ -139,6 +154,6 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None) -> Optional
         for kind, name in uncached:
             if not lookup(kind, name):
                 return "%s %s is missing" % (kind, name)
-    if observed_digest(live) != last_digest(cluster, memo):
+    if observed_digest(live, policy) != last_digest(cluster, memo):
         return "pods or StatefulSets changed since the last run"
     return None

@@ -104,6 +104,18 @@ class Kube:
         raw.release_conn()
         return True
 
+    def serves(self, resource, timeout=30):
+        """Whether the API server serves ``resource`` (a ``cache.Resource``): its group-version's discovery."""
+        base = "/api/%s" % resource.version if not resource.group else "/apis/%s/%s" % (resource.group,
+                                                                                       resource.version)
+        try:
+            listing = self.request_json("GET", base, timeout=timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == resource.plural for r in listing.get("resources") or ())
+
     def stream_json(self, path, params, read_timeout, stopping):
         """Yield the JSON lines of a watch until the server ends it (or ``stopping`` is set)."""
         raw = self._raw("GET", path, params, None, (10, read_timeout))

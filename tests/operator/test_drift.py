@@ -3,9 +3,9 @@
 import copy
 
 import pytest
-from resources import make_cluster, make_nodeset
+from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, objects
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, objects, policy, projection
 from soperator_operator import drift
 
 NOW = 1_700_000_000
@@ -175,3 +175,49 @@ def test_a_worker_pod_on_an_older_template_runs_the_role():
     live[("Pod", "demo-cpu-1")]["metadata"]["labels"][converge.REVISION_LABEL] = "demo-cpu-r0"
     assert check(cluster, nodesets, live) == (
         "under way: NodeSet cpu: 1 outdated nodes wait for slurmctld to answer (to drain first)")
+
+
+def test_a_login_pod_waiting_for_its_sessions_is_work_under_way():
+    """Issue 12's deferral (Ready stays True, the pod is replaced once nobody is logged in): from the caches it is
+    work under way, so the check runs the role, whatever digest the last run recorded."""
+    cluster, nodesets, live = converged_state()
+    live[("Pod", "demo-login-0")]["metadata"]["labels"][converge.REVISION_LABEL] = "demo-login-r0"
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    why = drift.needs_run(cluster, nodesets, live, memo, NOW)
+    assert why.startswith("under way: login: demo-login-0 has sessions not known yet; replaced when they end")
+
+
+def test_status_is_no_input():
+    """What the runtime (conditions, reconciledDigest), the converge (phase, counts) and the Slurm status loop
+    (a NodeSet's counts, each worker pod's SlurmNodeReady condition) write changes neither the digest nor the
+    decision: no run of ours feeds the next one."""
+    cluster, nodesets, live = converged_state()
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    before = drift.observed_digest(live)
+    cluster["status"].update(phase="Ready", message="every pod ready", **{names.STATUS_RECONCILED_DIGEST: "other"})
+    cluster["status"]["conditions"].append({"type": "Successful", "status": "True", "reason": "Successful"})
+    cluster["metadata"]["resourceVersion"] = "99"
+    nodesets[0]["status"].update(replicas=2, readyReplicas=2, nodesIdle=1, nodesAllocated=1, nodesDrained=0)
+    nodesets[0]["metadata"]["resourceVersion"] = "98"
+    for (kind, name), obj in live.items():
+        if kind == "Pod" and name.startswith("demo-cpu-"):
+            condition = projection.pod_condition(None)  # what a node slurmctld does not list gets
+            obj["status"]["conditions"].append(dict(condition, lastTransitionTime="2026-01-01T00:00:00Z"))
+    assert drift.observed_digest(live) == before
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+
+
+def test_the_check_judges_with_the_installers_policy_and_the_digest_holds_it():
+    """The gpu example's scratch is a host path: refused unless the installer allows its prefix, as the role's
+    runs judge it. The policy is part of the inputs: an operator restarted with another one looks again."""
+    cluster, nodesets = load_example("gpu-cluster.yaml")
+    for obj in [cluster] + nodesets:  # every generation already judged: only the policy decides
+        obj["metadata"]["generation"] = 1
+        obj["status"] = {"observedGeneration": 1}
+    allowed = policy.normalize({"allowed_host_path_prefixes": ["/mnt/local-nvme"]})
+    live = {}
+    assert drift.needs_run(cluster, nodesets, live, drift.Memo(), NOW, policy=policy.normalize({})) == "invalid spec"
+    assert drift.needs_run(cluster, nodesets, live, drift.Memo(), NOW, policy=allowed) != "invalid spec"
+    assert drift.observed_digest(live, allowed) != drift.observed_digest(live, policy.normalize({}))
+    assert drift.observed_digest(live, allowed) == drift.observed_digest(live, policy.normalize(
+        {"allowed_host_path_prefixes": ["/mnt/local-nvme"]}))
