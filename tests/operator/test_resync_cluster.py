@@ -50,6 +50,7 @@ def crds(apply_crds):
 @pytest.fixture
 def runtime(tmp_path, kubeconfig, collections_path, namespace, crds, k8s):
     """Start controllers in this process; each gets a fresh memory (a restarted operator), the same runner."""
+    from soperator_operator.__main__ import installer_policy
     from soperator_operator.controller import Controller
     from soperator_operator.kube import Kube, api_client
     from soperator_operator.metrics import OperatorMetrics
@@ -69,7 +70,7 @@ def runtime(tmp_path, kubeconfig, collections_path, namespace, crds, k8s):
     def start():
         kube = Kube(api_client(kubeconfig, None, "soperator-operator/test"), identity="test")
         ctl = Controller(kube, runner, watches, namespaces=[namespace], metrics=OperatorMetrics(), max_workers=2,
-                         backoff_cap=5.0)
+                         backoff_cap=5.0, policy=installer_policy(os.environ))  # as __main__ reads it
         threading.Thread(target=ctl.start, daemon=True).start()
         assert ctl.synced.wait(60)
         controllers.append(ctl)
@@ -180,3 +181,19 @@ def test_a_restarted_operator_reruns_no_never_ready_cluster(runtime, k8s, namesp
     third = start()
     wait_for(lambda: third.metrics.runs.value(kind="SlurmCluster", result="success") >= 1, 60, 0.1,
              what="a run for the replaced pod")
+
+
+def test_an_optional_kind_not_served_is_told_from_a_missing_object(k8s, namespace):
+    """The lookup's excuse for an optional data kind (a MariaDB where mariadb-operator is not installed): the API
+    server answers 404 for the object either way, discovery tells which."""
+    from ansible_collections.soperator.slurm.plugins.module_utils import kinds
+    from soperator_operator.cache import Resource
+    from soperator_operator.kube import Kube
+
+    kube = Kube(k8s, identity="test")
+    as_resource = dict((k.kind, Resource(k.group, k.version, k.plural, k.kind)) for k in kinds.OWNED)
+    mariadb = as_resource["MariaDB"]
+    assert not kube.exists(mariadb.path(namespace) + "/nothing")
+    assert not kube.serves(mariadb)
+    assert not kube.exists(as_resource["Secret"].path(namespace) + "/nothing")
+    assert kube.serves(as_resource["Secret"]) and kube.serves(as_resource["StatefulSet"])
