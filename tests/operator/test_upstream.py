@@ -7,6 +7,7 @@ it. The first test shows that with upstream's default; the second, that `--injec
 shipped upstream Dockerfile passes) keeps the data through a deletion.
 """
 
+import fcntl
 import os
 import signal
 import socket
@@ -74,8 +75,27 @@ class Upstream:
         self._log.close()
 
 
+PROXY_PORT = 8888
+# Held while an upstream operator runs: its proxy port is fixed, so two test runs on one host (two checkouts)
+# take turns instead of one failing to bind and waiting out its timeout.
+PROXY_LOCK = "/tmp/soperator-upstream-proxy-%d.lock" % PROXY_PORT
+
+
 @pytest.fixture
-def upstream(ansible_operator, tmp_path, kubeconfig, collections_path, namespace, k8s, kubectl):
+def proxy_port():
+    with open(PROXY_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", PROXY_PORT))
+            except OSError as e:
+                pytest.fail("port %d, which upstream's API proxy needs, is taken by another program: %s"
+                            % (PROXY_PORT, e))
+        yield PROXY_PORT
+
+
+@pytest.fixture
+def upstream(ansible_operator, tmp_path, kubeconfig, collections_path, namespace, k8s, kubectl, proxy_port):
     crd_dir = os.path.join(ROOT, "roles", "crds", "files")
     kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "soperator-tests", "-f", crd_dir)
     started = []
