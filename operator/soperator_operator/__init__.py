@@ -16,10 +16,14 @@ def add_collections_to_path():
     import os
     import sys
 
+    # As Ansible: the variable replaces the default paths (an older copy installed in ~/.ansible must not
+    # shadow the one asked for), and its paths come first, in their order.
     paths = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
-    paths += [os.path.expanduser("~/.ansible/collections"), "/usr/share/ansible/collections"]
+    paths = paths or [os.path.expanduser("~/.ansible/collections"), "/usr/share/ansible/collections"]
     for path in reversed(paths):
-        if os.path.isdir(os.path.join(path, "ansible_collections")) and path not in sys.path:
+        if os.path.isdir(os.path.join(path, "ansible_collections")):
+            if path in sys.path:
+                sys.path.remove(path)
             sys.path.insert(0, path)
 
 

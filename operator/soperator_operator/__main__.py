@@ -1,12 +1,15 @@
 """Entry point: ``python -m soperator_operator --watches watches.yaml`` (like operator-sdk's ``make run``)."""
 
 import argparse
+import json
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 
 from . import __version__
 from .metrics import OperatorMetrics
@@ -59,6 +62,20 @@ def parse_args(argv=None):
 
 
 
+def installer_policy(environ):
+    """The installer's policy the role's runs get (watches.yaml: cluster_policy from the same variable),
+    normalized; ValueError when it is malformed."""
+    from ansible_collections.soperator.slurm.plugins.module_utils import policy
+    raw = environ.get(names.POLICY_ENV) or "{}"
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError("not JSON: %s" % exc) from None
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return policy.normalize(value)
+
+
 def default_identity():
     return os.environ.get("POD_NAME") or "%s_%d" % (socket.gethostname(), os.getpid())
 
@@ -75,6 +92,11 @@ def main(argv=None):
     from .server import serve
 
     watches = load_watches(args.watches)
+    try:
+        policy = installer_policy(os.environ)
+    except ValueError as exc:
+        log.error("%s: %s", names.POLICY_ENV, exc)
+        return 2
     if args.reconcile_period:
         import dataclasses
         period = parse_duration(args.reconcile_period)
@@ -91,7 +113,7 @@ def main(argv=None):
         env["K8S_AUTH_CONTEXT"] = args.context
     runner = RoleRunner(work_dir=args.work_dir, env=env, timeout=parse_duration(args.run_timeout))
     controller = Controller(kube, runner, watches, namespaces=args.namespace, max_workers=args.max_workers,
-                            metrics=metrics, backoff_cap=parse_duration(args.backoff_cap))
+                            metrics=metrics, backoff_cap=parse_duration(args.backoff_cap), policy=policy)
     done = threading.Event()
     state = {"exit": 0, "started": False}
     start_lock = threading.Lock()

@@ -7,6 +7,7 @@ the runtime adds what upstream's ansible-operator writes, so tooling written for
 
 from dataclasses import dataclass
 
+from ansible_collections.soperator.slurm.plugins.module_utils.names import STATUS_RECONCILED_DIGEST
 from ansible_collections.soperator.slurm.plugins.module_utils.status import (  # noqa: F401  (re-exported)
     REASON_CLUSTER_NOT_FOUND,
     REASON_INVALID_SPEC,
@@ -39,9 +40,16 @@ def running_status(status, generation, now):
     return status
 
 
-def finished_status(status, generation, outcome: Outcome, now):
-    """Status after a run of ``generation`` ended with ``outcome``."""
+def finished_status(status, generation, outcome: Outcome, now, digest=None):
+    """Status after a run of ``generation`` ended with ``outcome``; ``digest``: the inputs a settled successful
+    run started from (``drift.observed_digest``), kept for the next check (and the next operator). Without one
+    (a failure, work left for later) the previous digest is removed (null in the merge patch), so that no later
+    check takes these inputs for converged."""
     status = dict(status or {})
+    if outcome.ok and digest is not None:
+        status[STATUS_RECONCILED_DIGEST] = digest
+    elif status.get(STATUS_RECONCILED_DIGEST) is not None:
+        status[STATUS_RECONCILED_DIGEST] = None
     conds = status.get("conditions")
     if outcome.ok:
         conds = set_condition(conds, "Running", "True", REASON_SUCCESSFUL, "Awaiting next reconciliation",

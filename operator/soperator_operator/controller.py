@@ -38,8 +38,11 @@ def _pod_state(pod):
 
 class Controller:
     def __init__(self, kube, runner, watches, namespaces=None, max_workers=4, metrics=None,
-                 clock=time.monotonic, wall=time.time, backoff_base=1.0, backoff_cap=300.0):
+                 clock=time.monotonic, wall=time.time, backoff_base=1.0, backoff_cap=300.0, policy=None):
         self.kube = kube
+        # The installer's policy the role's runs judge with (``policy.normalize``; None: not judged): the drift
+        # check renders with it too, and it is part of the inputs digest.
+        self.policy = policy
         self.runner = runner
         self.watches = watches
         self.by_kind = {w.kind: w for w in watches}
@@ -210,21 +213,38 @@ class Controller:
             meta = obj["metadata"]
         deps = self.dependents(w, obj)
         forced = reasons & {workqueue.RETRY, workqueue.REQUEUE} or not w.drift_check
-        full_due = self.clock() - self._last_full.get(key, self.clock()) >= w.full_run_period
+        # The full-run clock of a cluster starts when this runtime first looks at it (a cluster found in sync
+        # at start gets its full run one period later, like any other).
+        full_due = self.clock() - self._last_full.setdefault(key, self.clock()) >= w.full_run_period
         memo = self._memo.setdefault(key, drift.Memo())
         why: Optional[str] = "periodic full run" if full_due else ",".join(sorted(reasons))
+        live = self.live_children(namespace, name) if w.drift_check else {}
         if w.drift_check and not forced and not full_due:
             nodesets = [d for _, d in deps]
-            why = drift.needs_run(obj, nodesets, self.live_children(namespace, name), memo, int(self.wall()),
-                                  periodic=reasons <= {workqueue.RESYNC})
+            # The timer's check also looks up the create-only objects (Secrets, the jail claim) by name: they are
+            # not cached, since listing Secrets would mean reading every Secret of the namespace.
+            lookup = self._lookup(namespace) if reasons <= {workqueue.RESYNC} else None
+            why = drift.needs_run(obj, nodesets, live, memo, int(self.wall()), lookup=lookup, policy=self.policy)
             if self.metrics:
                 self.metrics.checks.inc(kind=kind, result="run" if why else "skip")
             if why is None:
                 log.debug("%s %s/%s: in sync, nothing to run", kind, namespace, name)
                 return w.reconcile_period, workqueue.RESYNC
-        return self._reconcile_run(w, key, obj, deps, memo, why)
+        digest = drift.observed_digest(live, self.policy) if w.drift_check else None
+        return self._reconcile_run(w, key, obj, deps, memo, why, digest)
 
-    def _reconcile_run(self, w, key, obj, deps, memo, why):
+    def _lookup(self, namespace):
+        def exists(kind_name, name):
+            k = kinds.by_name(kind_name)
+            res = cache.Resource(k.group, k.version, k.plural, k.kind)
+            if self.kube.exists(res.path(namespace) + "/" + name):
+                return True
+            # An optional kind the cluster does not serve: the role cannot create it either (its apply skips
+            # kinds not served), so its absence is no reason to run.
+            return k.optional and not self.kube.serves(res)
+        return exists
+
+    def _reconcile_run(self, w, key, obj, deps, memo, why, digest=None):
         kind, namespace, name = key
         generation = int(obj["metadata"].get("generation") or 0)
         gens = drift.generations(obj, [d for _, d in deps])
@@ -243,6 +263,11 @@ class Controller:
         if result.ok:
             self._failures.pop(key, None)
             memo.generations, memo.ready, memo.invalid_generation = gens, result.ready, None
+            # Only a settled run records its inputs: one that left work for later (a drain, a login pod waiting
+            # for its sessions: requeue_after) must be run again even if nothing it observed changes.
+            if result.requeue_after is not None:
+                digest = None
+            memo.digest = digest
             log.info("%s %s/%s reconciled in %.1fs (%d changed%s)", kind, namespace, name, result.duration,
                      result.changed, "" if result.ready is None else ", ready" if result.ready else ", not ready")
             if new_generation:
@@ -251,8 +276,9 @@ class Controller:
             elif result.changed:
                 self.kube.event(obj, "Normal", "DriftRepaired", "%s: %d task(s) changed" % (why, result.changed))
             if w.manage_status:
+                # From the cache: the role's own status write has normally arrived by now (else a 409, a read).
                 self.kube.update_status(w, namespace, name, lambda old, _o: cond.finished_status(
-                    old, generation, cond.Outcome(ok=True), now_iso()))
+                    old, generation, cond.Outcome(ok=True), now_iso(), digest), current=self.cached(*key))
             return self._after_success(w, key, result)
         return self._after_failure(w, key, obj, memo, gens, result)
 
@@ -287,6 +313,9 @@ class Controller:
             outcome = cond.Outcome(ok=False, message=message, permanent=not retry, reason=reason or "")
             self.kube.update_status(w, namespace, name,
                                     lambda old, _o: cond.finished_status(old, generation, outcome, now_iso()))
+        # A failed run records no inputs (and forgets the last settled run's): nothing but its retry, a new
+        # generation or the next check may decide whether the role runs again.
+        memo.digest = None
         if not retry:
             self._failures.pop(key, None)
             memo.generations, memo.ready = gens, False
@@ -308,6 +337,8 @@ class Controller:
             label = "success" if result.ok else ("canceled" if result.status == "canceled" else "failure")
             self.metrics.runs.inc(kind=w.kind, result=label)
             self.metrics.duration.observe(time.monotonic() - started, kind=w.kind)
+            for phase, seconds in (result.phases or {}).items():
+                self.metrics.phases.observe(seconds, phase=phase)
         if not result.ok and result.stdout_tail:
             log.debug("ansible output of failed run:\n%s", result.stdout_tail)
         return result

@@ -5,15 +5,34 @@ module runs) and compares every rendered object with its cached live copy by ``o
 the apply adapter uses to skip an object). The role runs only when something differs:
 
 * a generation not yet converged (the SlurmCluster's or a NodeSet's), or a NodeSet being deleted;
-* the last converge was not Ready (progress is only seen by the role: Slurm nodes registering);
 * the plan has something under way that needs Slurm (a shrink, maintenance, a NodeSet leaving);
-* a rendered object is missing or differs from what was applied (edited, deleted);
-* a live object of the cluster is no longer rendered (prune).
+* a rendered object is missing or differs from what was applied (edited, deleted); the data kinds (Secrets,
+  the jail claim: never listed, so not cached) are looked up by name when the caller gives ``lookup``;
+* a live object of the cluster is no longer rendered (prune);
+* the pods or the StatefulSets' status (or the installer's policy) differ from what the last settled run started
+  from (:func:`observed_digest`): what a run reports (readiness, counts) and what Slurm sees come from them.
+  A run that failed, or left work for later (a drain, a login pod waiting for its sessions to end: its
+  ``requeue_after``), records no digest, so nothing here can take the place of its requeue or retry.
+
+Status is never an input: what the runtime, the converge and the Slurm status loop write (conditions, counts,
+``reconciledDigest``, a worker pod's SlurmNodeReady condition) changes neither a generation nor the digest.
+
+Optional kinds (another project's CRD, ``kinds.optional_applied``: the ServiceMonitor) are neither cached nor
+rendered here (the plan is made with no optional kind served): they are reconciled by the runs other causes start
+and by the periodic full run. An optional data kind (the MariaDB) is looked up like the other create-only objects;
+the caller's ``lookup`` answers True for a kind the cluster does not serve (the role could not create it either).
+
+A cluster that never becomes Ready (no Slurm answers: kwok nodes, an image that never pulls) is therefore not
+rerun on every event or operator restart: readiness arrives as pod events, which change the digest; the same
+inputs again would give the same plan and the same status. The digest of the last run is kept in the
+SlurmCluster's status (``names.STATUS_RECONCILED_DIGEST``), so a restarted operator finds it too.
 
 Exact: an object in sync by the apply adapter's rule is skipped by the apply too, so a run would change
 nothing. Safe: anything the adapter would send a request for is a difference here.
 """
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -22,6 +41,8 @@ from ansible_collections.soperator.slurm.plugins.module_utils.errors import Spec
 
 # Kinds a converge applies and prunes: the runtime caches them (by the managed-by label).
 CACHED_KINDS = tuple(k.kind for k in kinds.applied())
+# Created once, never listed (Secrets, the jail claim, a MariaDB): looked up by name on the timer's check.
+LOOKED_UP_KINDS = tuple(k.kind for k in kinds.data())
 
 
 @dataclass
@@ -30,6 +51,7 @@ class Memo:
     generations: Dict[str, int] = field(default_factory=dict)  # "SlurmCluster" / "NodeSet/<name>" -> generation
     ready: Optional[bool] = None
     invalid_generation: Optional[int] = None  # the SlurmCluster generation judged invalid
+    digest: Optional[str] = None  # observed_digest() the last settled run started from (None: run again)
 
 
 def generations(cluster, nodesets):
@@ -43,21 +65,45 @@ def _observed(obj):
     return int((obj.get("status") or {}).get("observedGeneration") or -1)
 
 
-def _ready_in_status(obj):
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
+def _pod_fact(pod):
+    md = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
+    return [md.get("uid"), status.get("phase"), ready, bool(md.get("deletionTimestamp")),
+            (md.get("labels") or {}).get(converge.REVISION_LABEL)]
 
 
-def needs_run(cluster, nodesets, live, memo: Memo, now, periodic=False) -> Optional[str]:
+_STS_STATUS = ("replicas", "readyReplicas", "currentRevision", "updateRevision", "observedGeneration")
+
+
+def observed_digest(live, policy=None):
+    """Digest of what a run observes beyond the objects it applies: each pod's identity, phase, readiness, deletion
+    and template revision, and the StatefulSets' status (what the converge's plan and status are computed from),
+    and the installer's ``policy`` (a restarted operator with another policy judges every cluster again)."""
+    facts = [["policy", policy]]
+    for (kind, name), obj in sorted(live.items()):
+        if kind == "Pod":
+            facts.append([kind, name] + _pod_fact(obj))
+        elif kind == "StatefulSet":
+            status = obj.get("status") or {}
+            facts.append([kind, name] + [status.get(k) for k in _STS_STATUS])
+    return hashlib.sha256(json.dumps(facts, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def last_digest(cluster, memo: Memo):
+    """The digest the last settled run started from: this runtime's memory, else the status it wrote."""
+    if memo.digest is not None:
+        return memo.digest
+    return (cluster.get("status") or {}).get(names.STATUS_RECONCILED_DIGEST)
+
+
+def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None) -> Optional[str]:
     """Why the role must run (a short reason), or None when a run would change nothing.
 
     ``live``: ``{(kind, name): object}`` of the cluster's objects in the caches (kinds of CACHED_KINDS and
-    Pods), all in the cluster's namespace. ``periodic``: the check comes from the timer, not from an event. A
-    cluster that is only not Ready yet is then left alone: what makes it Ready arrives as events (a worker pod
-    turns Ready when its Slurm node is up, the controller's when slurmctld answers), and polling every cluster
-    that cannot become Ready (no Slurm on fake nodes, an image that never pulls) would cost a run each period.
+    Pods), all in the cluster's namespace. ``lookup(kind, name) -> bool``: whether a create-only object exists
+    (they are not cached); without it they are not checked. ``policy``: the installer's (``policy.normalize``),
+    the one the role's runs judge with.
     """
     gens = generations(cluster, nodesets)
     if memo.invalid_generation is not None and memo.generations == gens:
@@ -71,13 +117,11 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, periodic=False) -> Optio
             return "NodeSet %s is being deleted" % ns["metadata"]["name"]
         if _observed(ns) != gens[key] and memo.generations.get(key) != gens[key]:
             return "generation %d of NodeSet %s" % (gens[key], ns["metadata"]["name"])
-    ready = memo.ready if memo.ready is not None else _ready_in_status(cluster)
-    if not ready and not periodic:
-        return "not ready yet"
     statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
     pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")
     try:
-        plan = converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None}, now)
+        plan = converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None}, now,
+                             policy=policy)
     except SpecErrors:
         return None if memo.invalid_generation == gens[names.CLUSTER_KIND] else "invalid spec"
     # Without Slurm's view the plan is never "ready": only work under way counts (a shrink, maintenance, a
@@ -85,11 +129,17 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, periodic=False) -> Optio
     if plan.drain or plan.scale or plan.release or plan.underway:
         return "under way: %s" % "; ".join(plan.underway)
     rendered = set()
+    uncached = []
     for desired in plan.manifests:
         ident = (desired["kind"], desired["metadata"]["name"])
         rendered.add(ident)
-        if objects.is_create_only(desired) or desired["kind"] not in CACHED_KINDS:
-            continue  # created once and never touched again; not cached (Secrets are not ours to list)
+        if desired["kind"] not in CACHED_KINDS:
+            uncached.append(ident)  # created once and never touched again; not cached (never listed)
+            continue
+        if objects.is_create_only(desired):
+            if ident not in live:  # a cached create-only object (the populate Job): the apply would create it
+                return "%s %s is missing" % ident
+            continue
         if objects.plan_object(desired, live.get(ident)) != objects.SKIP:
             return "%s %s differs" % ident if ident in live else "%s %s is missing" % ident
     keep = set(plan.keep)
@@ -100,5 +150,10 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, periodic=False) -> Optio
         if labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY or obj["metadata"].get("deletionTimestamp"):
             continue
         return "%s %s is no longer rendered" % (kind, name)
+    if lookup is not None:
+        for kind, name in uncached:
+            if not lookup(kind, name):
+                return "%s %s is missing" % (kind, name)
+    if observed_digest(live, policy) != last_digest(cluster, memo):
+        return "pods or StatefulSets changed since the last run"
     return None
-

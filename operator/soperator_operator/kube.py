@@ -48,6 +48,10 @@ def describe(exc):
     return str(exc)
 
 
+# Ask for an object's metadata only (PartialObjectMetadata), as client-go's metadata client does.
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
 def now_iso():
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -64,11 +68,11 @@ class Kube:
         self.lease_timeout = (min(3.0, lease_timeout), lease_timeout)
 
     # --- raw REST (the watch caches) ------------------------------------------------------------------------
-    def _raw(self, method, path, params, body, timeout):
+    def _raw(self, method, path, params, body, timeout, accept="application/json"):
         """The urllib3 response of one request (streamed, not read); raises ApiException on an error status."""
         method, url, headers, body, post = self.api.param_serialize(
             method, path, query_params=list((params or {}).items()),
-            header_params={"Accept": "application/json", "Content-Type": "application/json"}, body=body,
+            header_params={"Accept": accept, "Content-Type": "application/json"}, body=body,
             auth_settings=["BearerToken"])
         resp = self.api.call_api(method, url, header_params=headers, body=body, post_params=post,
                                  _request_timeout=timeout)
@@ -88,6 +92,29 @@ class Kube:
         finally:
             raw.release_conn()
         return json.loads(data.decode("utf-8")) if data else {}
+
+    def exists(self, path, timeout=30):
+        """Whether the object at ``path`` exists: a GET of its metadata only (a Secret's data never comes back)."""
+        try:
+            raw = self._raw("GET", path, None, None, (10, timeout), accept=METADATA_ONLY)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        raw.release_conn()
+        return True
+
+    def serves(self, resource, timeout=30):
+        """Whether the API server serves ``resource`` (a ``cache.Resource``): its group-version's discovery."""
+        base = "/api/%s" % resource.version if not resource.group else "/apis/%s/%s" % (resource.group,
+                                                                                       resource.version)
+        try:
+            listing = self.request_json("GET", base, timeout=timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == resource.plural for r in listing.get("resources") or ())
 
     def stream_json(self, path, params, read_timeout, stopping):
         """Yield the JSON lines of a watch until the server ends it (or ``stopping`` is set)."""
@@ -148,15 +175,16 @@ class Kube:
                 return None
             raise
 
-    def update_status(self, w, namespace, name, compute, attempts=5):
+    def update_status(self, w, namespace, name, compute, attempts=5, current=None):
         """Read the object, ``compute(old_status, obj) -> new status`` and write it to the status subresource.
 
         Skips the write when nothing but timestamps would change. Retries a lost optimistic-concurrency race
-        (409) with a fresh read; returns the written object, or None if the object is gone.
+        (409) with a fresh read; returns the written object, or None if the object is gone. ``current``: a copy
+        already at hand (the watch cache) tried first instead of a read; a stale one costs a 409 and a read.
         """
         from .conditions import same_status  # pure
         for attempt in range(attempts):
-            obj = self.get(w, namespace, name)
+            obj = current if attempt == 0 and current is not None else self.get(w, namespace, name)
             if obj is None:
                 return None
             old = obj.get("status") or {}

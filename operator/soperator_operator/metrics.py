@@ -137,4 +137,7 @@ class OperatorMetrics:
         self.checks = reg(Counter("soperator_operator_drift_checks",
                                   "In-memory checks of a resource against the caches, by result (run or skip).",
                                   ("kind", "result")))
+        self.phases = reg(Histogram("soperator_operator_run_phase_seconds",
+                                    "Where a role run's time goes (runner.PHASES).", ("phase",),
+                                    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)))
         self.cached = reg(Gauge("soperator_operator_cached_objects", "Objects held in the watch caches."))

@@ -48,6 +48,40 @@ class RunResult:
     stdout_tail: str = ""
     requeue_after: Optional[float] = None  # the smallest requeue_after a task returned
     ready: Optional[bool] = None           # the converge module's verdict, when it ran
+    phases: dict = dataclasses.field(default_factory=dict)  # where the run's time went (see run_phases)
+
+
+# Where a run's time goes, in order: its directory and a fork of the warm forkserver; ansible-playbook's start
+# (CLI, inventory, playbook and role loading); the tasks before the converge (preflight); Ansible's per-task cost
+# around the converge (its forked task worker, argument handling, clients); the converge's own phases (the
+# module's timings); what follows (the stats, the child's exit, the parent noticing it).
+PHASES = ("fork", "play start", "preflight tasks", "task worker", "observe", "render", "apply", "status",
+          "play end")
+
+
+def run_phases(events, started, ended):
+    """Seconds per phase of PHASES from the events' monotonic timestamps (the same clock in every process)."""
+    stamps = {}
+    converge_start, converge = None, None
+    last_task = None
+    for event in events:
+        kind = event.get("event")
+        if kind in ("child", "play") and "t" in event:
+            stamps.setdefault(kind, float(event["t"]))
+        elif kind == "task" and "t" in event:
+            last_task = float(event["t"])
+        elif kind == "ok" and isinstance((event.get("res") or {}).get("timings"), dict) and "t" in event:
+            converge_start, converge = last_task, event
+    if "child" not in stamps or "play" not in stamps or converge is None or converge_start is None:
+        return {}
+    timings = dict((k, float(v)) for k, v in converge["res"]["timings"].items())
+    done = float(converge["t"])
+    phases = {"fork": stamps["child"] - started, "play start": stamps["play"] - stamps["child"],
+              "preflight tasks": converge_start - stamps["play"],
+              "task worker": max(0.0, done - converge_start - sum(timings.values())),
+              "play end": ended - done}
+    phases.update((k, timings.get(k, 0.0)) for k in ("observe", "render", "apply", "status"))
+    return phases
 
 
 def read_events(path):
@@ -102,6 +136,8 @@ def _child(argv, log_path, events_path):
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.environ[EVENTS_ENV] = events_path
+    with open(events_path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"event": "child", "t": time.monotonic()}) + "\n")
     rc = 250
     try:
         from ansible.cli.playbook import PlaybookCLI
@@ -240,6 +276,7 @@ class RoleRunner:
             self._live.pop(ident, None)
             _signal_group(proc.pid, signal.SIGKILL)  # Ansible's own workers, should any be left
         rc = proc.exitcode
+        ended = time.monotonic()
         output = _read(log_path) or ""
         timed_out = stop_sent is not None and time.monotonic() - started > self.timeout
         if rc == 0:
@@ -250,8 +287,10 @@ class RoleRunner:
             status = "error"
         else:
             status = "failed"
-        result = summarize(read_events(events_path), RunResult(
-            ok=rc == 0, status=status, rc=rc, duration=time.monotonic() - started, stdout_tail=output[-4000:]))
+        events = read_events(events_path)
+        result = summarize(events, RunResult(
+            ok=rc == 0, status=status, rc=rc, duration=ended - started, stdout_tail=output[-4000:]))
+        result.phases = run_phases(events, started, ended)
         if not result.ok and not result.message:
             if status == "canceled":
                 result.message = "the run was cancelled"

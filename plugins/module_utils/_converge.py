@@ -455,12 +455,22 @@ class Converger(object):
                                   "replaced_pods": []}
         objects_seen, counts, diffs, changed = {}, {}, [], False
         passes = 0
+        timings = dict.fromkeys(("observe", "render", "apply", "status"), 0.0)
+        mark = [time.monotonic()]
+
+        def lap(phase):
+            now = time.monotonic()
+            timings[phase] += now - mark[0]
+            mark[0] = now
+
         while True:
             passes += 1
+            mark[0] = time.monotonic()
             cluster = self.get_cr(names.CLUSTER_KIND, self.name)
             if cluster is None:
                 raise KubernetesError("SlurmCluster %s/%s not found" % (self.namespace, self.name), status=404)
             nodesets, observed, slurm_error = self.observe(cluster, retire)
+            lap("observe")
             try:
                 # A deletion policy this reconciler could not honour is refused now, not at deletion time.
                 problems = data_deletion_problems(self, (cluster.get("spec") or {}).get("deletionPolicy"))
@@ -481,7 +491,9 @@ class Converger(object):
                 raise
             if slurm_error and plan.pending:
                 plan.pending.append("slurm: %s" % slurm_error)
+            lap("render")
             applied, done = self.act(plan, slurm_error, applier)
+            lap("apply")
             for entry in applied["objects"]:
                 ident = (entry["kind"], entry["namespace"], entry["name"])
                 if entry["action"] != "unchanged" or ident not in objects_seen:
@@ -496,6 +508,7 @@ class Converger(object):
             totals["released"] += released
             changed = changed or bool(released)
             self.report(cluster, nodesets, observed, plan)
+            lap("status")
             settled = not plan.pending and (plan.ready or not wait_for_ready)
             if settled or self.check_mode or self.clock() + poll > deadline:
                 break
@@ -507,7 +520,7 @@ class Converger(object):
             "changed": changed, "ready": plan.ready, "phase": plan.phase, "message": plan.message,
             "pending": plan.pending, "deferred": plan.deferred, "requeue_after": plan.requeue_after,
             "invalid": plan.invalid, "objects": list(objects_seen.values()), "counts": counts, "slurm": totals,
-            "nodesets": plan.nodesets, "passes": passes,
+            "nodesets": plan.nodesets, "passes": passes, "timings": timings,
         }
         if self.diff:
             result["diff"] = diffs

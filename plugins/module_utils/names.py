@@ -326,3 +326,10 @@ def selector_labels(cluster, component, nodeset=None):
     if nodeset is not None:
         result[LABEL_NODESET] = nodeset
     return result
+
+# SlurmCluster status field the operator runtime writes: the digest of the pod and StatefulSet states its last
+# successful run started from (a check that finds the same inputs and nothing else differing runs nothing).
+STATUS_RECONCILED_DIGEST = "reconciledDigest"
+# The operator Deployment's environment variable holding the installer's policy (the operator role's
+# operator_policy, JSON): watches.yaml hands it to every run as cluster_policy, the runtime's drift check reads it.
+POLICY_ENV = "SOPERATOR_POLICY"

@@ -746,6 +746,11 @@ def slurm_cluster_schema():
             "observedGeneration": _i("The .metadata.generation last reconciled.", format="int64", minimum=0),
             "phase": _s("Summary: Pending, Provisioning, Ready, Maintenance or Failed.", maxLength=64),
             "conditions": _conditions_schema(),
+            names.STATUS_RECONCILED_DIGEST: _s(
+                "Written by the operator runtime: digest of the pod and StatefulSet states (and the installer's "
+                "policy) its last settled run started from; absent after a failed run or one that left work for "
+                "later. While they are the same and nothing else differs, no run is started.",
+                maxLength=128),
         },
     }
     return _root("A Slurm cluster in Kubernetes.", spec, status, _name_rules("SlurmCluster", CLUSTER_NAME_MAX))

@@ -272,6 +272,14 @@ passes:
   description: How many observe-plan-act passes ran.
   returned: with O(state=present)
   type: int
+timings:
+  description:
+    - Seconds spent in each phase, summed over the passes, measured with a monotonic clock - C(observe) (read
+      the SlurmCluster, its NodeSets, StatefulSets, pods and Slurm's nodes), C(render) (the plan and its config
+      checks), C(apply) (drain, apply and prune, scale, replace pods, forget nodes), C(status) (release NodeSets,
+      write the status).
+  returned: with O(state=present)
+  type: dict
 deleted:
   description: What O(state=absent) deleted.
   returned: with O(state=absent)

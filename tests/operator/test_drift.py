@@ -3,9 +3,9 @@
 import copy
 
 import pytest
-from resources import make_cluster, make_nodeset
+from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, objects
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, objects, policy, projection
 from soperator_operator import drift
 
 NOW = 1_700_000_000
@@ -20,7 +20,7 @@ def converged_state(replicas=2, ready=True):
     plan = converge.plan(cluster, [nodeset], {"statefulsets": {}, "pods": {}, "slurm": None}, NOW)
     live = {}
     for desired in plan.manifests:
-        if objects.is_create_only(desired):
+        if desired["kind"] not in drift.CACHED_KINDS:  # Secrets and the jail claim: never listed, not cached
             continue
         obj = objects.with_applied_hash(desired)
         obj["metadata"].update(resourceVersion="11", uid="u-" + desired["metadata"]["name"])  # server fields
@@ -41,8 +41,10 @@ def converged_state(replicas=2, ready=True):
     return cluster, [nodeset], live
 
 
-def check(cluster, nodesets, live, memo=None):
-    return drift.needs_run(cluster, nodesets, live, memo or drift.Memo(), NOW)
+def check(cluster, nodesets, live, memo=None, lookup=None):
+    if memo is None:  # the runtime's last run started from what the caches show now
+        memo = drift.Memo(digest=drift.observed_digest(live))
+    return drift.needs_run(cluster, nodesets, live, memo, NOW, lookup=lookup)
 
 
 def test_a_converged_ready_cluster_needs_no_run():
@@ -54,7 +56,8 @@ def test_a_new_generation_runs_unless_this_runtime_just_converged_it():
     cluster["metadata"]["generation"] = 4
     assert check(cluster, nodesets, live) == "generation 4 of the SlurmCluster"
     # The run wrote status, but the cache has not caught up yet: no second run for the same generation.
-    memo = drift.Memo(generations=drift.generations(cluster, nodesets), ready=True)
+    memo = drift.Memo(generations=drift.generations(cluster, nodesets), ready=True,
+                      digest=drift.observed_digest(live))
     assert check(cluster, nodesets, live, memo) is None
 
 
@@ -67,13 +70,55 @@ def test_a_nodeset_generation_and_a_nodeset_being_deleted_run():
     assert check(cluster, nodesets, live) == "NodeSet cpu is being deleted"
 
 
-def test_not_ready_runs_on_events_not_on_the_timer():
-    assert check(*converged_state(ready=False)) == "not ready yet"
+def test_a_cluster_that_never_becomes_ready_is_not_rerun_for_the_same_inputs():
+    """No Slurm answers (kwok, an image that never pulls): the same pods and StatefulSets give the same plan and
+    status, so neither an event nor a restarted operator (the digest read back from the status) runs it again."""
     cluster, nodesets, live = converged_state(ready=False)
-    assert drift.needs_run(cluster, nodesets, live, drift.Memo(), NOW, periodic=True) is None
+    assert check(cluster, nodesets, live) is None
+    restarted = drift.Memo()
+    assert drift.needs_run(cluster, nodesets, live, restarted, NOW) == "pods or StatefulSets changed since the last run"
+    cluster["status"][names.STATUS_RECONCILED_DIGEST] = drift.observed_digest(live)
+    assert drift.needs_run(cluster, nodesets, live, restarted, NOW) is None
+
+
+@pytest.mark.parametrize("change", [
+    lambda pod: pod["status"]["conditions"][0].update(status="False"),       # readiness, the event Slurm sends
+    lambda pod: pod["status"].update(phase="Failed"),
+    lambda pod: pod["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z"),
+    lambda pod: pod["metadata"].update(uid="replaced"),
+])
+def test_a_pod_that_changed_since_the_last_run_runs_the_role(change):
     cluster, nodesets, live = converged_state(ready=False)
-    assert check(cluster, nodesets, live, drift.Memo(generations=drift.generations(cluster, nodesets),
-                                                    ready=True)) is None
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    change(live[("Pod", "demo-cpu-0")])
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) == "pods or StatefulSets changed since the last run"
+
+
+def test_statefulset_status_and_a_new_pod_change_the_digest():
+    cluster, nodesets, live = converged_state()
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    live[("StatefulSet", "demo-cpu")]["status"]["readyReplicas"] = 1
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) == "pods or StatefulSets changed since the last run"
+    cluster, nodesets, live = converged_state()
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    del live[("Pod", "demo-cpu-1")]
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) == "pods or StatefulSets changed since the last run"
+
+
+def test_create_only_objects_are_looked_up_by_name_when_asked():
+    cluster, nodesets, live = converged_state()
+    asked = []
+
+    def lookup(kind, name):
+        asked.append((kind, name))
+        return name != "demo-munge-key"
+
+    assert check(cluster, nodesets, live, lookup=lookup) == "Secret demo-munge-key is missing"
+    assert ("Secret", "demo-munge-key") in asked
+    asked.clear()
+    assert check(cluster, nodesets, live, lookup=lambda kind, name: asked.append((kind, name)) or True) is None
+    assert sorted(asked) == [("PersistentVolumeClaim", "demo-jail"), ("Secret", "demo-munge-key"),
+                             ("Secret", "demo-ssh-host-keys")]
 
 
 def test_a_statefulset_scaled_by_hand_is_scaled_back_after_draining():
@@ -130,3 +175,49 @@ def test_a_worker_pod_on_an_older_template_runs_the_role():
     live[("Pod", "demo-cpu-1")]["metadata"]["labels"][converge.REVISION_LABEL] = "demo-cpu-r0"
     assert check(cluster, nodesets, live) == (
         "under way: NodeSet cpu: 1 outdated nodes wait for slurmctld to answer (to drain first)")
+
+
+def test_a_login_pod_waiting_for_its_sessions_is_work_under_way():
+    """Issue 12's deferral (Ready stays True, the pod is replaced once nobody is logged in): from the caches it is
+    work under way, so the check runs the role, whatever digest the last run recorded."""
+    cluster, nodesets, live = converged_state()
+    live[("Pod", "demo-login-0")]["metadata"]["labels"][converge.REVISION_LABEL] = "demo-login-r0"
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    why = drift.needs_run(cluster, nodesets, live, memo, NOW)
+    assert why.startswith("under way: login: demo-login-0 has sessions not known yet; replaced when they end")
+
+
+def test_status_is_no_input():
+    """What the runtime (conditions, reconciledDigest), the converge (phase, counts) and the Slurm status loop
+    (a NodeSet's counts, each worker pod's SlurmNodeReady condition) write changes neither the digest nor the
+    decision: no run of ours feeds the next one."""
+    cluster, nodesets, live = converged_state()
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    before = drift.observed_digest(live)
+    cluster["status"].update(phase="Ready", message="every pod ready", **{names.STATUS_RECONCILED_DIGEST: "other"})
+    cluster["status"]["conditions"].append({"type": "Successful", "status": "True", "reason": "Successful"})
+    cluster["metadata"]["resourceVersion"] = "99"
+    nodesets[0]["status"].update(replicas=2, readyReplicas=2, nodesIdle=1, nodesAllocated=1, nodesDrained=0)
+    nodesets[0]["metadata"]["resourceVersion"] = "98"
+    for (kind, name), obj in live.items():
+        if kind == "Pod" and name.startswith("demo-cpu-"):
+            condition = projection.pod_condition(None)  # what a node slurmctld does not list gets
+            obj["status"]["conditions"].append(dict(condition, lastTransitionTime="2026-01-01T00:00:00Z"))
+    assert drift.observed_digest(live) == before
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+
+
+def test_the_check_judges_with_the_installers_policy_and_the_digest_holds_it():
+    """The gpu example's scratch is a host path: refused unless the installer allows its prefix, as the role's
+    runs judge it. The policy is part of the inputs: an operator restarted with another one looks again."""
+    cluster, nodesets = load_example("gpu-cluster.yaml")
+    for obj in [cluster] + nodesets:  # every generation already judged: only the policy decides
+        obj["metadata"]["generation"] = 1
+        obj["status"] = {"observedGeneration": 1}
+    allowed = policy.normalize({"allowed_host_path_prefixes": ["/mnt/local-nvme"]})
+    live = {}
+    assert drift.needs_run(cluster, nodesets, live, drift.Memo(), NOW, policy=policy.normalize({})) == "invalid spec"
+    assert drift.needs_run(cluster, nodesets, live, drift.Memo(), NOW, policy=allowed) != "invalid spec"
+    assert drift.observed_digest(live, allowed) != drift.observed_digest(live, policy.normalize({}))
+    assert drift.observed_digest(live, allowed) == drift.observed_digest(live, policy.normalize(
+        {"allowed_host_path_prefixes": ["/mnt/local-nvme"]}))

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 from soperator_operator import cache
 from soperator_operator import classify as C
 from soperator_operator import conditions as K
@@ -89,6 +90,20 @@ def test_watch_vars_win_over_spec_keys():
     assert extra_vars(obj, "g.io", "K", {"cluster_ref": 2})["cluster_ref"] == 2
 
 
+# --- the installer's policy, as the runtime's drift check reads it --------------------------------------------
+def test_the_runtime_reads_the_policy_the_runs_get():
+    """The same variable watches.yaml hands every run as cluster_policy, normalized as the module does; a
+    malformed one stops the runtime with the variable named (every run would fail on it)."""
+    from ansible_collections.soperator.slurm.plugins.module_utils import policy
+    from soperator_operator.__main__ import installer_policy
+    assert installer_policy({}) == policy.normalize({})
+    env = {names.POLICY_ENV: '{"allowed_registries": ["registry.example.com/"]}'}
+    assert installer_policy(env)["allowed_registries"] == ["registry.example.com"]
+    for bad in ("{", "[]", '{"allowed_registries": "x"}', '{"unknown": 1}'):
+        with pytest.raises(ValueError):
+            installer_policy({names.POLICY_ENV: bad})
+
+
 # --- watches.yaml ------------------------------------------------------------------------------------------------
 def test_repository_watches_file():
     watches = load_watches(os.path.join(ROOT, "operator", "watches.yaml"))
@@ -97,7 +112,7 @@ def test_repository_watches_file():
     assert cluster.role == "soperator.slurm.cluster"
     # The role gets the cluster by name only, and makes one pass (the operator requeues).
     # The installer's policy comes from the operator's environment (operator_policy), never from the resource.
-    policy = "{{ lookup('ansible.builtin.env', 'SOPERATOR_POLICY', default='{}') | from_json }}"
+    policy = "{{ lookup('ansible.builtin.env', '%s', default='{}') | from_json }}" % names.POLICY_ENV
     assert cluster.vars == {"cluster_ref": {"name": "{{ ansible_operator_meta.name }}",
                                             "namespace": "{{ ansible_operator_meta.namespace }}"},
                             "cluster_wait_timeout": 0, "cluster_nodeset_finalizer": True, "cluster_policy": policy}

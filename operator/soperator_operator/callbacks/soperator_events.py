@@ -3,8 +3,9 @@
 """Ansible callback of the operator runtime: what a run's caller needs, as JSON lines in $SOPERATOR_EVENTS_FILE.
 
 Failed tasks (their msg and the structured fields a module returns: field, reason, retryable), results that
-carry ``requeue_after`` or ``ready`` (the converge module), and the final stats. Nothing else of a result is
-written (results may hold data the operator has no business keeping).
+carry ``requeue_after`` or ``ready`` (the converge module, with its phase timings), and the final stats. Nothing
+else of a result is written (results may hold data the operator has no business keeping). The play's and each
+task's start carry a monotonic timestamp ``t`` (the runner measures where a run's time goes).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,11 +25,12 @@ requirements:
 
 import json
 import os
+import time
 
 from ansible.plugins.callback import CallbackBase
 
 _FAILURE_KEYS = ("msg", "field", "reason", "retryable", "errors", "pending", "phase")
-_OK_KEYS = ("requeue_after", "ready", "phase", "pending", "changed")
+_OK_KEYS = ("requeue_after", "ready", "phase", "pending", "changed", "timings")
 
 
 def _plain(value):
@@ -72,6 +74,12 @@ class CallbackModule(CallbackBase):
                     break
         return dict((k, res[k]) for k in keys if k in res)
 
+    def v2_playbook_on_play_start(self, play):
+        self._write({"event": "play", "t": time.monotonic()})
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._write({"event": "task", "task": task.get_name(), "t": time.monotonic()})
+
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._write({"event": "failed", "task": result.task_name, "ignored": bool(ignore_errors),
                      "res": self._pick(result, _FAILURE_KEYS)})
@@ -82,10 +90,11 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         res = result._result or {}
         if "requeue_after" in res or "ready" in res:
-            self._write({"event": "ok", "task": result.task_name, "res": self._pick(result, _OK_KEYS)})
+            self._write({"event": "ok", "task": result.task_name, "res": self._pick(result, _OK_KEYS),
+                         "t": time.monotonic()})
 
     def v2_playbook_on_stats(self, stats):
         totals = {}
         for key in ("ok", "changed", "failures", "skipped", "dark", "rescued", "ignored"):
             totals[key] = sum((getattr(stats, key, None) or {}).values())
-        self._write({"event": "stats", "stats": totals})
+        self._write({"event": "stats", "stats": totals, "t": time.monotonic()})
