@@ -327,6 +327,7 @@ def selector_labels(cluster, component, nodeset=None):
         result[LABEL_NODESET] = nodeset
     return result
 
+
 # SlurmCluster status field the operator runtime writes: the digest of the pod and StatefulSet states its last
 # successful run started from (a check that finds the same inputs and nothing else differing runs nothing).
 STATUS_RECONCILED_DIGEST = "reconciledDigest"
