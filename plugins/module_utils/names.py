@@ -106,9 +106,10 @@ NCCL_CONFIG_FILE = "nccl.json"
 NCCL_RESULTS_DIR = "/var/lib/soperator/nccl"
 JWT_KEY_MOUNT = "/etc/soperator/jwt"
 JWT_KEY_PATH = JWT_KEY_MOUNT + "/" + JWT_KEY_FILE
-# slurmctld's own copy of the JWT key (SlurmUser's, 0400): the controller entrypoint makes it from the Secret's file
-# (root's), because slurmctld reads the key as SlurmUser (again after each `scontrol reconfigure`, which re-executes
-# it). slurmdbd runs as SlurmUser from the start and reads the Secret's file through its pod's fsGroup.
+# slurmctld's copy of the JWT key (root:slurm 0440): the controller entrypoint makes it from the Secret's file
+# (root's 0400), because slurmctld reads the key at start as root without CAP_DAC_*, then as SlurmUser after each
+# `scontrol reconfigure` (which re-executes it). slurmdbd runs as SlurmUser from the start and reads the Secret's
+# file through its pod's fsGroup.
 SLURMCTLD_JWT_KEY_PATH = "/run/slurmctld/" + JWT_KEY_FILE
 # slurmdbd: the rendered slurmdbd.conf without its password (ConfigMap), the password (Secret), an external
 # database's CA (Secret); the entrypoint assembles the real file in a memory volume at SLURMDBD_RUN_DIR.

@@ -8,6 +8,7 @@ inside that namespace. Needs root (mounts, chown), like the real containers.
 
 import fcntl
 import os
+import pwd
 import shutil
 import socket
 import stat
@@ -258,8 +259,9 @@ def test_controller_without_a_jail_keeps_its_own_users(fs):
     assert not os.path.islink(fs + "/etc/passwd")
 
 
-def test_controller_gives_slurmuser_its_own_copy_of_the_jwt_key(fs):
-    """slurmctld reads the JWT key as SlurmUser (after each reconfigure too); the Secret's file is root's 0400."""
+def test_controller_gives_slurmuser_a_copy_of_the_jwt_key(fs):
+    """slurmctld reads the JWT key at start as root without CAP_DAC_* and after each reconfigure as SlurmUser; the
+    Secret's file is root's 0400: the copy and its directory are root's and SlurmUser's group's, closed to others."""
     write(fs + "/etc/slurm/slurm.conf", "ClusterName=c\nSlurmUser=nobody\n"
                                         "AuthAltParameters=jwt_key=/run/slurmctld/jwt_hs256.key\n")
     write(fs + "/etc/soperator/jwt/jwt_hs256.key", "k" * 64, 0o400)
@@ -267,8 +269,9 @@ def test_controller_gives_slurmuser_its_own_copy_of_the_jwt_key(fs):
     assert result.returncode == 0, result.stderr
     key = fs + "/run/slurmctld/jwt_hs256.key"
     info, parent = os.stat(key), os.stat(os.path.dirname(key))
-    assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o400, 65534)
-    assert (stat.S_IMODE(parent.st_mode), parent.st_uid) == (0o700, 65534)
+    group = pwd.getpwnam("nobody").pw_gid
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (0o440, 0, group)
+    assert (stat.S_IMODE(parent.st_mode), parent.st_uid, parent.st_gid) == (0o750, 0, group)
     with open(key) as f:
         assert f.read() == "k" * 64
     # A restart takes the directory back and writes the key again.

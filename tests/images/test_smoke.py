@@ -266,7 +266,7 @@ class Cluster(object):
         """A per-pod directory at ``path`` and at the same place in the jail, as the manifests mount it."""
         return [(volume, path), (volume, names.JAIL_MOUNT + path)]
 
-    def controller(self):
+    def controller(self, volumes=()):
         munge_run = self.munge("controller", CONTROLLER_IMAGE, self.controller_host)
         self.run("controller", CONTROLLER_IMAGE, ["/usr/sbin/slurmctld", "-D"],
                  render_controller.CONTROLLER_CAPABILITIES,
@@ -274,7 +274,8 @@ class Cluster(object):
                  # + the jail, read-only: the manifests lack it (see images/README.md); slurmctld needs the jail's
                  # users for job credentials.
                  volumes=[(self.config, names.SLURM_CONFIG_DIR), (self.emptydir("spool"), names.SLURMCTLD_SPOOL),
-                          (munge_run, names.MUNGE_RUN_DIR), (self.jail, names.JAIL_MOUNT + ":ro")],
+                          (munge_run, names.MUNGE_RUN_DIR), (self.jail, names.JAIL_MOUNT + ":ro")]
+                 + list(volumes),
                  options=["--network-alias", self.conf_server.rsplit(":", 1)[0],
                           "--security-opt", "no-new-privileges"])
 
@@ -342,6 +343,37 @@ def test_slurmctld_answers_and_reconfigures_once_up(cluster):
     # The entrypoint's `scontrol reconfigure`, run once slurmctld answered.
     wait_until(lambda: "scontrol reconfigure: done" in cluster.docker.logs("controller"), 60, "scontrol reconfigure",
                lambda: cluster.logs("controller"))
+
+
+def test_slurmctld_with_the_rest_api_signs_tokens_before_and_after_a_reconfigure(engine, manifests, jail, tmp_path):
+    """spec.restApi on: slurmctld reads its JWT key at start, still root but with only the pod's capabilities (no
+    CAP_DAC_*), and again as SlurmUser after `scontrol reconfigure` re-executes it; the mounted Secret file is
+    root's 0400. A token it signs is the proof that it holds the key."""
+    with open(os.path.join(ROOT, "examples", "cpu-cluster.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    docs[0]["spec"]["restApi"] = {"enabled": True}
+    config = [o for o in render.render_cluster(docs[0], docs[1:]) if o["kind"] == "ConfigMap"
+              and o["metadata"]["name"] == names.slurm_config_name(manifests["cluster"])][0]["data"]
+    assert "jwt_key=" + names.SLURMCTLD_JWT_KEY_PATH in config["slurm.conf"]
+    docker = Docker(engine)
+    try:
+        c = Cluster(docker, dict(manifests, slurm_config=config), jail, str(tmp_path))
+        key = write_files(str(tmp_path / "jwt-key"), {names.JWT_KEY_FILE: secrets.token_bytes(32)}, 0o400)
+        c.controller(volumes=[(key, names.JWT_KEY_MOUNT + ":ro")])
+
+        def token():
+            res = c.exec("controller", "scontrol", "token", "username=root", "lifespan=60")
+            return res.returncode == 0 and res.stdout.startswith("SLURM_JWT=") and res
+
+        wait_until(token, 60, "a token from slurmctld", lambda: c.logs("controller"))
+        assert c.exec("controller", "scontrol", "reconfigure").returncode == 0
+        wait_until(lambda: "is UP" in c.exec("controller", "scontrol", "ping").stdout and token(), 60,
+                   "a token after the reconfigure", lambda: c.logs("controller"))
+        uids = c.exec("controller", "sh", "-c", "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = slurmctld ] && "
+                      "grep ^Uid: $p/status; done").stdout.split()
+        assert uids == ["Uid:"] + [str(names.SLURM_UID)] * 4, uids
+    finally:
+        docker.cleanup()
 
 
 def test_dynamic_slurmd_registers_idle_and_runs_steps_in_the_jail(cluster):
