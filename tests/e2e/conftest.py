@@ -115,8 +115,8 @@ class E2E:
 
     # --- the collection ---------------------------------------------------------------------------------
     def definition(self, replicas=None, slurm=None, extra_nodeset=None, login=None, health_checks=None):
-        """The local example, in this suite's namespace (workers on ``self.worker_image`` when set); with
-        ``extra_nodeset``, a second NodeSet of that name and one worker."""
+        """The local example, in this suite's namespace (workers on ``self.worker_image`` when set), ``slurm``
+        merged into its spec.slurm; with ``extra_nodeset``, a second NodeSet of that name and one worker."""
         with open(EXAMPLE) as f:
             docs = [d for d in yaml.safe_load_all(f) if d]
         for doc in docs:
@@ -124,7 +124,7 @@ class E2E:
         if replicas is not None:
             docs[1]["spec"]["replicas"] = replicas
         if slurm:
-            docs[0]["spec"]["slurm"] = slurm
+            docs[0]["spec"]["slurm"].update(slurm)  # the example's own settings (root jobs allowed) stay
         if login:
             docs[0]["spec"]["login"].update(login)
         if health_checks:
