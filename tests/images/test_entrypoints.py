@@ -384,6 +384,20 @@ def test_populate_refuses_a_volume_with_someone_elses_files(image, tmp_path, arg
     assert not os.path.exists(target + "/usr/bin/tool")  # nothing was copied
 
 
+def test_populate_takes_a_new_jail_with_only_mount_points_in_it(image, tmp_path):
+    """Login and worker pods that start before the populate Job leave the empty directories of their own mounts
+    under the jail (the container runtime makes them): no one's data, populated; a file deep below is."""
+    target = str(tmp_path / "jail")
+    for mount_point in ("var/spool/slurmd", "run/munge", "run/slurm"):
+        os.makedirs(os.path.join(target, mount_point))
+    assert populate(image, target).returncode == 0
+    assert os.path.isfile(target + "/.soperator-populated") and os.path.isfile(target + "/usr/bin/tool")
+    other = str(tmp_path / "other")
+    write(other + "/var/spool/slurmd/job.state", "someone's\n")
+    result = populate(image, other)
+    assert result.returncode == 4 and "var/spool/slurmd/job.state" in result.stderr, result.stderr
+
+
 def test_populate_takes_a_fresh_filesystem_with_only_lost_and_found(image, tmp_path):
     target = str(tmp_path / "jail")
     os.makedirs(target + "/lost+found")
