@@ -171,8 +171,16 @@ def test_history_survives_a_controller_restart(acct):
     assert wait_until(lambda: acct.sacct(job), 60, "sacct after the restart") == before
 
 
+def _token(acct):
+    """A token slurmctld signs; waited for: the controller pod's entrypoint runs `scontrol reconfigure` once its
+    slurmctld answers (a fresh pod, as after the restart above), and slurmctld answers nothing while it re-executes."""
+    res = wait_until(lambda: (lambda r: r.returncode == 0 and r.stdout.startswith("SLURM_JWT=") and r)(
+        acct.slurm("scontrol token lifespan=600")), 60, "a token from slurmctld", acct.explain)
+    return res.stdout.strip().split("=", 1)[1]
+
+
 def test_the_rest_api_answers_with_a_token_and_refuses_without(acct):
-    token = acct.slurm("scontrol token lifespan=600").stdout.strip().split("=", 1)[1]
+    token = _token(acct)
     url = acct.service_url("acct-rest", 6820, "/slurm/%s/ping" % API)
     status, body = wait_until(lambda: (lambda r: r[0] == 200 and r)(_get(url, token)), 120, "slurmrestd ping",
                               acct.explain)
@@ -186,10 +194,9 @@ def test_the_rest_api_answers_with_a_token_and_refuses_without(acct):
     assert status == 200 and json.loads(body)["jobs"]
     assert _get(url)[0] == 401
     assert _get(acct.service_url("acct-rest", 6820, "/slurm/%s/diag" % API))[0] == 401
-    # `scontrol reconfigure` re-executes slurmctld as SlurmUser: it reads its own copy of the JWT key again.
+    # `scontrol reconfigure` re-executes slurmctld as SlurmUser: it reads its copy of the JWT key again.
     assert acct.slurm("scontrol reconfigure").returncode == 0
-    wait_until(lambda: acct.slurm("scontrol ping").returncode == 0, 60, "slurmctld after reconfigure")
-    token = acct.slurm("scontrol token lifespan=600").stdout.strip().split("=", 1)[1]
+    token = _token(acct)
     status, body = wait_until(lambda: (lambda r: r[0] == 200 and r)(_get(url, token)), 60,
                               "slurmrestd ping after reconfigure", acct.explain)
 
