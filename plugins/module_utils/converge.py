@@ -140,6 +140,8 @@ class Plan(object):
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
         self.deferred = []           # human-readable: work a later pass does, which keeps nothing from Ready
         self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
+        self.slurm_user = names.SLURM_USER  # SlurmUser rendered this pass (see running_slurm_user)
+        self.slurm_user_kept = None  # human-readable: why slurmctld keeps an older SlurmUser (None: it does not)
         self.components = {}         # condition type -> (status, reason, message) of optional components
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
@@ -235,6 +237,17 @@ def _drain_timeout(nodeset):
 
 def _template_hash(sts):
     return ((sts.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TEMPLATE_HASH)
+
+
+def running_slurm_user(controller):
+    """The SlurmUser the live controller StatefulSet's slurmctld runs as; None without a live one. A template without
+    the annotation is a release's from before it, whose slurmctld ran as root. Only the two users a release ever
+    rendered are believed (the value goes into slurm.conf): anything else is read as the current one."""
+    if controller is None:
+        return None
+    template_md = (controller.get("spec") or {}).get("template", {}).get("metadata") or {}
+    user = (template_md.get("annotations") or {}).get(names.ANNOTATION_SLURM_USER, names.SLURM_USER_BEFORE_ANNOTATION)
+    return user if user in (names.SLURM_USER_BEFORE_ANNOTATION, names.SLURM_USER) else names.SLURM_USER
 
 
 def _labels(obj):
@@ -524,6 +537,18 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
             if node and node["drain"] and reason.startswith(names.HEALTH_REASON_PREFIX) and not reason.startswith(
                     names.HEALTH_REASON_PREFIX + " nccl:") and name not in p.resume:
                 p.resume.append(name)
+    # --- SlurmUser: a running slurmd accepts RPCs only from root and the SlurmUser of the configuration it fetched,
+    # and re-fetches one only through such an RPC (measured with Slurm 24.11: after slurmctld restarted as another
+    # user, every reconfigure, ping and job termination is a "Security violation", and a finished job stays
+    # COMPLETING). A cluster whose slurmctld runs as another user (an upgrade from a release before this one: root)
+    # keeps it while any worker runs; it changes when none does: maintenance, or every NodeSet at zero.
+    running = running_slurm_user(controller)
+    if running is not None and running != names.SLURM_USER and worker_nodes and not maintenance_ready:
+        p.slurm_user = running
+        p.slurm_user_kept = ("slurmctld keeps running as %s, not %s: Slurm cannot change SlurmUser under running "
+                             "slurmd without stranding their jobs; it changes at the next maintenance "
+                             "(spec.maintenance: true, then false) or when no worker runs"
+                             % (running, names.SLURM_USER))
     render_cluster = cluster_ok
     if spec["maintenance"] and not maintenance_ready:
         render_cluster = copy.deepcopy(cluster_ok)
@@ -564,7 +589,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         _keep_worker_objects(p, names.worker_name(cluster_name, set_name))
 
     p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version,
-                                        served=observed.get("served") or ())
+                                        served=observed.get("served") or (), slurm_user=p.slurm_user)
 
     # --- rolling updates: outdated workers replaced one drained node at a time --------------------------------
     hashes = dict((m["metadata"]["name"], _template_hash(m)) for m in p.manifests if m["kind"] == "StatefulSet")

@@ -50,6 +50,10 @@ ANNOTATION_CONFIG_HASH = GROUP + "/config-hash"
 # On a StatefulSet: the hash of the pod template it was rendered with, so a plan sees that a template it is about
 # to apply differs from the live one (a rolling update follows) without comparing API-server-defaulted templates.
 ANNOTATION_TEMPLATE_HASH = GROUP + "/template-hash"
+# On the controller's pod template: the SlurmUser its slurmctld runs as (absent: root, a release from before
+# slurmctld ran as slurm). Read back by the converge plan: Slurm cannot change SlurmUser under running slurmd.
+ANNOTATION_SLURM_USER = GROUP + "/slurm-user"
+SLURM_USER_BEFORE_ANNOTATION = "root"
 # On the login StatefulSet: when its current pod template was first applied (UTC, RFC 3339): the start of the
 # grace period users' sessions on older login pods get before those pods are replaced.
 ANNOTATION_TEMPLATE_SINCE = GROUP + "/template-since"

@@ -46,7 +46,8 @@ from ansible_collections.soperator.slurm.plugins.module_utils.spec import valida
 from ansible_collections.soperator.slurm.plugins.module_utils.sshd_conf import render_sshd_config
 
 
-def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=()):
+def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=(),
+                   slurm_user=names.SLURM_USER):
     """Every Kubernetes object of the cluster, in apply order.
 
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
@@ -58,7 +59,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets)
     spec = c.spec
-    slurm_config = render_config_files(cluster, nodesets)
+    slurm_config = render_config_files(cluster, nodesets, slurm_user)
     sshd_config = {"sshd_config": render_sshd_config(cluster)}
     objects = [secret(c, names.munge_key_name(c.name), names.GENERATE_MUNGE_KEY),
                secret(c, names.ssh_host_keys_name(c.name), names.GENERATE_SSH_HOST_KEYS)]
@@ -100,7 +101,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
         objects.append(cronjob)
     # The database and slurmdbd first: slurmctld registers with slurmdbd when it starts.
     objects += account_workloads
-    objects.append(controller(c, slurm_config))
+    objects.append(controller(c, slurm_config, slurm_user))
     objects.append(login(c, sshd_config))
     objects += [worker(c, ns) for ns in c.nodesets]
     if spec["restApi"]["enabled"]:

@@ -26,7 +26,7 @@ CONTROLLER_CAPABILITIES = [
 ]
 
 
-def controller(c, slurm_config):
+def controller(c, slurm_config, slurm_user=names.SLURM_USER):
     spec = c.spec["controller"]
     image = c.spec["images"]["controller"]
     jail_volumes = c.jail_volumes(with_sub_mounts=False)[0]
@@ -72,7 +72,8 @@ def controller(c, slurm_config):
         claim_spec["storageClassName"] = spool["storageClassName"]
     name = names.controller_name(c.name)
     return statefulset(c, name, names.COMPONENT_CONTROLLER, 1, name, pod,
-                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurm_config)},
+                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurm_config),
+                                    names.ANNOTATION_SLURM_USER: slurm_user},
                        extra={
                            "volumeClaimTemplates": [{
                                "metadata": {"name": names.SPOOL_CLAIM_TEMPLATE,

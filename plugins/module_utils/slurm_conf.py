@@ -101,8 +101,8 @@ def _merged(defaults, overrides):
     return result
 
 
-def render_slurm_conf(cluster, nodesets):
-    """slurm.conf of a validated cluster and its validated NodeSets."""
+def render_slurm_conf(cluster, nodesets, slurm_user=names.SLURM_USER):
+    """slurm.conf of a validated cluster and its validated NodeSets; ``slurm_user``: see converge.plan."""
     md = cluster["metadata"]
     spec = cluster["spec"]
     slurm = spec["slurm"]
@@ -119,7 +119,7 @@ def render_slurm_conf(cluster, nodesets):
              "SlurmdPort=%d" % names.SLURMD_PORT,
              "AuthType=auth/munge",
              # slurmctld runs as this user, not root (it owns the spool; the entrypoint hands it over).
-             "SlurmUser=%s" % names.SLURM_USER,
+             "SlurmUser=%s" % slurm_user,
              "CredType=cred/munge"]
     lines += jwt_lines(spec, names.SLURMCTLD_JWT_KEY_PATH)
     lines += ["# Configless: slurmd and sackd fetch these files from slurmctld",
@@ -266,10 +266,10 @@ def render_plugstack_conf(cluster):
     ]) + "\n"
 
 
-def render_config_files(cluster, nodesets):
+def render_config_files(cluster, nodesets, slurm_user=names.SLURM_USER):
     """Every file of the ``<cluster>-slurm-config`` ConfigMap, by file name."""
     files = {
-        "slurm.conf": render_slurm_conf(cluster, nodesets),
+        "slurm.conf": render_slurm_conf(cluster, nodesets, slurm_user),
         "cgroup.conf": render_cgroup_conf(cluster),
         "plugstack.conf": render_plugstack_conf(cluster),
     }

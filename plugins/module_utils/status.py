@@ -23,6 +23,7 @@ REASON_RECONCILE_ERROR = "ReconcileError"
 REASON_CLUSTER_NOT_FOUND = "ClusterNotFound"
 REASON_LEAVING = "Removing"
 REASON_ROLLING = "RollingUpdate"
+REASON_WAITS_FOR_MAINTENANCE = "WaitsForMaintenance"  # a change Slurm takes only with no worker running
 REASON_FAILED = "Failed"                # something of the cluster failed and needs someone (the populate Job)
 REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold its keys
 
@@ -103,6 +104,11 @@ def cluster_status(old, obj, plan, now):
                               "%d login pod(s) on an older template: each is replaced once nobody is logged in to "
                               "it, or after spec.login.updateGracePeriod" % outdated if outdated else
                               "every login pod on the current template", gen, now)
+    if getattr(plan, "slurm_user_kept", None):
+        conds = set_condition(conds, "SlurmUserUpToDate", "False", REASON_WAITS_FOR_MAINTENANCE, plan.slurm_user_kept,
+                              gen, now)
+    else:
+        conds = remove_condition(conds, "SlurmUserUpToDate")
     for ctype in COMPONENT_CONDITIONS:
         if ctype in plan.components:
             cstatus, reason, message = plan.components[ctype]

@@ -39,11 +39,13 @@ def rendered_hash(name):
     return _HASHES.get(name)
 
 
-def sts(name, replicas, ready=None, revision=REV, generation=1, observed=1, template_hash=None):
+def sts(name, replicas, ready=None, revision=REV, generation=1, observed=1, template_hash=None,
+        slurm_user=names.SLURM_USER):
     ready = replicas if ready is None else ready
+    template_md = {"annotations": {names.ANNOTATION_SLURM_USER: slurm_user}} if slurm_user else {}
     return {"metadata": {"name": name, "generation": generation,
                          "annotations": {names.ANNOTATION_TEMPLATE_HASH: template_hash or rendered_hash(name)}},
-            "spec": {"replicas": replicas},
+            "spec": {"replicas": replicas, "template": {"metadata": template_md}},
             "status": {"replicas": replicas, "readyReplicas": ready, "updateRevision": revision,
                        "observedGeneration": observed}}
 
@@ -202,6 +204,49 @@ def test_maintenance_with_the_controller_already_down_needs_no_slurm():
     obs["statefulsets"]["demo-controller"] = sts("demo-controller", 0)
     p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(obs, slurm=None), NOW)
     assert all(m["spec"]["replicas"] == 0 for m in p.manifests if m["kind"] == "StatefulSet")
+
+
+def _slurm_user(plan):
+    conf = next(m for m in plan.manifests if m["kind"] == "ConfigMap"
+                and m["metadata"]["name"] == names.slurm_config_name("demo"))["data"]["slurm.conf"]
+    controller = next(m for m in plan.manifests if m["kind"] == "StatefulSet"
+                      and m["metadata"]["name"] == names.controller_name("demo"))
+    annotated = controller["spec"]["template"]["metadata"]["annotations"][names.ANNOTATION_SLURM_USER]
+    in_conf = [ln.split("=", 1)[1] for ln in conf.splitlines() if ln.startswith("SlurmUser=")]
+    assert in_conf == [annotated], (in_conf, annotated)
+    return annotated
+
+
+def test_a_cluster_of_an_older_release_keeps_its_slurmuser_while_workers_run():
+    """slurmd accepts RPCs from root and its own configuration's SlurmUser only: slurmctld of a release before the
+    annotation (root) stays root while a worker runs, and says why; new clusters run it as slurm."""
+    assert _slurm_user(converge.plan(cluster(), [nodeset(2)], {"statefulsets": {}, "pods": {}}, NOW)) == "slurm"
+    obs = steady(2)
+    obs["statefulsets"]["demo-controller"] = sts("demo-controller", 1, slurm_user=None)
+    idle = slurm(line("demo-cpu-0"), line("demo-cpu-1"))
+    p = converge.plan(cluster(), [nodeset(2)], dict(obs, slurm=idle), NOW)
+    assert _slurm_user(p) == "root" and "spec.maintenance" in p.slurm_user_kept
+    # Scaling out, health, anything else still converges meanwhile.
+    p = converge.plan(cluster(), [nodeset(3)], dict(obs, slurm=idle), NOW)
+    assert _slurm_user(p) == "root" and rendered_replicas(p, "demo-cpu") == 3
+    # Maintenance: drained and at zero, the pass that scales everything down switches it.
+    drained = slurm(line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE),
+                    line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_MAINTENANCE))
+    busy = slurm(line("demo-cpu-0", "MIXED", cpus_alloc=1), line("demo-cpu-1"))
+    assert _slurm_user(converge.plan(cluster(maintenance=True), [nodeset(2)], dict(obs, slurm=busy), NOW)) == "root"
+    p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(obs, slurm=drained), NOW)
+    assert _slurm_user(p) == "slurm" and p.slurm_user_kept is None
+    # No worker at all (every NodeSet at zero): nothing to strand.
+    obs["statefulsets"]["demo-cpu"] = sts("demo-cpu", 0)
+    assert _slurm_user(converge.plan(cluster(), [nodeset(0)], dict(obs, slurm=idle), NOW)) == "slurm"
+    # An annotation edited to anything but the two users a release rendered is not believed (it would go into
+    # slurm.conf): read as the current one.
+    obs = steady(2)
+    obs["statefulsets"]["demo-controller"] = sts("demo-controller", 1, slurm_user="root\nProlog=/tmp/x")
+    p = converge.plan(cluster(), [nodeset(2)], dict(obs, slurm=idle), NOW)
+    assert _slurm_user(p) == "slurm" and p.slurm_user_kept is None
+    # Once switched, it stays (the annotation says slurm).
+    assert _slurm_user(converge.plan(cluster(), [nodeset(2)], dict(steady(2), slurm=idle), NOW)) == "slurm"
 
 
 def test_leaving_maintenance_resumes_only_our_maintenance_drains():

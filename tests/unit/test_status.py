@@ -88,3 +88,14 @@ def test_login_pods_on_an_older_template_show_as_a_condition_only_once_known():
     assert (c["status"], c["reason"]) == ("False", "RollingUpdate") and "1 login pod(s)" in c["message"]
     p.login_outdated = 0
     assert conds(st.cluster_status({}, cluster, p, "T"))["LoginUpToDate"]["status"] == "True"
+
+
+def test_a_kept_slurmuser_shows_as_a_condition_until_it_changes():
+    cluster = with_generation(make_cluster(), 2)
+    p = plan_for()
+    p.slurm_user_kept = "slurmctld keeps running as root"
+    status = st.cluster_status({}, cluster, p, "T")
+    c = conds(status)["SlurmUserUpToDate"]
+    assert (c["status"], c["reason"], c["message"]) == ("False", "WaitsForMaintenance", p.slurm_user_kept)
+    p.slurm_user_kept = None
+    assert "SlurmUserUpToDate" not in conds(st.cluster_status(status, cluster, p, "T"))
