@@ -140,7 +140,6 @@ class Plan(object):
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
         self.deferred = []           # human-readable: work a later pass does, which keeps nothing from Ready
         self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
-        self.slurm_user = names.SLURM_USER  # SlurmUser rendered this pass (see running_slurm_user)
         self.slurm_user_kept = None  # human-readable: why slurmctld keeps an older SlurmUser (None: it does not)
         self.components = {}         # condition type -> (status, reason, message) of optional components
         self.requeue_after = None    # seconds until the next look, None when settled
@@ -542,9 +541,10 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     # user, every reconfigure, ping and job termination is a "Security violation", and a finished job stays
     # COMPLETING). A cluster whose slurmctld runs as another user (an upgrade from a release before this one: root)
     # keeps it while any worker runs; it changes when none does: maintenance, or every NodeSet at zero.
+    slurm_user = names.SLURM_USER
     running = running_slurm_user(controller)
     if running is not None and running != names.SLURM_USER and worker_nodes and not maintenance_ready:
-        p.slurm_user = running
+        slurm_user = running
         p.slurm_user_kept = ("slurmctld keeps running as %s, not %s: Slurm cannot change SlurmUser under running "
                              "slurmd without stranding their jobs; it changes at the next maintenance "
                              "(spec.maintenance: true, then false) or when no worker runs"
@@ -589,7 +589,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         _keep_worker_objects(p, names.worker_name(cluster_name, set_name))
 
     p.manifests = render.render_cluster(render_cluster, rendered_sets, collection_version,
-                                        served=observed.get("served") or (), slurm_user=p.slurm_user)
+                                        served=observed.get("served") or (), slurm_user=slurm_user)
 
     # --- rolling updates: outdated workers replaced one drained node at a time --------------------------------
     hashes = dict((m["metadata"]["name"], _template_hash(m)) for m in p.manifests if m["kind"] == "StatefulSet")

@@ -76,6 +76,12 @@ class E2E:
         """A shell command as root inside the jail, from the login pod (what a logged-in user's shell sees)."""
         return self.exec("demo-login-0", "sshd", "chroot /mnt/jail sh -c %s" % shlex.quote(command), timeout)
 
+    def slurmctld_uids(self):
+        """slurmctld's real, effective, saved and filesystem uids, from its own pod ([] while it is not running)."""
+        found = self.slurm("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = slurmctld ] && "
+                           "grep ^Uid: $p/status; done").stdout.split()
+        return found[1:] if found[:1] == ["Uid:"] else found
+
     def sinfo(self):
         """{node: state} from the controller, {} while it does not answer."""
         res = self.slurm("sinfo -h -N -o '%N %T'")

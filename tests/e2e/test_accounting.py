@@ -124,9 +124,7 @@ def test_slurmdbd_and_slurmctld_run_as_slurmuser_and_root_runs_no_job(acct):
     assert fields["Name"].strip() == "slurmdbd" and fields["Uid"].split() == [str(SLURM_UID)] * 4, status.stdout
     for cap in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(fields[cap], 16) == 0, (cap, fields[cap])
-    ctld = acct.slurm("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = slurmctld ] && "
-                      "grep ^Uid: $p/status; done")
-    assert ctld.stdout.split() and set(ctld.stdout.split()) == {"Uid:", str(SLURM_UID)}, ctld.stdout + ctld.stderr
+    assert acct.slurmctld_uids() == [str(SLURM_UID)] * 4
     root = acct.jail("cd /root && timeout 60 srun -N1 --immediate=30 true")
     assert root.returncode != 0 and "invalid user id" in (root.stdout + root.stderr).lower(), root.stdout + root.stderr
 

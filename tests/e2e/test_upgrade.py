@@ -75,12 +75,6 @@ def _conditions(cluster):
     return dict((c["type"], c) for c in status.get("conditions") or [])
 
 
-def _slurmctld_uids(cluster):
-    found = cluster.slurm("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = slurmctld ] && "
-                          "grep ^Uid: $p/status; done").stdout.split()
-    return found[1:] if found[:1] == ["Uid:"] else found
-
-
 def test_upgrade_from_the_previous_release_keeps_jobs_keys_and_jail(real_node_cluster):
     cluster = E2E(real_node_cluster, namespace=NAMESPACE)
     tmp = tempfile.mkdtemp(prefix="soperator-previous-")
@@ -130,7 +124,7 @@ def test_upgrade_from_the_previous_release_keeps_jobs_keys_and_jail(real_node_cl
         # next maintenance (everything drained and stopped) switches it to slurm.
         condition = _conditions(cluster).get("SlurmUserUpToDate") or {}
         assert condition.get("status") == "False" and "maintenance" in condition.get("message", ""), condition
-        assert _slurmctld_uids(cluster) == ["0"] * 4
+        assert cluster.slurmctld_uids() == ["0"] * 4
         docs = cluster.definition(replicas=1)
         docs[0]["spec"]["maintenance"] = True
         cluster.site(docs)
@@ -138,7 +132,7 @@ def test_upgrade_from_the_previous_release_keeps_jobs_keys_and_jail(real_node_cl
                    300, "maintenance reached", cluster.explain)
         cluster.site(cluster.definition(replicas=1))
         cluster.wait_idle(["demo-cpu-0"])
-        assert _slurmctld_uids(cluster) == [str(names.SLURM_UID)] * 4
+        assert cluster.slurmctld_uids() == [str(names.SLURM_UID)] * 4
         assert "SlurmUserUpToDate" not in _conditions(cluster)
         wait_until(lambda: cluster.jail("true").returncode == 0, 180, "the login pod back", cluster.explain)
         done = cluster.jail("cd /root && timeout 120 sbatch --wait -w demo-cpu-0 -o /root/after.out --wrap 'echo ok'")

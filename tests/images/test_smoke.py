@@ -337,6 +337,12 @@ def cluster(engine, manifests, jail, tmp_path_factory):
         docker.cleanup()
 
 
+def slurmctld_procs(cluster, command):
+    """``command`` for each slurmctld process of the controller container (``$p``: its /proc directory)."""
+    return cluster.exec("controller", "sh", "-c", 'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = slurmctld ] && %s; '
+                                                  'done; true' % command)
+
+
 def test_slurmctld_answers_and_reconfigures_once_up(cluster):
     assert "Slurmctld(primary) at %s is UP" % cluster.controller_host in cluster.exec(
         "controller", "scontrol", "ping").stdout
@@ -369,8 +375,7 @@ def test_slurmctld_with_the_rest_api_signs_tokens_before_and_after_a_reconfigure
         assert c.exec("controller", "scontrol", "reconfigure").returncode == 0
         wait_until(lambda: "is UP" in c.exec("controller", "scontrol", "ping").stdout and token(), 60,
                    "a token after the reconfigure", lambda: c.logs("controller"))
-        uids = c.exec("controller", "sh", "-c", "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = slurmctld ] && "
-                      "grep ^Uid: $p/status; done").stdout.split()
+        uids = slurmctld_procs(c, "grep ^Uid: $p/status").stdout.split()
         assert uids == ["Uid:"] + [str(names.SLURM_UID)] * 4, uids
     finally:
         docker.cleanup()
@@ -398,8 +403,7 @@ def test_dynamic_slurmd_registers_idle_and_runs_steps_in_the_jail(cluster):
     # the task's bounding set, with the worker's manifest capabilities.
     bounding = int(step.stdout.splitlines()[3].split()[1], 16)
     assert not bounding & (1 << 21 | 1 << 18 | 1 << 8), "%x" % bounding
-    owners = cluster.exec("controller", "sh", "-c", 'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = slurmctld ] '
-                                                    '&& stat -c %U $p; done; true')
+    owners = slurmctld_procs(cluster, "stat -c %U $p")
     assert set(owners.stdout.split()) == {names.SLURM_USER}, owners.stdout + owners.stderr
 
 

@@ -104,6 +104,14 @@ def settled(ctl, c, runner, quiet=3.0):
     wait_for(quiet_now, 180, 0, what="no run for %.0f periodic checks" % quiet)
 
 
+def example_cluster(k8s, namespace):
+    """The example created in ``namespace``, as a user's ``kubectl apply`` would."""
+    c = Cluster(k8s, namespace)
+    for doc in c.example():
+        c.create(doc)
+    return c
+
+
 def forkserver_children(runner):
     """Live children of the runner's forkserver (an ansible run in flight would be one)."""
     from multiprocessing import forkserver
@@ -118,9 +126,7 @@ def forkserver_children(runner):
 def test_a_resync_with_nothing_to_do_starts_no_process_and_a_real_difference_does(runtime, k8s, namespace):
     start, runner = runtime
     ctl = start()
-    c = Cluster(k8s, namespace)
-    for doc in c.example():
-        c.create(doc)
+    c = example_cluster(k8s, namespace)
     settled(ctl, c, runner)
 
     forks, runs, started = _FORKS["n"], ctl.metrics.runs.value(kind="SlurmCluster", result="success"), \
@@ -145,9 +151,7 @@ def test_a_deleted_munge_key_secret_runs_the_role(runtime, k8s, namespace, caplo
     """Seen by the timer's GET by name (Secrets are never listed); the role decides what to do about it."""
     start, runner = runtime
     ctl = start()
-    c = Cluster(k8s, namespace)
-    for doc in c.example():
-        c.create(doc)
+    c = example_cluster(k8s, namespace)
     settled(ctl, c, runner)
     started = runner.ctx.started
     with caplog.at_level(logging.INFO, logger="soperator_operator.controller"):
@@ -162,9 +166,7 @@ def test_a_restarted_operator_reruns_no_never_ready_cluster(runtime, k8s, namesp
     change while it was away would run it."""
     start, runner = runtime
     first = start()
-    c = Cluster(k8s, namespace)
-    for doc in c.example():
-        c.create(doc)
+    c = example_cluster(k8s, namespace)
     settled(first, c, runner)
     assert c.condition("SlurmCluster", "demo", "Ready")["status"] == "False"  # kwok: never Ready
     first.stop(timeout=30)
