@@ -450,7 +450,7 @@ class Converger(object):
                 "metadata": {"name": "%s.%s" % (entry["nodeset"], uuid.uuid4().hex[:16]), "namespace": self.namespace},
                 "involvedObject": {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
                                    "name": entry["nodeset"], "namespace": self.namespace, "uid": entry["nodeset_uid"]},
-                "type": event_type, "reason": reason, "message": message,
+                "type": event_type, "reason": reason, "message": message[:1024],
                 "source": {"component": self.field_manager}, "reportingComponent": self.field_manager,
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         if not self.check_mode:

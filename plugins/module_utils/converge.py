@@ -58,6 +58,7 @@ _SERVING_STATES = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
 
 # The Event on a NodeSet when a node goes with its jobs, its drain older than the NodeSet's timeout.
 EVENT_DRAIN_TIMEOUT_EXPIRED = "DrainTimeoutExpired"
+_EVENT_JOBS = 50  # job ids an Event names (its message is at most 1024 bytes)
 
 PHASE_READY = "Ready"
 PHASE_PROGRESSING = "Progressing"
@@ -417,7 +418,9 @@ def give_up_event(entry):
     """(type, reason, message) of the Event that says a node went with its jobs (an entry of ``Plan.give_up``, its
     ``jobs`` filled in by the adapter when Slurm named them)."""
     jobs = entry["jobs"]
-    killed = ("job(s) %s still running on it are killed" % ", ".join(jobs) if jobs else
+    named = ", ".join((jobs or [])[:_EVENT_JOBS]) + (
+        " and %d more" % (len(jobs) - _EVENT_JOBS) if jobs and len(jobs) > _EVENT_JOBS else "")
+    killed = ("job(s) %s still running on it are killed" % named if jobs else
               "its jobs still running are killed" if jobs is None else "no job was left on it")
     action = "replaced by the rolling update" if entry["pod_uid"] else "removed by the %s" % entry["why"]
     setting = "%s: %s" % (entry["setting"], entry["value"])

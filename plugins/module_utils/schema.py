@@ -827,8 +827,8 @@ def nodeset_schema():
                                     "waitingFor": _a("One entry per drained outdated node with jobs.", _o(
                                         "A node the rolling update waits for.", {
                                             "node": _s("The Slurm node (= pod) name.", maxLength=253),
-                                            "jobs": _a("Slurm job ids running on it (absent: not known).",
-                                                       _s("A job id.", maxLength=64), 1024),
+                                            "jobs": _a("Slurm job ids running on it (absent: not known; the "
+                                                       "first 1024).", _s("A job id.", maxLength=64), 1024),
                                             "since": _s("When it was drained (RFC 3339).", format="date-time"),
                                             "proceedAt": _s("When its pod is replaced even with jobs (only with "
                                                             "spec.updateStrategy.proceedAfter).",

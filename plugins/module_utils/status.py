@@ -32,6 +32,8 @@ REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold 
 # Conditions of the optional components (converge._components), present while the component is enabled.
 COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady")
 
+MAX_JOBS = 1024  # job ids per node in status.rollingUpdate (the schema's maxItems)
+
 COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
 
 
@@ -156,7 +158,7 @@ def rolling_update_status(waiting):
     for entry in waiting:
         shown = {"node": entry["node"], "since": iso(entry["since"])}
         if entry.get("jobs") is not None:
-            shown["jobs"] = list(entry["jobs"])
+            shown["jobs"] = list(entry["jobs"])[:MAX_JOBS]
         if entry.get("proceedAt") is not None:
             shown["proceedAt"] = iso(entry["proceedAt"])
         entries.append(shown)

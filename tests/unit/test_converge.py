@@ -427,6 +427,9 @@ def test_with_proceed_after_a_node_is_replaced_with_its_jobs_only_once_that_long
     # Jobs not known (slurmctld did not name them), or gone meanwhile: said so.
     assert converge.give_up_event(dict(p.give_up[0], jobs=None))[2].endswith("its jobs still running are killed")
     assert converge.give_up_event(dict(p.give_up[0], jobs=[]))[2].endswith("no job was left on it")
+    many = converge.give_up_event(dict(p.give_up[0], jobs=[str(n) for n in range(400)]))[2]
+    assert many.endswith("job(s) 0, 1, 2, %s, 49 and 350 more still running on it are killed"
+                         % ", ".join(str(n) for n in range(3, 49))) and len(many) < 1024
     # An admin's drain is never given up on, whatever the setting.
     admin = line("demo-cpu-1", "MIXED+DRAIN", "admin: disk check", when=NOW - 86400, cpus_alloc=1)
     p = converge.plan(cluster(), [nodeset(2, updateStrategy=strategy)],
