@@ -158,7 +158,7 @@ class Plan(object):
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
-        self.give_up = []            # dicts (see _give_up): busy nodes whose pods go now, past a drain timeout
+        self.give_up = []            # dicts (give_up_node): busy nodes whose pods go now, past a drain timeout
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
