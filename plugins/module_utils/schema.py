@@ -780,17 +780,25 @@ def nodeset_schema():
                          _s("A partition name of the cluster.", maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
                          64, **{"x-kubernetes-list-type": "set"}),
         "placement": placement_schema("Where the nodes' pods run (merged over the cluster-wide placement)."),
-        "drainTimeout": _s("How long a scale-in, a rolling update or the NodeSet's removal waits for a draining "
-                           "node's jobs; then onDrainTimeout applies.",
+        "drainTimeout": _s("How long a scale-in, maintenance or the NodeSet's removal waits for a draining node's "
+                           "jobs; then onDrainTimeout applies. Not rolling updates: see "
+                           "updateStrategy.proceedAfter.",
                            maxLength=32, pattern=GO_DURATION_PATTERN, default="30m"),
-        "onDrainTimeout": _s("Proceed: once drainTimeout has passed, the node's pod is removed or replaced even with "
-                             "jobs on it (they are killed). Wait: never; the node waits for its jobs.",
+        "onDrainTimeout": _s("Proceed: once drainTimeout has passed, the node's pod is removed even with jobs on it "
+                             "(they are killed; an Event DrainTimeoutExpired names them). Wait: never; the node "
+                             "waits for its jobs.",
                              enum=["Proceed", "Wait"], default="Proceed"),
         "updateStrategy": _o("How a changed pod template (image, resources, settings) reaches the running nodes: "
                              "each outdated node is drained (reason 'soperator: update'), its pod replaced once "
-                             "the node is idle, and the new node resumed.", {
+                             "the node is idle, and the new node resumed. A node's running jobs are waited for "
+                             "as long as they run, unless proceedAfter says otherwise.", {
                                  "maxUnavailable": _i("Nodes of this set drained or being replaced at the same "
                                                       "time.", minimum=1, maximum=65000, default=1),
+                                 "proceedAfter": _s(
+                                     "Replace an outdated node's pod this long after its drain even with jobs on "
+                                     "it: they are killed, and an Event DrainTimeoutExpired names the node and its "
+                                     "jobs. Unset (the default): a rolling update waits as long as the jobs run.",
+                                     maxLength=32, pattern=GO_DURATION_PATTERN),
                              }, default={}),
         "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
                     pattern=IMAGE_PATTERN),
@@ -814,6 +822,20 @@ def nodeset_schema():
             "updatedReplicas": _i("Pods on the current template.", minimum=0),
             "outdatedReplicas": _i("Pods on an older template, waiting to be replaced by the rolling update.",
                                    minimum=0),
+            "rollingUpdate": _o("Present while a rolling update waits for jobs: the nodes it drained that still run "
+                                "jobs.", {
+                                    "waitingFor": _a("One entry per drained outdated node with jobs.", _o(
+                                        "A node the rolling update waits for.", {
+                                            "node": _s("The Slurm node (= pod) name.", maxLength=253),
+                                            "jobs": _a("Slurm job ids running on it (absent: not known; the "
+                                                       "first 1024).", _s("A job id.", maxLength=64), 1024),
+                                            "since": _s("When it was drained (RFC 3339).", format="date-time"),
+                                            "proceedAt": _s("When its pod is replaced even with jobs (only with "
+                                                            "spec.updateStrategy.proceedAfter).",
+                                                            format="date-time"),
+                                        }), 65000),
+                                    "summary": _s("The same in one line (kubectl get nodeset).", maxLength=1024),
+                                }),
             "conditions": _conditions_schema(),
         },
     }
@@ -867,6 +889,7 @@ def crds():
         {"name": "Mixed", "type": "integer", "jsonPath": ".status.mixed"},
         {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
         {"name": "Down", "type": "integer", "jsonPath": ".status.down", "priority": 1},
+        {"name": "Roll Waits For", "type": "string", "jsonPath": ".status.rollingUpdate.summary"},
         copy.deepcopy(age),
     ], scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
               "labelSelectorPath": ".status.selector"})
