@@ -577,7 +577,9 @@ def slurm_cluster_schema():
 
     sub_mount = _o("A volume mounted inside the jail on login and worker nodes.", {
         "name": _s("Name of the mount (a DNS label, unique).", maxLength=40, pattern=DNS_LABEL_PATTERN),
-        "mountPath": _s("Absolute path inside the jail (not '/', no '.' or '..' components).",
+        "mountPath": _s("Absolute path inside the jail (not '/', no '.' or '..' components) of a data directory "
+                        "(/home, /scratch, /data, /mnt/<name>, ...): never in, above or below a system tree (/usr, "
+                        "/etc, /var, /opt, /lib*, /root, ...), inside another sub-mount or inside a user's home.",
                         maxLength=MAX_PATH, pattern=JAIL_PATH_PATTERN),
         "readOnly": _b("Mount read-only. Default: true for hostPath, false for the other sources."),
         "hostPath": _s("Source: a directory of the Kubernetes node (must exist), under a prefix the installer "
@@ -651,9 +653,10 @@ def slurm_cluster_schema():
                        minimum=0, maximum=65533, default=30),
         "healthCheckInterval": _i("Slurm HealthCheckInterval, seconds (0 = no health check).", minimum=0,
                                   maximum=86400),
-        "healthCheckProgram": _s("Slurm HealthCheckProgram: absolute path inside the worker image. Runs as root on "
-                                 "every node: an administrator's setting (the installer may refuse it: "
-                                 "cluster_policy.allow_privileged_programs).",
+        "healthCheckProgram": _s("Slurm HealthCheckProgram: absolute path inside the worker image (by default "
+                                 "below /usr, /bin, /sbin, /lib, /etc or /opt). Runs as root on every node: an "
+                                 "administrator's setting (the installer may refuse it or move those prefixes: "
+                                 "cluster_policy.allow_privileged_programs, allowed_program_prefixes).",
                                  maxLength=MAX_PATH, pattern=PROGRAM_PATH_PATTERN),
         "maxJobCount": _i("Slurm MaxJobCount.", minimum=1, maximum=2500000, default=10000),
         "disableRootJobs": _b("Slurm DisableRootJobs: root may not run jobs (set false to allow them; a root "

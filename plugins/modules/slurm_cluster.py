@@ -152,8 +152,20 @@ options:
           - Whether C(spec.slurm.healthCheckProgram) and the slurm.conf programs Slurm runs as root or as
             SlurmUser (C(Prolog), C(Epilog), C(RebootProgram), C(PrologSlurmctld), ...) may be set, and another
             command than the default for the NCCL check (C(spec.healthChecks.nccl.command), run as SlurmUser).
+          - C(JobCompLoc) counts as such a program with C(JobCompType=jobcomp/script) (run as SlurmUser) and
+            C(jobcomp/kafka) (a file slurmctld loads).
         type: bool
         default: true
+      allowed_program_prefixes:
+        description:
+          - Directories those programs must be equal to or below.
+          - "Unset: where the images keep programs, which no jail sub-mount may take: C(/usr), C(/bin), C(/sbin),
+            C(/lib), C(/etc), C(/opt)."
+          - Where users write (the jail C(/mnt/jail), C(/home), C(/root), C(/tmp), C(/var/tmp), C(/dev), C(/run),
+            C(/proc), the slurmd spool) and the jail's sub-mounts are never allowed, whatever the prefixes; a prefix
+            there is refused.
+        type: list
+        elements: str
   delete_volumes:
     description:
       - With O(state=absent), delete the jail and spool claims. Unset, the SlurmCluster's
@@ -345,6 +357,7 @@ def argument_spec():
             allowed_host_path_prefixes=dict(type="list", elements="str", default=[]),
             allowed_registries=dict(type="list", elements="str", default=[]),
             allow_privileged_programs=dict(type="bool", default=True),
+            allowed_program_prefixes=dict(type="list", elements="str"),
         )),
         delete_volumes=dict(type="bool"),
         delete_secrets=dict(type="bool"),
