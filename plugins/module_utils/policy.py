@@ -19,6 +19,9 @@ of a resource cannot loosen it. Keys (all optional):
     Whether slurm.conf programs Slurm runs as root or SlurmUser (``Prolog``, ``Epilog``, ``RebootProgram``, ...,
     and ``spec.slurm.healthCheckProgram``) may be set, and another command than the default for the NCCL check
     (``spec.healthChecks.nccl.command``, run as SlurmUser). Default: true.
+``allowed_database_hosts``
+    Hosts an External accounting database may be at (``spec.accounting.database.host``): a host name or address,
+    or ``*.example.com`` for any host under that domain. Default: empty, any host.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,10 +33,12 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
 
-KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs")
-DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True}
+KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_database_hosts")
+DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
+            "allowed_database_hosts": []}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
+_DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
 NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["properties"]["command"]["default"]
 # Who sets the policy, for the error messages.
 WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
@@ -58,7 +63,17 @@ def normalize(policy):
     result["allowed_registries"] = [r.rstrip("/") for r in registries]
     if not isinstance(result["allow_privileged_programs"], bool):
         raise ValueError("allow_privileged_programs must be a boolean")
+    hosts = result["allowed_database_hosts"]
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and _DB_HOST.fullmatch(h) for h in hosts):
+        raise ValueError("allowed_database_hosts must be a list of host names or addresses, or *.domain")
+    result["allowed_database_hosts"] = [h.lower() for h in hosts]
     return result
+
+
+def database_host_allowed(host, allowed):
+    """Whether ``host`` is one of ``allowed`` (normalized), or under one of its ``*.domain`` entries."""
+    host = host.lower()
+    return not allowed or any(host == a or (a.startswith("*.") and host.endswith(a[1:])) for a in allowed)
 
 
 def qualified_image(image):
@@ -99,6 +114,12 @@ def check(cluster, nodesets, policy):
                 "host path %s is not allowed by %s: %s" % (
                     path, WHERE, "allowed prefixes: %s" % ", ".join(prefixes) if prefixes else
                     "no host path is allowed (allowed_host_path_prefixes is empty)")))
+    database = spec["accounting"]["database"]
+    if spec["accounting"]["enabled"] and database["type"] == "External" and not database_host_allowed(
+            database["host"], policy["allowed_database_hosts"]):
+        errors.append(SpecError("spec.accounting.database.host", "database host %s is not allowed by %s: "
+                                "allowed hosts: %s" % (database["host"], WHERE,
+                                                       ", ".join(policy["allowed_database_hosts"]))))
     registries = policy["allowed_registries"]
     for path, image in _images(cluster, nodesets):
         if not image_allowed(image, registries):
