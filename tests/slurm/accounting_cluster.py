@@ -250,7 +250,9 @@ SOPERATOR_RECONFIGURE=0 /usr/local/bin/soperator-entrypoint /usr/sbin/slurmctld
         """Our exporter as its pod runs it (``args`` are the rendered container's): as nobody (another ``user``
         tells its Slurm calls apart in sdiag's RPC counts by user), a Slurm client with munge and slurm.conf, on this
         host's ``port``."""
-        shutil.copy2(binary, self.root / names.EXPORTER_BINARY.lstrip("/"))
+        target = self.root / names.EXPORTER_BINARY.lstrip("/")
+        shutil.copy2(binary, str(target) + ".new")
+        os.replace(str(target) + ".new", target)  # a running exporter keeps its own copy ("text file busy")
         args = [a if not a.startswith("--web.listen-address=") else "--web.listen-address=127.0.0.1:%d" % port
                 for a in args]
         command = " ".join(["exec", "setpriv", "--reuid=%s" % user, "--regid=%s" % self.group_of(user),

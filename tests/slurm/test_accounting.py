@@ -244,18 +244,23 @@ def test_a_server_asking_for_the_password_in_clear_text_gets_nothing(acct):
     acct.write("/usr/local/sbin/capture-password", "#!/bin/sh\ntr -d '\\000' >%s\n" % captured, 0o755)
     acct.write("/etc/pam.d/soperator-clear", "auth required pam_exec.so expose_authtok quiet "
                "/usr/local/sbin/capture-password\naccount required pam_permit.so\n", 0o644)
-    acct.run(["mariadb", "--socket=/run/mysqld/mysqld.sock", "-e", "CREATE USER IF NOT EXISTS clear@'%' IDENTIFIED "
-              "VIA pam USING 'soperator-clear'; GRANT ALL ON {0}.* TO clear@'%'".format(DB_NAME)]).check()
+    # As root over MariaDB's socket (no TLS needed there).
+    acct.run(["mariadb", "--socket=/run/mysqld/mysqld.sock", "--skip-ssl", "-e",
+              "CREATE USER IF NOT EXISTS clear@'%' IDENTIFIED VIA pam USING 'soperator-clear'; "
+              "GRANT ALL ON {0}.* TO clear@'%'".format(DB_NAME)]).check()
     target = acct.root / captured.lstrip("/")
     fake = "/tmp/clear-text-root"
-    dbd_pod(acct, fake, "never-sent-" + acct.password, user="clear")
+    secret = "never-sent-" + acct.password
+    dbd_pod(acct, fake, secret, user="clear")
     target.unlink(missing_ok=True)
     res, message = run_dbd_pod(acct, fake)
     assert res.returncode == 1, res.output
     assert message.startswith("DatabaseAuthenticationRefused: the database at %s:%d asks user clear for an "
                               "authentication that would hand it the password" % (DB_HOST, acct.db_port)), message
     assert "mysql_clear_password" in message
-    assert not target.exists()
+    # PAM ran (the server's authentication failed without a password from the client), and got nothing.
+    got = target.read_text() if target.exists() else ""
+    assert got == "" and secret not in res.output + message, got
     # The positive control: the same server, the same user, the stock client (TLS verified against the same CA).
     control = acct.run(["mariadb", "-h", DB_HOST, "-P", str(acct.db_port), "-u", "clear", "-psent-by-default",
                         "--ssl-ca=%s/%s" % (names.DB_CA_MOUNT, DB_CA_KEY), "-e", "select 1"])

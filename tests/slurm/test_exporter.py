@@ -212,6 +212,7 @@ def test_200_concurrent_scrapes_make_no_slurm_call_and_each_gets_the_last_collec
         one_collection = rpcs_of(acct, FLOOD_USER)
         assert one_collection >= len(COMMANDS), one_collection  # at least one RPC per command
         answers = burst(port)
+        print("one collection: %d RPCs; after 200 concurrent scrapes: %d" % (one_collection, rpcs_of(acct, FLOOD_USER)))
         assert rpcs_of(acct, FLOOD_USER) == one_collection
         assert [status for status, _text in answers] == [200] * 200
         for _status, text in answers:
@@ -244,6 +245,8 @@ def test_a_flood_of_scrapes_leaves_one_set_of_slurm_calls_per_interval(acct, bin
         proc.terminate()
         proc.wait(10)
     intervals_begun = int(elapsed // schema.EXPORTER_MIN_INTERVAL_SECONDS) + 1
+    print("%d scrapes in %.1f s (%d intervals begun): %d RPCs after the first collection (%d each), collections "
+          "seen %s" % (scrapes, elapsed, intervals_begun, calls, one_set, seen))
     assert scrapes >= 400 and seen == sorted(seen) and seen[-1] > 1, (scrapes, seen)
     assert calls <= one_set * intervals_begun, (calls, one_set, elapsed, scrapes)
     assert calls >= one_set * (seen[-1] - 1)  # each collection the scrapes saw was one whole set
