@@ -53,6 +53,8 @@ except ImportError:  # the module reports the missing library first
         pass
 
 FINALIZER = names.GROUP + "/finalizer"
+# The API server answers a get with the object's metadata only (no Secret value is ever transferred).
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 class SecretMissing(Exception):
@@ -255,11 +257,27 @@ class Converger(object):
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
-                    "owners": self.owners(every)}
+                    "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
+
+    def database_secrets(self, cluster):
+        """``{name: labels}`` of the Secrets an External database names (``spec.database_secret_refs``), read by
+        name as metadata only (PartialObjectMetadata: their values never reach this process); a missing one is left
+        out."""
+        found = {}
+        res = self.resource("v1", "Secret")
+        for name in sorted(set(ref[1] for ref in specs.database_secret_refs(cluster.get("spec")))):
+            try:
+                meta = _body(self._call("read the labels of Secret %s/%s" % (self.namespace, name), res.get, name=name,
+                                        namespace=self.namespace, serialize=False, expect=NotFoundError,
+                                        header_params={"Accept": METADATA_ONLY}))
+            except NotFoundError:
+                continue
+            found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
+        return found
 
     def kubernetes_nodes(self, pods):
         """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
@@ -751,6 +769,8 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
     owners += [{"cluster": conv.name, "nodeset": ns["metadata"].get("name"),
                 "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
     errors.extend(specs.name_collisions(owners, conv.name))
+    if not errors:
+        errors.extend(specs.database_secret_errors(checked_cluster, conv.database_secrets(checked_cluster)))
     if errors:
         raise SpecErrors(errors)
     # The dry runs need the namespace: an empty one is the only thing created before the definition is judged

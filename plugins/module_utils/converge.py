@@ -582,6 +582,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
       ``k8s_nodes_error``).
     * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
     * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
+    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database names
+      (``spec.database_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
+      Absent: not judged (the operator's cache check, which never applies anything).
 
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
     SlurmCluster itself is invalid.
@@ -596,6 +599,11 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     leaving_sets = [ns for ns in nodesets if _deleting(ns)]
     cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
                                           observed.get("owners"))
+    if observed.get("secrets") is not None:
+        # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
+        problems = specs.database_secret_errors(cluster_ok, observed["secrets"])
+        if problems:
+            raise SpecErrors(problems)
     p.cluster, p.valid_nodesets = cluster_ok, valid
     for name, errs in invalid.items():
         p.invalid[name] = "; ".join(str(e) for e in errs)

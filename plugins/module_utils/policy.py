@@ -25,6 +25,9 @@ of a resource cannot loosen it. Keys (all optional):
     ``config_keys.IMAGE_PROGRAM_TREES``, the images' own trees (``/usr``, ``/bin``, ...), which no jail sub-mount
     may take. Where users write (``config_keys.USER_WRITABLE_TREES``) or a jail sub-mount is never allowed,
     whatever the prefixes.
+``allowed_database_hosts``
+    Hosts an External accounting database may be at (``spec.accounting.database.host``): a host name or address,
+    or ``*.example.com`` for any host under that domain. Default: empty, any host.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -36,11 +39,13 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
 
-KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes")
+KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
+        "allowed_database_hosts")
 DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
-            "allowed_program_prefixes": list(config_keys.IMAGE_PROGRAM_TREES)}
+            "allowed_program_prefixes": list(config_keys.IMAGE_PROGRAM_TREES), "allowed_database_hosts": []}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
+_DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
 NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["properties"]["command"]["default"]
 # Who sets the policy, for the error messages.
 WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
@@ -74,7 +79,17 @@ def normalize(policy):
                 raise ValueError("allowed_program_prefixes: %s is where users write (%s): no program there is ever "
                                  "allowed" % (prefix, tree))
     result["allowed_program_prefixes"] = list(programs)
+    hosts = result["allowed_database_hosts"]
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and _DB_HOST.fullmatch(h) for h in hosts):
+        raise ValueError("allowed_database_hosts must be a list of host names or addresses, or *.domain")
+    result["allowed_database_hosts"] = [h.lower() for h in hosts]
     return result
+
+
+def database_host_allowed(host, allowed):
+    """Whether ``host`` is one of ``allowed`` (normalized), or under one of its ``*.domain`` entries."""
+    host = host.lower()
+    return not allowed or any(host == a or (a.startswith("*.") and host.endswith(a[1:])) for a in allowed)
 
 
 def qualified_image(image):
@@ -115,6 +130,12 @@ def check(cluster, nodesets, policy):
                 "host path %s is not allowed by %s: %s" % (
                     path, WHERE, "allowed prefixes: %s" % ", ".join(prefixes) if prefixes else
                     "no host path is allowed (allowed_host_path_prefixes is empty)")))
+    database = spec["accounting"]["database"]
+    if spec["accounting"]["enabled"] and database["type"] == "External" and not database_host_allowed(
+            database["host"], policy["allowed_database_hosts"]):
+        errors.append(SpecError("spec.accounting.database.host", "database host %s is not allowed by %s: "
+                                "allowed hosts: %s" % (database["host"], WHERE,
+                                                       ", ".join(policy["allowed_database_hosts"]))))
     registries = policy["allowed_registries"]
     for path, image in _images(cluster, nodesets):
         if not image_allowed(image, registries):

@@ -541,10 +541,53 @@ def _rest_api_schema():
               }, default={})
 
 
+NETWORK_PEER_RULE = "a peer is an ipBlock, or a podSelector and/or a namespaceSelector"
+# The shortest exporter collection interval: each collection is a set of Slurm RPCs (sinfo, squeue, sshare, sdiag).
+EXPORTER_MIN_INTERVAL_SECONDS = 5
+
+
+def _network_peers(description):
+    cidr = _s("A CIDR, e.g. 203.0.113.0/24.", maxLength=64, pattern=CIDR_PATTERN)
+    peer = _o("Where clients may connect from (a NetworkPolicyPeer).", {
+        "podSelector": _label_selector("Pods by label, in the cluster's namespace unless namespaceSelector is set "
+                                       "too ({}: every pod)."),
+        "namespaceSelector": _label_selector("Namespaces by label ({}: every namespace), all their pods unless "
+                                             "podSelector is set too."),
+        "ipBlock": _o("Addresses outside the pod network (hosts, a load balancer's clients).", {
+            "cidr": cidr,
+            "except": _a("Parts of cidr left out.", cidr, 16),
+        }, required=["cidr"]),
+    }, **{"x-kubernetes-validations": [_rule(
+        "has(self.ipBlock) != (has(self.podSelector) || has(self.namespaceSelector))", NETWORK_PEER_RULE)]})
+    return _a(description, peer, 16)
+
+
+def _network_policies_schema():
+    return _o("NetworkPolicies of the services that hold or reach the accounting data and of the exporter: each "
+              "accepts connections only from the clients that need it. The in-cluster MariaDB: slurmdbd. slurmdbd: "
+              "slurmctld, and the login, worker and slurmrestd pods (sacct, sacctmgr and the REST API ask it "
+              "directly). slurmrestd: the login and worker pods, and restApiFrom. The exporter: exporterFrom. "
+              "Enforced by the cluster's network plugin, where it implements NetworkPolicy.", {
+                  "enabled": _b("Render the NetworkPolicies.", default=True),
+                  "restApiFrom": _network_peers(
+                      "Further clients of slurmrestd (a Service of type NodePort or LoadBalancer reaches it from "
+                      "outside the pod network: name those clients' addresses with an ipBlock)."),
+                  "exporterFrom": _network_peers(
+                      "Who may scrape the exporter. Empty: the pods of the cluster's namespace. A Prometheus in "
+                      "another namespace: e.g. namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: "
+                      "monitoring}}."),
+              }, default={})
+
+
 def _exporter_schema():
     return _o("A Prometheus exporter of Slurm's state (nodes, jobs, partitions, drains, fairshare, scheduler), "
               "with a Service and, when the cluster serves monitoring.coreos.com/v1, a ServiceMonitor.", {
                   "enabled": _b("Run the exporter.", default=False),
+                  "collectInterval": _s("How often the exporter asks Slurm (one set of sinfo, squeue, sshare and "
+                                        "sdiag calls per interval, however many scrapes come); every scrape is "
+                                        "answered with the last result. A duration of at least %ds (30s, 1m)."
+                                        % EXPORTER_MIN_INTERVAL_SECONDS, maxLength=32,
+                                        pattern=GO_DURATION_PATTERN, default="30s"),
                   "resources": resources_schema("Resources of the exporter."),
                   "placement": placement_schema("Where the exporter runs."),
                   "serviceMonitor": _o("The ServiceMonitor, made only when the cluster serves the CRD.", {
@@ -722,6 +765,7 @@ def slurm_cluster_schema():
                   "accounting": accounting,
                   "restApi": rest_api,
                   "exporter": exporter,
+                  "networkPolicies": _network_policies_schema(),
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
                   "healthChecks": health_checks_schema(),

@@ -22,7 +22,7 @@ import copy
 import ipaddress
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, schema
+from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, durations, names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.quantity import QUANTITY_PATTERN, parse_quantity
@@ -389,6 +389,13 @@ def _external_database(database, path):
 def _external_only(database, path):
     if database.get("type") != "External" and any(k in database for k in ("host", "passwordSecretRef", "tls")):
         return _cel_error(path, schema.ACCOUNTING_RULES["external_only"])
+    return []
+
+
+@_twin(schema.NETWORK_PEER_RULE)
+def _network_peer(peer, path):
+    if ("ipBlock" in peer) == ("podSelector" in peer or "namespaceSelector" in peer):
+        return _cel_error(path, schema.NETWORK_PEER_RULE)
     return []
 
 
@@ -763,6 +770,71 @@ def _component_rules(spec, errors):
     storage = database.get("storage") or {}
     if "size" in storage:
         _positive_size(storage["size"], "spec.accounting.database.storage.size", errors)
+    interval = (spec.get("exporter") or {}).get("collectInterval")
+    if matches(schema.GO_DURATION_PATTERN, interval) and durations.seconds(
+            interval) < schema.EXPORTER_MIN_INTERVAL_SECONDS:
+        errors.append(SpecError("spec.exporter.collectInterval", "Invalid value: %r: at least %ds (each collection "
+                                "is a set of Slurm calls)" % (interval, schema.EXPORTER_MIN_INTERVAL_SECONDS)))
+    for field in ("restApiFrom", "exporterFrom"):
+        for index, peer in enumerate((spec.get("networkPolicies") or {}).get(field) or ()):
+            _network_peer_rules(peer, "spec.networkPolicies.%s[%d]" % (field, index), errors)
+
+
+def _network_peer_rules(peer, path, errors):
+    """A NetworkPolicyPeer as the API server wants it: selectors' keys and operators, an ipBlock's CIDRs with its
+    exceptions strictly inside."""
+    for key in ("podSelector", "namespaceSelector"):
+        if isinstance(peer.get(key), dict):
+            _label_selector_rules(peer[key], "%s.%s" % (path, key), errors)
+    block = peer.get("ipBlock")
+    if not isinstance(block, dict) or not matches(schema.CIDR_PATTERN, block.get("cidr")):
+        return
+    try:
+        network = ipaddress.ip_network(block["cidr"], strict=False)
+    except ValueError:
+        errors.append(SpecError(path + ".ipBlock.cidr", "Invalid value: %r: not a CIDR" % block["cidr"]))
+        return
+    for index, text in enumerate(block.get("except") or ()):
+        try:
+            inner = ipaddress.ip_network(text, strict=False) if matches(schema.CIDR_PATTERN, text) else None
+        except ValueError:
+            inner = None
+        if inner is None or inner.prefixlen <= network.prefixlen or inner.network_address not in network:
+            errors.append(SpecError("%s.ipBlock.except[%d]" % (path, index), "Invalid value: %r: must be a CIDR "
+                                    "strictly inside cidr %s" % (text, block["cidr"])))
+
+
+def database_secret_refs(cluster_spec):
+    """``(field, Secret name)`` of the Secrets an External database hands to slurmdbd (the password, which slurmdbd
+    sends to the database host, and the CA it trusts). None for the other databases: their Secret is the cluster's."""
+    accounting = (cluster_spec or {}).get("accounting") or {}
+    database = accounting.get("database") or {}
+    if accounting.get("enabled") is not True or database.get("type") != "External":
+        return []
+    refs = [("spec.accounting.database.passwordSecretRef.name", (database.get("passwordSecretRef") or {}).get("name")),
+            ("spec.accounting.database.tls.caSecretRef.name",
+             ((database.get("tls") or {}).get("caSecretRef") or {}).get("name"))]
+    return [(path, name) for path, name in refs if isinstance(name, str) and name]
+
+
+def database_secret_errors(cluster, secrets):
+    """The Secrets of :func:`database_secret_refs` that are missing or not marked for ``cluster``: their owner gives
+    one to a cluster with the label ``names.LABEL_DATABASE_SECRET`` = the cluster's name. ``secrets``: ``{name:
+    the Secret's labels}`` (a name left out: it does not exist)."""
+    name = cluster["metadata"]["name"]
+    mark = "%s=%s" % (names.LABEL_DATABASE_SECRET, name)
+    errors = []
+    for path, secret in database_secret_refs(cluster.get("spec")):
+        labels = secrets.get(secret)
+        if labels is None:
+            errors.append(SpecError(path, "Secret %s does not exist; an External database takes only a Secret "
+                                    "labelled %s" % (secret, mark)))
+        elif labels.get(names.LABEL_DATABASE_SECRET) != name:
+            errors.append(SpecError(path, "Secret %s is not marked for SlurmCluster %s: slurmdbd would send its "
+                                    "value to the database host, so an External database takes only a Secret its "
+                                    "owner labelled %s (kubectl label secret %s %s)"
+                                    % (secret, name, mark, secret, mark)))
+    return errors
 
 
 # The standard cron schedule of a CronJob as the API server parses it (robfig/cron's standard parser): five fields,

@@ -166,6 +166,14 @@ options:
             there is refused.
         type: list
         elements: str
+      allowed_database_hosts:
+        description:
+          - Hosts an External accounting database (C(spec.accounting.database.host)) may be at, where slurmdbd
+            sends its password; host names or addresses, or C(*.example.com) for any host under that domain.
+            Any host when empty.
+        type: list
+        elements: str
+        default: []
   delete_volumes:
     description:
       - With O(state=absent), delete the jail and spool claims. Unset, the SlurmCluster's
@@ -358,6 +366,7 @@ def argument_spec():
             allowed_registries=dict(type="list", elements="str", default=[]),
             allow_privileged_programs=dict(type="bool", default=True),
             allowed_program_prefixes=dict(type="list", elements="str"),
+            allowed_database_hosts=dict(type="list", elements="str", default=[]),
         )),
         delete_volumes=dict(type="bool"),
         delete_secrets=dict(type="bool"),
