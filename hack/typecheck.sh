@@ -5,7 +5,9 @@ cd "$(dirname "$0")/.."
 mkdir -p .cache/collections/ansible_collections/soperator
 ln -sfn "$PWD" .cache/collections/ansible_collections/soperator/slurm
 mods=()
-for f in plugins/module_utils/[a-z]*.py; do
-  mods+=(-m "ansible_collections.soperator.slurm.plugins.module_utils.$(basename "$f" .py)")
-done
+# Every module of module_utils, in its folder (api/, render/, ...): path -> dotted name.
+while IFS= read -r f; do
+  f=${f%.py}
+  mods+=(-m "ansible_collections.soperator.slurm.${f//\//.}")
+done < <(find plugins/module_utils -name '*.py' ! -name '__init__.py' | sort)
 MYPYPATH=.cache/collections:operator exec "${MYPY:-mypy}" --config-file mypy.ini -p soperator_operator "${mods[@]}"

@@ -12,8 +12,8 @@ from typing import Optional
 
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
 
 from . import cache, classify, drift, triggers, workqueue
 from . import conditions as cond

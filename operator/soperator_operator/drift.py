@@ -36,8 +36,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, kinds, names, objects
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 # Kinds a converge applies and prunes: the runtime caches them (by the managed-by label).
 CACHED_KINDS = tuple(k.kind for k in kinds.applied())

@@ -10,7 +10,8 @@ converge's, which runs on its own triggers.
 import logging
 import threading
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, projection, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import projection, scale_in
 
 from . import cache
 from .kube import describe, now_iso

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """How modules that talk to Kubernetes find the cluster; matches AUTH_ARG_SPEC in module_utils/_k8s_client.py."""
+    """How modules that talk to Kubernetes find the cluster; matches AUTH_ARG_SPEC in module_utils/k8s/client.py."""
 
     DOCUMENTATION = r"""
 options:

@@ -191,14 +191,14 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils import objects
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
     KubernetesError,
     dynamic_client,
     require_kubernetes,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import apply_manifests
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import apply_manifests
 
 
 def argument_spec():

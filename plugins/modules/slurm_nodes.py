@@ -283,15 +283,15 @@ command:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations
-from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as scale_in_plan
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import (
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in as scale_in_plan
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
     KubernetesError,
     configuration,
     require_kubernetes,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils._slurm import (
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import (
     KubernetesExecTransport,
     Slurm,
     SlurmError,

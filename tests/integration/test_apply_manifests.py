@@ -18,9 +18,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, objects
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import apply_manifests
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError, dynamic_client
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import apply_manifests
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import KubernetesError, dynamic_client
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 pytestmark = pytest.mark.cluster
 
@@ -379,7 +380,7 @@ def test_host_keys_need_no_ssh_keygen_and_secrets_are_read_by_name(client, names
 
 def test_rendered_example_cluster_noop_costs_one_list_per_kind(client, namespace):
     """The real renderer's output (examples/cpu-cluster.yaml) converges, then costs one list per kind."""
-    from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster
+    from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "examples", "cpu-cluster.yaml")) as handle:

@@ -8,9 +8,10 @@ import time
 import pytest
 from kubernetes import client, dynamic
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, projection, scale_in
-from ansible_collections.soperator.slurm.plugins.module_utils import status as st
-from ansible_collections.soperator.slurm.plugins.module_utils._converge import Converger
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, projection, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 
 pytestmark = pytest.mark.cluster
 NOW = "2026-11-24T00:00:00Z"

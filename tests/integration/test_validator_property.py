@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.soperator.slurm.plugins.module_utils import render, spec
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GROUP, VERSION = "slurm.soperator.dev", "v1alpha1"
@@ -369,8 +370,8 @@ def test_network_peers_are_judged_as_the_api_server_judges_them(api, peer):
     """spec.networkPolicies' peers go into NetworkPolicies as they are: the validator accepts a peer exactly when
     the API server accepts both the SlurmCluster holding it and the NetworkPolicy rendered with it."""
     k8s, dyn, namespace = api
-    from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
-    from ansible_collections.soperator.slurm.plugins.module_utils.render_network import network_policies
+    from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+    from ansible_collections.soperator.slurm.plugins.module_utils.render.network import network_policies
 
     cluster = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "SlurmCluster",
                "metadata": {"name": "c", "namespace": namespace},

@@ -5,7 +5,10 @@ import copy
 import pytest
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, objects, policy, projection
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from soperator_operator import drift
 
 NOW = 1_700_000_000

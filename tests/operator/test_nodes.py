@@ -56,7 +56,7 @@ def test_a_cordon_forces_a_run_of_the_clusters_on_that_node():
 
 # --- slurmstatus.py: NodeSet counts and pod conditions between role runs -------------------------------------------
 def test_status_changes_writes_only_what_differs():
-    from ansible_collections.soperator.slurm.plugins.module_utils import scale_in
+    from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in
     from soperator_operator import slurmstatus as S
 
     slurm = scale_in.parse_show_node(

@@ -12,7 +12,10 @@ import os
 import pytest
 from resources import ROOT, load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, kinds, names, objects, policy, projection
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from soperator_operator import drift, workqueue
 from soperator_operator.controller import Controller
 from soperator_operator.runner import RunResult

@@ -34,9 +34,11 @@ from accounting_cluster import (
 from dynamic_cluster import node_name
 from slurm_cluster import USER, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, slurm_conf
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
-from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import slurmrestd
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge
+from ansible_collections.soperator.slurm.plugins.module_utils.render import slurm_conf
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+from ansible_collections.soperator.slurm.plugins.module_utils.render.rest import slurmrestd
 
 API = "v0.0.42"  # the newest REST API version Slurm 24.11 serves
 

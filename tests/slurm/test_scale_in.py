@@ -1,7 +1,7 @@
 """Scale-in against real Slurm 24.11 with dynamic nodes: drain first, no job lost, no ghost node, admin
 drains untouched, a cancelled scale-in resumed.
 
-The adapter (plugins/module_utils/_slurm.py) runs scontrol through its local transport inside the cluster's
+The adapter (plugins/module_utils/k8s/slurm_exec.py) runs scontrol through its local transport inside the cluster's
 namespaces (dynamic_cluster.py). Every command is bounded (`timeout`, `srun --immediate`).
 
 SOPERATOR_RECORD_FIXTURES=1 rewrites tests/unit/fixtures/scontrol/*.yaml from what scontrol prints here:
@@ -20,8 +20,9 @@ import yaml
 from dynamic_cluster import STATEFULSET, DynamicCluster, node_name
 from slurm_cluster import running, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import _slurm, scale_in
-from ansible_collections.soperator.slurm.plugins.module_utils._slurm import LocalTransport, Slurm
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_exec as _slurm
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import LocalTransport, Slurm
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in
 
 FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "scontrol"
 RECORD = os.environ.get("SOPERATOR_RECORD_FIXTURES") == "1"

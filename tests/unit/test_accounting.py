@@ -7,10 +7,12 @@ import json
 import pytest
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import _k8s_apply, converge, names, status
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import validate_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import apply as _k8s_apply
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, status
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
 EXTERNAL = {"type": "External", "host": "db.example.org", "passwordSecretRef": {"name": "slurm-db", "key": "pw"}}
 

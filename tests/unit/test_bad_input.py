@@ -9,10 +9,11 @@ real API server; these tests pin each class.
 import pytest
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils import render, spec
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 
 def refused(cluster_spec=None, nodesets=None, **kw):

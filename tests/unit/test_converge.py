@@ -6,8 +6,9 @@ Slurm's node table is given as `scontrol show node -o` lines and parsed by the r
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, scale_in
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, scale_in
 
 NOW = 1_700_000_000
 
@@ -317,7 +318,7 @@ def test_a_nodeset_being_deleted_drains_then_goes():
 
 
 def test_split_errors_sorts_problems_by_owner():
-    from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+    from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 
     cluster_errs, per = converge.split_errors([SpecError("spec.x", "a"), SpecError("nodesets[gpu].spec.y", "b")])
     assert [e.path for e in cluster_errs] == ["spec.x"] and list(per) == ["gpu"]
@@ -523,7 +524,7 @@ def test_a_pod_already_being_deleted_counts_against_max_unavailable():
 
 
 def test_an_up_to_date_set_is_reported_as_such():
-    from ansible_collections.soperator.slurm.plugins.module_utils import status as st
+    from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
     obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
     assert p.ready

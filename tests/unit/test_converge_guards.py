@@ -4,9 +4,10 @@ installer's policy, a failed populate Job, the pods that hold the cluster's keys
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, status
-from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, status
 
 NOW = 1_700_000_000
 EMPTY = {"statefulsets": {}, "pods": {}, "slurm": None}

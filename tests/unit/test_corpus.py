@@ -5,8 +5,9 @@ import os
 import corpus
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils import render, spec
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 
 def _check(docs):

@@ -3,7 +3,7 @@ import os
 
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -52,7 +52,7 @@ def test_every_field_is_described_and_structural():
 
 
 def test_defaults_are_valid():
-    from ansible_collections.soperator.slurm.plugins.module_utils import spec
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
 
     for crd in schema.crds():
         root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 
 
 @pytest.mark.parametrize("value, seconds", [

@@ -5,10 +5,11 @@ field before anything is rendered), the installer's policy may restrict its host
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names
-from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge
 
 NOW = 1_700_000_000
 MARK = {names.LABEL_DATABASE_SECRET: "demo"}

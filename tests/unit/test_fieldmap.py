@@ -3,7 +3,8 @@
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import fieldmap, render, spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap, spec
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 CLUSTER = make_cluster({
     "jail": {"storageClassName": "standard", "size": "10Gi", "subMounts": [

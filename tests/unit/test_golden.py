@@ -6,7 +6,7 @@ import pytest
 import yaml
 from resources import load_example
 
-from ansible_collections.soperator.slurm.plugins.module_utils import render
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 

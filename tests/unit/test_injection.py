@@ -4,8 +4,8 @@ never an extra line. Each case goes through render_cluster, the way the operator
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import render
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 EVIL_VALUES = ["x\nSlurmUser=root", "x\rSlurmUser=root", "x\x00", "x SlurmUser=root", "x\tSlurmUser=root", "x\\",
                "x#"]

@@ -6,8 +6,9 @@ import pytest
 import yaml
 from resources import load_example
 
-from ansible_collections.soperator.slurm.plugins.module_utils import errors, kinds, names
-from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import errors
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils import login_check
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check
 
 CONFIG = "# Generated\nHostKey /etc/ssh/keys/ssh_host_ed25519_key\nPort 22\nClientAliveInterval soon\nLogLevel INFO\n"
 PRIVSEP = "100"  # sshd's privilege separation user

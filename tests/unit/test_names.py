@@ -11,7 +11,7 @@ def test_collection_version_matches_galaxy(root):
 
 
 def test_annotations_match_the_apply_adapter():
-    from ansible_collections.soperator.slurm.plugins.module_utils import objects
+    from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
     assert names.ANNOTATION_CREATE_ONLY == objects.CREATE_ONLY
     assert names.ANNOTATION_GENERATE == objects.GENERATE

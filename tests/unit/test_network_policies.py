@@ -5,12 +5,13 @@ the StatefulSets really run, at the ports they really listen on. And the exporte
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, schema
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
-from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import exporter_args
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import validate_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+from ansible_collections.soperator.slurm.plugins.module_utils.render.exporter import exporter_args
 
 ALL = {"accounting": {"enabled": True}, "restApi": {"enabled": True}, "exporter": {"enabled": True}}
 

@@ -20,9 +20,11 @@ import pytest
 import yaml
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, spec
-from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
 from ansible_collections.soperator.slurm.plugins.modules import slurm_cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

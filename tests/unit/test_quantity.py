@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
 
 
 @pytest.mark.parametrize("text,value", [

@@ -3,8 +3,10 @@ import copy
 import pytest
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render, render_common
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.render import common as render_common
 
 
 def _by(objects, kind, name):

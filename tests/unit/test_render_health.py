@@ -4,9 +4,10 @@ import json
 
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import render_slurm_conf
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import validate_cluster_with_nodesets
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster_with_nodesets
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf import render_slurm_conf
 
 
 def objects(cluster, nodesets):

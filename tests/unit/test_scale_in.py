@@ -9,8 +9,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import _slurm, scale_in
-from ansible_collections.soperator.slurm.plugins.module_utils.scale_in import BLOCKED, DRAIN, READY, WAIT
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_exec as _slurm
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale_in import BLOCKED, DRAIN, READY, WAIT
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "scontrol")
 STS = "demo-cpu"

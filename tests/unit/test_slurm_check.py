@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils import slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import slurm_check
 
 CONF = """ClusterName=demo
 ProctrackType=proctrack/cgroup

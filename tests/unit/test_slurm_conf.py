@@ -1,8 +1,9 @@
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import slurm_conf, spec
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.render import slurm_conf
 
 
 def _validated(cluster_spec=None, nodesets=()):

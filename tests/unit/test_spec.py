@@ -3,8 +3,8 @@ import copy
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import schema, spec
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema, spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 
 
 def errors_of(func, *args):

@@ -1,8 +1,9 @@
 import pytest
 from resources import make_cluster
 
-from ansible_collections.soperator.slurm.plugins.module_utils import spec, sshd_conf
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.render import sshd_conf
 
 
 def _render(sshd=None):

@@ -2,8 +2,8 @@
 
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge
-from ansible_collections.soperator.slurm.plugins.module_utils import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 
 NOW = 1_700_000_000
 

@@ -4,7 +4,7 @@ import base64
 
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 
 def cm(name="demo-slurm-conf", data=None, ns="slurm", labels=None, annotations=None):

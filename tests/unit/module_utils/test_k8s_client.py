@@ -1,6 +1,6 @@
 """Where the modules take their Kubernetes connection from (the order kubernetes.core documents)."""
 
-from ansible_collections.soperator.slurm.plugins.module_utils import _k8s_client
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import client as _k8s_client
 
 
 def test_an_explicit_kubeconfig_wins(monkeypatch):

@@ -29,8 +29,9 @@ import json
 import os
 from typing import Any, Callable, Dict
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, objects
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import KubernetesError
 
 try:
     from kubernetes.dynamic.exceptions import (

@@ -14,7 +14,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 
 _UNSAFE = re.compile(r"[\r\n\x00]")
 

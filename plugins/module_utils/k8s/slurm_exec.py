@@ -24,7 +24,7 @@ __metaclass__ = type
 import subprocess
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as core
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in as core
 
 try:
     from kubernetes.client.exceptions import ApiException

@@ -12,8 +12,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.render_accounting import non_root
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import non_root
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     config_hash,
     container_resources,
     statefulset,

@@ -15,7 +15,7 @@ __metaclass__ = type
 import copy
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.quantity import QUANTITY_MAX_LENGTH, QUANTITY_PATTERN
+from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_MAX_LENGTH, QUANTITY_PATTERN
 
 # Patterns are read by two engines: the API server's (Go RE2) and spec.py (Python re, always with fullmatch, so
 # "$" never accepts a trailing newline). Classes are spelled out (no \s, \d, \w): the engines disagree on them.

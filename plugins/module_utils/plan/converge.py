@@ -34,11 +34,14 @@ import copy
 import re
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, projection, render, schema
-from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
-from ansible_collections.soperator.slurm.plugins.module_utils import status as st
-from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, schema
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import projection
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in as nodes_core
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 
 REASON_SCALE_IN = nodes_core.REASON_SCALE_IN
 REASON_MAINTENANCE = names.DRAIN_REASON_PREFIX + " maintenance"

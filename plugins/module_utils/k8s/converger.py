@@ -24,20 +24,24 @@ import time
 import uuid
 from typing import Any, Dict
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
-from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
-from ansible_collections.soperator.slurm.plugins.module_utils import (
-    fieldmap, kinds, login_check, names, objects, projection, render, slurm_check,
-)
-from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
-from ansible_collections.soperator.slurm.plugins.module_utils import status as st
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import (
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge as core
+from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import projection
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render, objects
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import (
     Applier, DryRunRefused, _api_message, _body, apply_manifests,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError, clients
-from ansible_collections.soperator.slurm.plugins.module_utils._slurm import KubernetesExecTransport, Slurm, SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import KubernetesError, clients
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import (
+    KubernetesExecTransport, Slurm, SlurmError,
+)
 
 try:
     from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, NotFoundError

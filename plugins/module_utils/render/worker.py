@@ -7,10 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import node_conf_params
+from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf import node_conf_params
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.render_health import worker_health_volume
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render.health import worker_health_volume
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     container_resources,
     run_mounts,
     security,

@@ -18,7 +18,7 @@ __metaclass__ = type
 import base64
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
 
 _PLUGIN = re.compile(r"^[a-z][a-z0-9_]*/[a-z0-9_]+$")
 _PLUGIN_KEY = re.compile(r"(Type|Plugin|Plugins)$")

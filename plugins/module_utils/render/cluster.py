@@ -15,36 +15,36 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     ClusterContext,
     config_map,
     headless_service,
     pdb,
     secret,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.render_accounting import accounting_objects
-from ansible_collections.soperator.slurm.plugins.module_utils.render_controller import controller
-from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import accounting_objects
+from ansible_collections.soperator.slurm.plugins.module_utils.render.controller import controller
+from ansible_collections.soperator.slurm.plugins.module_utils.render.exporter import (
     exporter,
     exporter_service,
     service_monitor,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.render_health import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render.health import (
     health_config,
     nccl_cronjob,
     nccl_service,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.render_jail import jail_claim, populate_job
-from ansible_collections.soperator.slurm.plugins.module_utils.render_login import login, login_service
-from ansible_collections.soperator.slurm.plugins.module_utils.render_network import network_policies
-from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import rest_service, slurmrestd
-from ansible_collections.soperator.slurm.plugins.module_utils.render_worker import worker
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render.jail import jail_claim, populate_job
+from ansible_collections.soperator.slurm.plugins.module_utils.render.login import login, login_service
+from ansible_collections.soperator.slurm.plugins.module_utils.render.network import network_policies
+from ansible_collections.soperator.slurm.plugins.module_utils.render.rest import rest_service, slurmrestd
+from ansible_collections.soperator.slurm.plugins.module_utils.render.worker import worker
+from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf import (
     render_config_files,
     render_slurmdbd_conf,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import validate_cluster_with_nodesets
-from ansible_collections.soperator.slurm.plugins.module_utils.sshd_conf import render_sshd_config
+from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster_with_nodesets
+from ansible_collections.soperator.slurm.plugins.module_utils.render.sshd_conf import render_sshd_config
 
 
 def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=(),

@@ -16,7 +16,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 
 _POD = "spec.template.spec."
 _CRONJOB_POD = "spec.jobTemplate.spec.template.spec."

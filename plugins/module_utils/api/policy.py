@@ -36,8 +36,10 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, schema
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 
 KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
         "allowed_database_hosts")

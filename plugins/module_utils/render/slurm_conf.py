@@ -16,8 +16,8 @@ __metaclass__ = type
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import (
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import (
     cpu_count, health_enabled, nodeset_partitions, real_memory_mib,
 )
 

@@ -22,10 +22,12 @@ import copy
 import ipaddress
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, durations, names, schema
-from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.quantity import QUANTITY_PATTERN, parse_quantity
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, schema
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_PATTERN, parse_quantity
 
 # RealMemory of a node = its memory minus this share (at least MEMORY_MARGIN_MIN_MIB) for slurmd, munged and
 # the page cache, so the kernel OOM killer never hits the daemons before Slurm's own limits hit the job.

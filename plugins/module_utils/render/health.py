@@ -16,13 +16,13 @@ __metaclass__ = type
 import json
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
     config_map,
     run_mounts,
     security,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import health_enabled, real_memory_mib
+from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import health_enabled, real_memory_mib
 
 # The NCCL check pod's host name: slurmctld calls srun back by the name srun reports, which the pod's headless Service
 # (and the controller's DNS searches) resolve. One at a time (concurrencyPolicy Forbid), so one name serves.
