@@ -10,7 +10,7 @@ import pytest
 from resources import load_example, make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api import references, spec
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -236,18 +236,18 @@ def test_objects_of_two_clusters_that_would_share_names_are_refused_naming_both(
     # Cluster x with NodeSet y-controller makes x-y-controller, the controller of cluster x-y.
     owners = [owner("x-y", created="2026-01-01T00:00:00Z"), owner("x", created="2026-01-02T00:00:00Z"),
               owner("x", "y-controller")]
-    errors = spec.name_collisions(owners, "x")
+    errors = references.name_collisions(owners, "x")
     assert [e.path for e in errors] == ["nodesets[y-controller].metadata.name"]
     assert "NodeSet y-controller (of SlurmCluster x)" in errors[0].message and "SlurmCluster x-y" in errors[0].message
-    assert spec.name_collisions(owners, "x-y") == []  # the older one keeps running
+    assert references.name_collisions(owners, "x-y") == []  # the older one keeps running
 
 
 def test_worker_statefulsets_of_two_clusters():
     # Cluster a with NodeSet b-c and cluster a-b with NodeSet c both make StatefulSet a-b-c.
     owners = [owner("a", created="2026-01-01T00:00:00Z"), owner("a", "b-c", created="2026-01-01T00:00:00Z"),
               owner("a-b", created="2026-01-02T00:00:00Z"), owner("a-b", "c")]
-    assert [e.path for e in spec.name_collisions(owners, "a-b")] == ["nodesets[c].metadata.name"]
-    assert spec.name_collisions(owners, "a") == []
+    assert [e.path for e in references.name_collisions(owners, "a-b")] == ["nodesets[c].metadata.name"]
+    assert references.name_collisions(owners, "a") == []
 
 
 def test_a_new_cluster_named_into_an_existing_ones_objects_is_refused():
@@ -255,10 +255,10 @@ def test_a_new_cluster_named_into_an_existing_ones_objects_is_refused():
               owner("a-login2")]
     # a-login2's... no clash: its objects are a-login2-*; a's NodeSet pods are a-login2-<n>: the controller pods
     # a-login2-controller-0 are not a family member (tail not digits).
-    assert spec.name_collisions(owners, "a-login2") == []
+    assert references.name_collisions(owners, "a-login2") == []
     owners = [owner("a", created="2026-01-01T00:00:00Z"), owner("a", "populate-jail-initial",
                                                                  created="2026-01-01T00:00:00Z")]
-    errors = spec.name_collisions(owners, "a")
+    errors = references.name_collisions(owners, "a")
     assert [e.path for e in errors] == ["nodesets[populate-jail-initial].metadata.name"]
 
 
@@ -270,7 +270,7 @@ def test_names_of_accounting_rest_exporter_and_health_objects_are_an_owners_too(
     a-b whether or not it runs them yet (it may switch them on later)."""
     owners = [owner("a-b", created="2026-01-01T00:00:00Z"), owner("a", created="2026-01-02T00:00:00Z"),
               owner("a", nodeset)]
-    errors = spec.name_collisions(owners, "a")
+    errors = references.name_collisions(owners, "a")
     assert [e.path for e in errors] == ["nodesets[%s].metadata.name" % nodeset]
     assert "SlurmCluster a-b" in errors[0].message and "named a-%s:" % nodeset in errors[0].message
 

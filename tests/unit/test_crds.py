@@ -52,14 +52,14 @@ def test_every_field_is_described_and_structural():
 
 
 def test_defaults_are_valid():
-    from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import walk
 
     for crd in schema.crds():
         root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         for path, node, _skip in _nodes(root):
             if "default" in node:
                 errors = []
-                spec.validate_schema(spec.apply_defaults(node["default"], node), node, path, errors)
+                walk.validate_schema(walk.apply_defaults(node["default"], node), node, path, errors)
                 assert not errors, errors
 
 

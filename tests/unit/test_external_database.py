@@ -8,6 +8,7 @@ from resources import make_cluster, make_nodeset
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge
 
@@ -39,10 +40,11 @@ def refusal(cluster, secrets):
 
 # --- which Secrets are given away -----------------------------------------------------------------------------
 def test_only_an_enabled_external_database_names_secrets_it_gives_away():
-    assert specs.database_secret_refs(external(tls=True)["spec"]) == [(PASSWORD_FIELD, "slurm-db"), (CA_FIELD, "db-ca")]
-    assert specs.database_secret_refs(external()["spec"]) == [(PASSWORD_FIELD, "slurm-db")]
-    assert specs.database_secret_refs(external(enabled=False)["spec"]) == []
-    assert specs.database_secret_refs(make_cluster({"accounting": {"enabled": True}})["spec"]) == []
+    assert values.database_secret_refs(external(tls=True)["spec"]) == [(PASSWORD_FIELD, "slurm-db"),
+                                                                        (CA_FIELD, "db-ca")]
+    assert values.database_secret_refs(external()["spec"]) == [(PASSWORD_FIELD, "slurm-db")]
+    assert values.database_secret_refs(external(enabled=False)["spec"]) == []
+    assert values.database_secret_refs(make_cluster({"accounting": {"enabled": True}})["spec"]) == []
 
 
 # --- the mark, judged by the plan before anything is rendered ----------------------------------------------------

@@ -3,7 +3,7 @@ import copy
 import pytest
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils.api import schema, spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api import cel, fields, schema, spec, values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 
 
@@ -32,7 +32,7 @@ def test_every_cel_rule_has_a_python_twin():
     rules = _walk_rules(schema.slurm_cluster_schema(), []) + _walk_rules(schema.nodeset_schema(), [])
     assert len(rules) >= 12
     messages = [rule["message"] for rule in rules]
-    assert sorted(set(messages)) == sorted(spec.TWINS)
+    assert sorted(set(messages)) == sorted(cel.TWINS)
 
 
 def test_cluster_defaults():
@@ -284,13 +284,13 @@ def test_nodeset_rules():
 
 
 def test_node_sizing():
-    assert spec.cpu_count({"limits": {"cpu": "500m"}}) == 1
-    assert spec.cpu_count({"requests": {"cpu": "2500m"}}) == 2
-    assert spec.cpu_count({"limits": {"cpu": 4}, "requests": {"cpu": 1}}) == 4
-    assert spec.cpu_count({}) is None
-    assert spec.real_memory_mib({"limits": {"memory": "4Gi"}}) == 4096 - 256
-    assert spec.real_memory_mib({"requests": {"memory": "100Gi"}}) == 102400 - 5120
-    assert spec.real_memory_mib(None) is None
+    assert values.cpu_count({"limits": {"cpu": "500m"}}) == 1
+    assert values.cpu_count({"requests": {"cpu": "2500m"}}) == 2
+    assert values.cpu_count({"limits": {"cpu": 4}, "requests": {"cpu": 1}}) == 4
+    assert values.cpu_count({}) is None
+    assert values.real_memory_mib({"limits": {"memory": "4Gi"}}) == 4096 - 256
+    assert values.real_memory_mib({"requests": {"memory": "100Gi"}}) == 102400 - 5120
+    assert values.real_memory_mib(None) is None
 
 
 def test_cross_object_rules():
@@ -329,11 +329,11 @@ def test_nodeset_errors_are_prefixed():
 
 def test_nodeset_partitions_helper():
     cluster = spec.validate_cluster(make_cluster({"partitions": [{"name": "a"}, {"name": "b", "default": True}]}))
-    assert spec.nodeset_partitions(cluster["spec"], {"partitions": ["a"]}) == ["a"]
-    assert spec.nodeset_partitions(cluster["spec"], {}) == ["b"]
+    assert values.nodeset_partitions(cluster["spec"], {"partitions": ["a"]}) == ["a"]
+    assert values.nodeset_partitions(cluster["spec"], {}) == ["b"]
 
 
 def test_child_path():
-    assert spec.child_path("", "spec") == "spec"
-    assert spec.child_path("spec.limits", "nvidia.com/gpu") == "spec.limits[nvidia.com/gpu]"
-    assert spec.child_path("spec.partitions", 2) == "spec.partitions[2]"
+    assert fields.child_path("", "spec") == "spec"
+    assert fields.child_path("spec.limits", "nvidia.com/gpu") == "spec.limits[nvidia.com/gpu]"
+    assert fields.child_path("spec.partitions", 2) == "spec.partitions[2]"

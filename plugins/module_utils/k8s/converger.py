@@ -32,6 +32,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan import projec
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render, objects
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api import references, values
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
@@ -273,7 +274,7 @@ class Converger(object):
         out."""
         found = {}
         res = self.resource("v1", "Secret")
-        for name in sorted(set(ref[1] for ref in specs.database_secret_refs(cluster.get("spec")))):
+        for name in sorted(set(ref[1] for ref in values.database_secret_refs(cluster.get("spec")))):
             try:
                 meta = _body(self._call("read the labels of Secret %s/%s" % (self.namespace, name), res.get, name=name,
                                         namespace=self.namespace, serialize=False, expect=NotFoundError,
@@ -772,9 +773,9 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
                    "created": ((live_cluster or {}).get("metadata") or {}).get("creationTimestamp")})
     owners += [{"cluster": conv.name, "nodeset": ns["metadata"].get("name"),
                 "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
-    errors.extend(specs.name_collisions(owners, conv.name))
+    errors.extend(references.name_collisions(owners, conv.name))
     if not errors:
-        errors.extend(specs.database_secret_errors(checked_cluster, conv.database_secrets(checked_cluster)))
+        errors.extend(references.database_secret_errors(checked_cluster, conv.database_secrets(checked_cluster)))
     if errors:
         raise SpecErrors(errors)
     # The dry runs need the namespace: an empty one is the only thing created before the definition is judged

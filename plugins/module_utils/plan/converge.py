@@ -38,6 +38,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import projection
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.api import references, values, walk
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in as nodes_core
@@ -110,7 +111,7 @@ def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, pol
     """
     invalid = dict((name, list(errs)) for name, errs in (refused or {}).items())
     if owners is not None:
-        cluster_errors, per_nodeset = split_errors(specs.name_collisions(
+        cluster_errors, per_nodeset = split_errors(references.name_collisions(
             owners, str(((cluster or {}).get("metadata") or {}).get("name"))))
         if cluster_errors:
             raise SpecErrors(cluster_errors)
@@ -604,7 +605,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                                           observed.get("owners"))
     if observed.get("secrets") is not None:
         # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
-        problems = specs.database_secret_errors(cluster_ok, observed["secrets"])
+        problems = references.database_secret_errors(cluster_ok, observed["secrets"])
         if problems:
             raise SpecErrors(problems)
     p.cluster, p.valid_nodesets = cluster_ok, valid
@@ -612,7 +613,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
         p.invalid[name] = "; ".join(str(e) for e in errs)
     # A NodeSet being deleted is no longer rendered: its live StatefulSet is scaled down to zero (draining
     # first) and its objects are kept from pruning until nothing of it is left. Only its drainTimeout matters.
-    leaving = [specs.apply_defaults(ns, schema.nodeset_schema()) for ns in leaving_sets]
+    leaving = [walk.apply_defaults(ns, schema.nodeset_schema()) for ns in leaving_sets]
     spec = cluster_ok["spec"]
     controller = statefulsets.get(names.controller_name(cluster_name))
     controller_up = controller is not None and _replicas(controller) > 0
@@ -648,7 +649,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                     _give_up_expired(p, sets[entry["name"].rpartition("-")[0]], [entry], slurm, "maintenance")
     elif slurm is not None:
         _resume_ours(p, slurm, worker_nodes, (REASON_MAINTENANCE,))
-    if slurm is not None and not specs.health_enabled(spec):
+    if slurm is not None and not values.health_enabled(spec):
         # The health program no longer runs: nobody else would ever resume the drains it left (NCCL drains are a
         # measurement, and stay for an administrator).
         for name in worker_nodes:

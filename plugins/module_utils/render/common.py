@@ -14,7 +14,7 @@ import hashlib
 import json
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import sub_mount_read_only
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import sub_mount_read_only
 
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 

@@ -22,7 +22,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.common impo
     run_mounts,
     security,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import health_enabled, real_memory_mib
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import health_enabled, real_memory_mib
 
 # The NCCL check pod's host name: slurmctld calls srun back by the name srun reports, which the pod's headless Service
 # (and the controller's DNS searches) resolve. One at a time (concurrencyPolicy Forbid), so one name serves.

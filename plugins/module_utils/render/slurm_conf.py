@@ -17,7 +17,7 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
-from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import (
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import (
     cpu_count, health_enabled, nodeset_partitions, real_memory_mib,
 )
 

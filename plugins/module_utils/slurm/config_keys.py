@@ -302,7 +302,7 @@ def system_tree(path):
     if first.startswith(SUB_MOUNT_SYSTEM_NAME_PREFIX):
         return "/" + first
     for tree in SUB_MOUNT_SYSTEM_TREES:
-        if under(path, tree) or under(tree, path):
+        if under(path, tree) or under(path=tree, tree=path):  # in it, below it, or above it (hiding it)
             return tree
     return None
 
