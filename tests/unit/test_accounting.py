@@ -11,7 +11,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import apply as _k8s_apply
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, status
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import components, model, status
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
 EXTERNAL = {"type": "External", "host": "db.example.org", "passwordSecretRef": {"name": "slurm-db", "key": "pw"}}
@@ -236,9 +236,10 @@ def _pod(name, message=None, ready=False, waiting="CrashLoopBackOff"):
 
 def _components(spec, statefulsets, pods):
     cluster = validate_cluster(make_cluster(spec))
-    plan = converge.Plan()
+    plan = model.Plan()
     plan.manifests = render_cluster(cluster, [make_nodeset()])
-    converge._components(plan, "demo", cluster["spec"], statefulsets, pods)
+    ctx = model.Context(cluster, [], [], {}, {"statefulsets": statefulsets, "pods": pods}, 0)
+    components.plan_components(plan, ctx)
     return plan.components
 
 
@@ -267,9 +268,9 @@ def test_conditions_of_the_components():
 
 def test_pod_problem_reads_waiting_reasons_too():
     pod = _pod("x", waiting="ImagePullBackOff")
-    assert converge.pod_problem(pod) == "slurmdbd: ImagePullBackOff"
-    assert converge.pod_problem(_pod("x", ready=True)) is None
-    assert converge.pod_problem({"metadata": {"name": "x"}}) is None
+    assert components.pod_problem(pod) == "slurmdbd: ImagePullBackOff"
+    assert components.pod_problem(_pod("x", ready=True)) is None
+    assert components.pod_problem({"metadata": {"name": "x"}}) is None
 
 
 def test_component_conditions_come_and_go_with_the_component():

@@ -3,12 +3,15 @@
 Slurm's node table is given as `scontrol show node -o` lines and parsed by the real parser.
 """
 
+import time
+
 import pytest
 from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 NOW = 1_700_000_000
 
@@ -22,7 +25,7 @@ def line(name, state="IDLE", reason=None, when=NOW - 60, cpus_alloc=0):
 
 
 def slurm(*lines):
-    return scale_in.parse_show_node("\n".join(lines))
+    return scontrol.parse_show_node("\n".join(lines))
 
 
 REV = "demo-cpu-6d4b9c"
@@ -52,7 +55,7 @@ def sts(name, replicas, ready=None, revision=REV, generation=1, observed=1, temp
 
 
 def pod(name, revision=REV, ready=True, uid=None, deleting=False):
-    md = {"name": name, "uid": uid or "uid-" + name, "labels": {converge.REVISION_LABEL: revision}}
+    md = {"name": name, "uid": uid or "uid-" + name, "labels": {model.REVISION_LABEL: revision}}
     if deleting:
         md["deletionTimestamp"] = "2026-11-24T00:00:00Z"
     return {"metadata": md, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
@@ -87,7 +90,7 @@ def test_a_new_cluster_renders_everything_and_is_not_ready_yet():
     assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "PodDisruptionBudget", "Secret", "Service",
                      "StatefulSet"]
     assert rendered_replicas(p, "demo-cpu") == 2
-    assert not p.ready and p.phase == converge.PHASE_PROGRESSING
+    assert not p.ready and p.phase == model.PHASE_PROGRESSING
     # Readiness alone asks for no timed requeue: worker pods turn Ready (their probe) when their nodes are up.
     assert p.requeue_after is None
     assert not p.drain and not p.resume and not p.delete_nodes
@@ -97,7 +100,7 @@ def test_a_new_cluster_renders_everything_and_is_not_ready_yet():
 def test_a_settled_cluster_is_ready_and_asks_for_nothing():
     obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "ALLOCATED", cpus_alloc=2)))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
-    assert p.ready and p.phase == converge.PHASE_READY and p.requeue_after is None and not p.pending
+    assert p.ready and p.phase == model.PHASE_READY and p.requeue_after is None and not p.pending
     assert not p.changes_slurm
     facts = p.nodesets["cpu"]
     assert (facts["idle"], facts["allocated"], facts["serving"]) == (1, 1, 2)
@@ -119,28 +122,28 @@ def test_a_not_responding_node_is_not_up():
 def test_scale_in_drains_the_victims_first_and_keeps_their_pods():
     obs = dict(steady(3), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2")))
     p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
-    assert p.drain == {converge.REASON_SCALE_IN: ["demo-cpu-2", "demo-cpu-1"]}
+    assert p.drain == {names.REASON_SCALE_IN: ["demo-cpu-2", "demo-cpu-1"]}
     assert rendered_replicas(p, "demo-cpu") == 3
-    assert p.requeue_after == converge.REQUEUE_DRAINING and not p.ready
+    assert p.requeue_after == model.REQUEUE_DRAINING and not p.ready
 
 
 def test_scale_in_removes_only_from_the_top_what_is_drained_and_idle():
     obs = dict(steady(3), slurm=slurm(
         line("demo-cpu-0"),
-        line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_SCALE_IN),
-        line("demo-cpu-2", "MIXED+DRAIN", converge.REASON_SCALE_IN, cpus_alloc=1)))
+        line("demo-cpu-1", "IDLE+DRAIN", names.REASON_SCALE_IN),
+        line("demo-cpu-2", "MIXED+DRAIN", names.REASON_SCALE_IN, cpus_alloc=1)))
     p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
     assert rendered_replicas(p, "demo-cpu") == 3  # ordinal 2 still runs a job: nothing can go yet
     assert not p.drain
-    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_SCALE_IN, cpus_alloc=1),
-                         line("demo-cpu-2", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1", "MIXED+DRAIN", names.REASON_SCALE_IN, cpus_alloc=1),
+                         line("demo-cpu-2", "IDLE+DRAIN", names.REASON_SCALE_IN))
     p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
     assert rendered_replicas(p, "demo-cpu") == 2
     assert "demo-cpu-1" in " ".join(p.pending)
 
 
 def test_scale_in_gives_a_job_up_only_after_drain_timeout():
-    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_SCALE_IN, when=NOW - 601, cpus_alloc=1)
+    busy = line("demo-cpu-1", "MIXED+DRAIN", names.REASON_SCALE_IN, when=NOW - 601, cpus_alloc=1)
     obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), busy))
     p = converge.plan(cluster(), [nodeset(1, drainTimeout="10m")], obs, NOW)
     assert rendered_replicas(p, "demo-cpu") == 1
@@ -148,7 +151,7 @@ def test_scale_in_gives_a_job_up_only_after_drain_timeout():
     assert [(g["nodeset"], g["node"], g["why"], g["setting"], g["value"], g["since"], g["pod_uid"])
             for g in p.give_up] == [("cpu", "demo-cpu-1", "scale-in", "spec.drainTimeout", "10m", NOW - 601, None)]
     p.set_jobs({"demo-cpu-1": ["41", "42"]})
-    kind, reason, message = converge.give_up_event(p.give_up[0])
+    kind, reason, message = model.give_up_event(p.give_up[0])
     assert (kind, reason) == ("Warning", "DrainTimeoutExpired")
     assert message == ("Pod demo-cpu-1 removed by the scale-in: its Slurm node was drained at 2023-11-14T22:03:19Z, "
                        "longer ago than spec.drainTimeout: 10m, spec.onDrainTimeout: Proceed; job(s) 41, 42 still "
@@ -166,14 +169,14 @@ def test_scale_in_without_slurm_keeps_every_pod_and_still_applies_the_rest():
     p = converge.plan(cluster(), [nodeset(1)], dict(steady(3), slurm=None), NOW)
     assert rendered_replicas(p, "demo-cpu") == 3
     assert any("waits for slurmctld" in why for why in p.pending)
-    assert p.requeue_after == converge.REQUEUE_DRAINING or p.requeue_after == converge.REQUEUE_SLURM_UNREACHABLE
+    assert p.requeue_after == model.REQUEUE_DRAINING or p.requeue_after == model.REQUEUE_SLURM_UNREACHABLE
     assert any(m["kind"] == "ConfigMap" for m in p.manifests)
 
 
 def test_scale_out_needs_no_slurm_and_resumes_a_cancelled_scale_in():
     p = converge.plan(cluster(), [nodeset(4)], dict(steady(2), slurm=None), NOW)
     assert rendered_replicas(p, "demo-cpu") == 4 and not p.changes_slurm
-    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_SCALE_IN)))
+    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", names.REASON_SCALE_IN)))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
     assert p.resume == ["demo-cpu-1"]
 
@@ -184,7 +187,7 @@ def test_an_admin_drain_is_never_resumed_nor_overwritten():
     assert not p.resume and not p.drain
     p = converge.plan(cluster(maintenance=True), [nodeset(2)],
                       dict(steady(2), slurm=slurm(line("demo-cpu-0"), admin)), NOW)
-    assert p.drain == {converge.REASON_MAINTENANCE: ["demo-cpu-0"]}
+    assert p.drain == {names.REASON_MAINTENANCE: ["demo-cpu-0"]}
 
 
 def test_records_of_pods_gone_for_good_are_deleted_unless_busy():
@@ -199,21 +202,21 @@ def test_records_of_pods_gone_for_good_are_deleted_unless_busy():
 def test_a_node_whose_pod_exists_is_never_forgotten():
     obs = steady(2, extra_pods=("demo-cpu-2",))
     obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1"),
-                         line("demo-cpu-2", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+                         line("demo-cpu-2", "IDLE+DRAIN", names.REASON_SCALE_IN))
     assert converge.plan(cluster(), [nodeset(2)], obs, NOW).delete_nodes == []
 
 
 def test_maintenance_drains_first_then_scales_everything_to_zero():
     nodes = [line("demo-cpu-0"), line("demo-cpu-1", "MIXED", cpus_alloc=1)]
     p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(steady(2), slurm=slurm(*nodes)), NOW)
-    assert p.drain == {converge.REASON_MAINTENANCE: ["demo-cpu-0", "demo-cpu-1"]}
+    assert p.drain == {names.REASON_MAINTENANCE: ["demo-cpu-0", "demo-cpu-1"]}
     assert all(m["spec"]["replicas"] > 0 for m in p.manifests if m["kind"] == "StatefulSet")
-    assert not p.ready and p.requeue_after == converge.REQUEUE_DRAINING
-    drained = [line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE),
-               line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_MAINTENANCE)]
+    assert not p.ready and p.requeue_after == model.REQUEUE_DRAINING
+    drained = [line("demo-cpu-0", "IDLE+DRAIN", names.REASON_MAINTENANCE),
+               line("demo-cpu-1", "IDLE+DRAIN", names.REASON_MAINTENANCE)]
     p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(steady(2), slurm=slurm(*drained)), NOW)
     assert all(m["spec"]["replicas"] == 0 for m in p.manifests if m["kind"] == "StatefulSet")
-    assert p.phase == converge.PHASE_MAINTENANCE and p.ready and not p.delete_nodes
+    assert p.phase == model.PHASE_MAINTENANCE and p.ready and not p.delete_nodes
 
 
 def test_maintenance_with_the_controller_already_down_needs_no_slurm():
@@ -247,8 +250,8 @@ def test_a_cluster_of_an_older_release_keeps_its_slurmuser_while_workers_run():
     p = converge.plan(cluster(), [nodeset(3)], dict(obs, slurm=idle), NOW)
     assert _slurm_user(p) == "root" and rendered_replicas(p, "demo-cpu") == 3
     # Maintenance: drained and at zero, the pass that scales everything down switches it.
-    drained = slurm(line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE),
-                    line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_MAINTENANCE))
+    drained = slurm(line("demo-cpu-0", "IDLE+DRAIN", names.REASON_MAINTENANCE),
+                    line("demo-cpu-1", "IDLE+DRAIN", names.REASON_MAINTENANCE))
     busy = slurm(line("demo-cpu-0", "MIXED", cpus_alloc=1), line("demo-cpu-1"))
     assert _slurm_user(converge.plan(cluster(maintenance=True), [nodeset(2)], dict(obs, slurm=busy), NOW)) == "root"
     p = converge.plan(cluster(maintenance=True), [nodeset(2)], dict(obs, slurm=drained), NOW)
@@ -267,7 +270,7 @@ def test_a_cluster_of_an_older_release_keeps_its_slurmuser_while_workers_run():
 
 
 def test_leaving_maintenance_resumes_only_our_maintenance_drains():
-    nodes = [line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE), line("demo-cpu-1", "IDLE+DRAIN", "admin")]
+    nodes = [line("demo-cpu-0", "IDLE+DRAIN", names.REASON_MAINTENANCE), line("demo-cpu-1", "IDLE+DRAIN", "admin")]
     p = converge.plan(cluster(), [nodeset(2)], dict(steady(2), slurm=slurm(*nodes)), NOW)
     assert p.resume == ["demo-cpu-0"]
 
@@ -299,12 +302,12 @@ def test_a_nodeset_being_deleted_drains_then_goes():
     obs["pods"].update({"demo-old-0": {}, "demo-old-1": {}})
     obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-old-0"), line("demo-old-1", "MIXED", cpus_alloc=1))
     p = converge.plan(cluster(), [nodeset(1), leaving], obs, NOW)
-    assert p.drain == {converge.REASON_SCALE_IN: ["demo-old-1", "demo-old-0"]}
+    assert p.drain == {names.REASON_SCALE_IN: ["demo-old-1", "demo-old-0"]}
     assert not any(m["metadata"]["name"] == "demo-old" for m in p.manifests)
     assert ("StatefulSet", "demo-old") in p.keep and p.scale == {} and not p.release
     # both drained and idle: scale to zero
-    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-old-0", "IDLE+DRAIN", converge.REASON_SCALE_IN),
-                         line("demo-old-1", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-old-0", "IDLE+DRAIN", names.REASON_SCALE_IN),
+                         line("demo-old-1", "IDLE+DRAIN", names.REASON_SCALE_IN))
     p = converge.plan(cluster(), [nodeset(1), leaving], obs, NOW)
     assert p.scale == {"demo-old": 0} and not p.release
     # pods gone: forget the nodes, then release
@@ -327,16 +330,16 @@ def test_split_errors_sorts_problems_by_owner():
 def test_a_removal_is_under_way_until_pods_and_node_records_are_gone():
     # The StatefulSet already shrank to 1; pod demo-cpu-1 is still terminating, its node still known.
     obs = steady(1, extra_pods=("demo-cpu-1",))
-    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_SCALE_IN))
+    obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", names.REASON_SCALE_IN))
     p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
     assert not p.ready and p.underway == ["pods going: demo-cpu-1"] and p.delete_nodes == []
-    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    assert p.requeue_after == model.REQUEUE_PROGRESSING
     # without Slurm's view (the operator's cache check) the terminating pod is still seen
     assert converge.plan(cluster(), [nodeset(1)], dict(obs, slurm=None), NOW).underway == ["pods going: demo-cpu-1"]
     # the pod is gone: its record is deleted, and one more look confirms
     obs = dict(steady(1), slurm=obs["slurm"])
     p = converge.plan(cluster(), [nodeset(1)], obs, NOW)
-    assert p.delete_nodes == ["demo-cpu-1"] and not p.ready and p.requeue_after == converge.REQUEUE_PROGRESSING
+    assert p.delete_nodes == ["demo-cpu-1"] and not p.ready and p.requeue_after == model.REQUEUE_PROGRESSING
     p = converge.plan(cluster(), [nodeset(1)], dict(steady(1), slurm=slurm(line("demo-cpu-0"))), NOW)
     assert p.ready and p.requeue_after is None
 
@@ -364,14 +367,14 @@ def test_workers_are_ondelete_so_a_template_change_replaces_no_pod_by_itself():
 def test_an_outdated_idle_node_is_drained_first_one_at_a_time_highest_ordinal_first():
     obs = dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
-    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-1"]}
+    assert p.drain == {names.REASON_UPDATE: ["demo-cpu-1"]}
     assert p.delete_pods == [] and not p.ready
     assert any("rolling update, 0/2 nodes updated" in w for w in p.pending)
     assert p.nodesets["cpu"]["outdatedReplicas"] == 2 and p.nodesets["cpu"]["updatedReplicas"] == 0
 
 
 def test_a_drained_idle_outdated_node_has_its_pod_replaced_and_no_second_node_is_touched():
-    obs = dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_UPDATE)))
+    obs = dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", names.REASON_UPDATE)))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
     assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")]
     assert p.drain == {}
@@ -380,7 +383,7 @@ def test_a_drained_idle_outdated_node_has_its_pod_replaced_and_no_second_node_is
 def test_a_node_with_a_job_is_never_replaced_by_default_however_long_it_runs():
     """A collection upgrade rolls every worker: by default the roll waits for each node's jobs, with no limit.
     What it waits for, and since when, is in the NodeSet's facts (its status)."""
-    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 60, cpus_alloc=1)
+    busy = line("demo-cpu-1", "MIXED+DRAIN", names.REASON_UPDATE, when=NOW - 60, cpus_alloc=1)
     p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"), busy)), NOW)
     assert p.delete_pods == [] and p.drain == {} and p.give_up == []
     assert any("waiting for demo-cpu-1 to drain" in w for w in p.pending)
@@ -388,10 +391,10 @@ def test_a_node_with_a_job_is_never_replaced_by_default_however_long_it_runs():
                                                 "jobs": None}]
     assert p.nodesets["cpu"]["note"] is None and p.nodes_with_jobs() == ["demo-cpu-1"]
     # A week later, with the NodeSet's scale-in timeout (30m, onDrainTimeout Proceed: the defaults) long past.
-    late = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 7 * 86400, cpus_alloc=1)
+    late = line("demo-cpu-1", "MIXED+DRAIN", names.REASON_UPDATE, when=NOW - 7 * 86400, cpus_alloc=1)
     for ns, timeout in ((nodeset(2), "30m"), (nodeset(2, drainTimeout="1m", onDrainTimeout="Proceed"), "1m")):
         p = converge.plan(cluster(), [ns], dict(rolled(), slurm=slurm(line("demo-cpu-0"), late)), NOW)
-        assert p.delete_pods == [] and p.give_up == [] and p.requeue_after == converge.REQUEUE_DRAINING
+        assert p.delete_pods == [] and p.give_up == [] and p.requeue_after == model.REQUEUE_DRAINING
         # Not silently: a NodeSet that may count on the old behaviour is told why the roll still waits.
         note = p.nodesets["cpu"]["note"]
         assert note.startswith("waiting past spec.drainTimeout (%s), which no longer ends a rolling update"
@@ -404,7 +407,7 @@ def test_a_node_with_a_job_is_never_replaced_by_default_however_long_it_runs():
 
 def test_with_proceed_after_a_node_is_replaced_with_its_jobs_only_once_that_long_drained():
     strategy = {"maxUnavailable": 1, "proceedAfter": "2h"}
-    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 7199, cpus_alloc=1)
+    busy = line("demo-cpu-1", "MIXED+DRAIN", names.REASON_UPDATE, when=NOW - 7199, cpus_alloc=1)
     p = converge.plan(cluster(), [nodeset(2, updateStrategy=strategy)],
                       dict(rolled(), slurm=slurm(line("demo-cpu-0"), busy)), NOW)
     assert p.delete_pods == [] and p.give_up == []
@@ -413,7 +416,7 @@ def test_with_proceed_after_a_node_is_replaced_with_its_jobs_only_once_that_long
     assert p.requeue_after == 1  # looked at again when it is due, not a requeue period later
     assert any("replaced with its jobs at 2023-11-14T22:13:21Z (spec.updateStrategy.proceedAfter)" in w
                for w in p.pending)
-    due = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 7200, cpus_alloc=1)
+    due = line("demo-cpu-1", "MIXED+DRAIN", names.REASON_UPDATE, when=NOW - 7200, cpus_alloc=1)
     p = converge.plan(cluster(), [nodeset(2, updateStrategy=strategy)],
                       dict(rolled(), slurm=slurm(line("demo-cpu-0"), due)), NOW)
     assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")] and p.nodesets["cpu"]["waitingFor"] == []
@@ -422,13 +425,13 @@ def test_with_proceed_after_a_node_is_replaced_with_its_jobs_only_once_that_long
                                      NOW - 7200, "uid-demo-cpu-1", "n-uid-cpu")]
     assert p.nodes_with_jobs() == ["demo-cpu-1"]
     p.set_jobs({"demo-cpu-1": ["7"]})
-    assert converge.give_up_event(p.give_up[0])[2] == (
+    assert model.give_up_event(p.give_up[0])[2] == (
         "Pod demo-cpu-1 replaced by the rolling update: its Slurm node was drained at 2023-11-14T20:13:20Z, longer "
         "ago than spec.updateStrategy.proceedAfter: 2h; job(s) 7 still running on it are killed")
     # Jobs not known (slurmctld did not name them), or gone meanwhile: said so.
-    assert converge.give_up_event(dict(p.give_up[0], jobs=None))[2].endswith("its jobs still running are killed")
-    assert converge.give_up_event(dict(p.give_up[0], jobs=[]))[2].endswith("no job was left on it")
-    many = converge.give_up_event(dict(p.give_up[0], jobs=[str(n) for n in range(400)]))[2]
+    assert model.give_up_event(dict(p.give_up[0], jobs=None))[2].endswith("its jobs still running are killed")
+    assert model.give_up_event(dict(p.give_up[0], jobs=[]))[2].endswith("no job was left on it")
+    many = model.give_up_event(dict(p.give_up[0], jobs=[str(n) for n in range(400)]))[2]
     assert many.endswith("job(s) 0, 1, 2, %s, 49 and 350 more still running on it are killed"
                          % ", ".join(str(n) for n in range(3, 49))) and len(many) < 1024
     # An admin's drain is never given up on, whatever the setting.
@@ -442,7 +445,7 @@ def test_a_node_drained_by_this_pass_with_jobs_is_waited_for_from_now():
     running = line("demo-cpu-1", "MIXED", cpus_alloc=1)
     p = converge.plan(cluster(), [nodeset(2, updateStrategy={"maxUnavailable": 1, "proceedAfter": "90s"})],
                       dict(rolled(), slurm=slurm(line("demo-cpu-0"), running)), NOW)
-    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-1"]}
+    assert p.drain == {names.REASON_UPDATE: ["demo-cpu-1"]}
     assert p.nodesets["cpu"]["waitingFor"] == [{"node": "demo-cpu-1", "since": NOW, "proceedAt": NOW + 90,
                                                 "jobs": None}]
     p.set_jobs({"demo-cpu-1": ["3", "4_1"], "demo-cpu-0": []})
@@ -450,20 +453,20 @@ def test_a_node_drained_by_this_pass_with_jobs_is_waited_for_from_now():
     # An idle node drained now has nothing to wait for.
     p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"))),
                       NOW)
-    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-1"]} and p.nodesets["cpu"]["waitingFor"] == []
+    assert p.drain == {names.REASON_UPDATE: ["demo-cpu-1"]} and p.nodesets["cpu"]["waitingFor"] == []
 
 
 def test_maintenance_and_removal_give_up_jobs_only_past_drain_timeout_and_say_so():
-    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_MAINTENANCE, when=NOW - 601, cpus_alloc=1)
-    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE), busy))
+    busy = line("demo-cpu-1", "MIXED+DRAIN", names.REASON_MAINTENANCE, when=NOW - 601, cpus_alloc=1)
+    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", names.REASON_MAINTENANCE), busy))
     p = converge.plan(cluster(maintenance=True), [nodeset(2, drainTimeout="10m")], obs, NOW)
-    assert p.phase == converge.PHASE_MAINTENANCE
+    assert p.phase == model.PHASE_MAINTENANCE
     assert [(g["node"], g["why"]) for g in p.give_up] == [("demo-cpu-1", "maintenance")]
     p = converge.plan(cluster(maintenance=True), [nodeset(2, drainTimeout="11m")], obs, NOW)
-    assert p.phase != converge.PHASE_MAINTENANCE and p.give_up == []
+    assert p.phase != model.PHASE_MAINTENANCE and p.give_up == []
     leaving = nodeset(2, drainTimeout="10m")
     leaving["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"
-    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_SCALE_IN, when=NOW - 601, cpus_alloc=1)
+    busy = line("demo-cpu-1", "MIXED+DRAIN", names.REASON_SCALE_IN, when=NOW - 601, cpus_alloc=1)
     obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), busy))
     p = converge.plan(cluster(), [leaving], obs, NOW)
     assert [(g["node"], g["why"]) for g in p.give_up] == [("demo-cpu-1", "removal")]
@@ -471,13 +474,13 @@ def test_maintenance_and_removal_give_up_jobs_only_past_drain_timeout_and_say_so
 
 def test_a_replaced_node_is_resumed_once_its_new_pod_is_ready_and_the_next_one_drains():
     obs = dict(rolled(revisions={1: NEW}), slurm=slurm(line("demo-cpu-0"),
-                                                       line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_UPDATE)))
+                                                       line("demo-cpu-1", "IDLE+DRAIN", names.REASON_UPDATE)))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
     assert p.resume == ["demo-cpu-1"]
-    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-0"]}
+    assert p.drain == {names.REASON_UPDATE: ["demo-cpu-0"]}
     # Not ready yet (slurmd not registered or not answering): still drained, and it holds the only slot.
     obs = dict(rolled(revisions={1: NEW}, ready={1: False}),
-               slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", converge.REASON_UPDATE)))
+               slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", names.REASON_UPDATE)))
     p = converge.plan(cluster(), [nodeset(2)], obs, NOW)
     assert p.resume == [] and p.drain == {}
 
@@ -485,7 +488,7 @@ def test_a_replaced_node_is_resumed_once_its_new_pod_is_ready_and_the_next_one_d
 def test_max_unavailable_drains_that_many_at_once():
     obs = dict(rolled(3), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2")))
     p = converge.plan(cluster(), [nodeset(3, updateStrategy={"maxUnavailable": 2})], obs, NOW)
-    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-2", "demo-cpu-1"]}
+    assert p.drain == {names.REASON_UPDATE: ["demo-cpu-2", "demo-cpu-1"]}
 
 
 def test_an_admin_drain_is_never_overwritten_and_its_node_waits_for_its_jobs():
@@ -519,7 +522,7 @@ def test_a_pod_already_being_deleted_counts_against_max_unavailable():
     obs["pods"]["demo-cpu-1"] = pod("demo-cpu-1", deleting=True)
     p = converge.plan(cluster(), [nodeset(2)], dict(obs, slurm=slurm(line("demo-cpu-0"),
                                                                     line("demo-cpu-1", "IDLE+DRAIN",
-                                                                         converge.REASON_UPDATE))), NOW)
+                                                                         names.REASON_UPDATE))), NOW)
     assert p.drain == {} and p.delete_pods == []
 
 
@@ -555,8 +558,8 @@ def login_rolled(replicas=1, revisions=None, since=NOW - 60, ready=None):
     """Observed state after a login template change: the login StatefulSet's update revision is NEW."""
     obs = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")))
     login = sts("demo-login", replicas, revision=NEW)
-    login["metadata"]["annotations"][names.ANNOTATION_TEMPLATE_SINCE] = converge.time.strftime(
-        "%Y-%m-%dT%H:%M:%SZ", converge.time.gmtime(since))
+    login["metadata"]["annotations"][names.ANNOTATION_TEMPLATE_SINCE] = time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
     obs["statefulsets"]["demo-login"] = login
     for i in range(replicas):
         obs["pods"]["demo-login-%d" % i] = pod("demo-login-%d" % i, (revisions or {}).get(i, REV),
@@ -596,7 +599,7 @@ def test_an_outdated_login_pod_with_sessions_waits_for_them_or_the_grace_period(
     assert p.delete_pods == [] and p.ready and p.pending == []
     shown = "2 open session(s)" if sessions else "sessions not known yet"
     waiting = "login: demo-login-0 has %s; replaced when they end or at 2023-11-14T22:22:20Z" % shown
-    assert p.deferred == [waiting] and waiting in p.message and p.requeue_after == converge.REQUEUE_DRAINING
+    assert p.deferred == [waiting] and waiting in p.message and p.requeue_after == model.REQUEUE_DRAINING
     assert p.login_outdated == 1
     # The grace period is over: the pod goes, sessions or not.
     obs = dict(login_rolled(since=NOW - 600), login_sessions={"demo-login-0": sessions})
@@ -708,7 +711,7 @@ def test_a_scale_in_drain_wins_over_a_cordon():
                  {"demo-cpu-0": "k1", "demo-cpu-1": "k1"})
     obs["k8s_nodes"] = {"k1": {"unschedulable": True, "conditions": {}}}
     p = converge.plan(cluster(**CORDON), [nodeset(1)], obs, NOW)
-    assert p.drain == {converge.REASON_SCALE_IN: ["demo-cpu-1"], names.REASON_NODE_CORDONED: ["demo-cpu-0"]}
+    assert p.drain == {names.REASON_SCALE_IN: ["demo-cpu-1"], names.REASON_NODE_CORDONED: ["demo-cpu-0"]}
 
 
 EVICT = {"healthChecks": {"kubernetesNodes": {"evictUnhealthyAfter": "30m"}}}
@@ -723,7 +726,7 @@ def test_a_worker_unhealthy_past_the_deadline_and_idle_is_moved_to_another_node(
     p = converge.plan(cluster(**EVICT), [nodeset(3)], obs, NOW)
     # only the idle one drained long enough; never one with a job; one per NodeSet a pass
     assert p.evict == [("demo-cpu-0", "uid-demo-cpu-0", "k1", sick)]
-    assert p.requeue_after == converge.REQUEUE_PROGRESSING
+    assert p.requeue_after == model.REQUEUE_PROGRESSING
     assert converge.plan(cluster(), [nodeset(3)], obs, NOW).evict == []  # off by default
 
 

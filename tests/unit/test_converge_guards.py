@@ -7,7 +7,7 @@ from resources import make_cluster, make_nodeset
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, status
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import components, converge, model, status
 
 NOW = 1_700_000_000
 EMPTY = {"statefulsets": {}, "pods": {}, "slurm": None}
@@ -73,7 +73,7 @@ def test_the_installers_policy_refuses_a_cluster_or_only_the_nodeset_that_asks_f
 def populate_pod(name, phase, message=None, job=None, created="2026-01-01T00:00:00Z"):
     state = {"terminated": {"exitCode": 4, "message": message}} if message else {}
     return {"metadata": {"name": name, "creationTimestamp": created, "labels": {
-        converge.JOB_NAME_LABEL: job or names.populate_job_name("demo", ""),
+        model.JOB_NAME_LABEL: job or names.populate_job_name("demo", ""),
         names.LABEL_COMPONENT: names.COMPONENT_POPULATE}},
         "status": {"phase": phase, "containerStatuses": [{"name": "populate", "state": state}]}}
 
@@ -111,7 +111,7 @@ def test_the_secrets_pods_hold_are_the_ones_they_mount():
         "volumes": [{"name": "p", "projected": {"sources": [{"secret": {"name": "demo-jwt-key"}}]}}],
         "containers": [{"name": "c", "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "a", "key": "k"}}}],
                         "envFrom": [{"secretRef": {"name": "b"}}]}]}}
-    assert converge.mounted_secrets(rest) == ["demo-jwt-key", "a", "b"]
+    assert components.mounted_secrets(rest) == ["demo-jwt-key", "a", "b"]
     populate = {"p": populate_pod("p", "Running")}
     assert converge.plan(cluster(), [nodeset()], dict(EMPTY, pods=populate), NOW).secrets_held == []
     assert converge.plan(cluster(), [nodeset()], EMPTY, NOW).secrets_held == []

@@ -10,7 +10,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import policy 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import components, converge
 
 NOW = 1_700_000_000
 MARK = {names.LABEL_DATABASE_SECRET: "demo"}
@@ -71,7 +71,7 @@ def test_marked_secrets_render_slurmdbd_with_them():
     p = converge.plan(external(tls=True), [make_nodeset()], observed({"slurm-db": MARK, "db-ca": MARK}), NOW)
     slurmdbd = next(m for m in p.manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] ==
                     "demo-accounting")
-    mounted = converge.mounted_secrets({"spec": slurmdbd["spec"]["template"]["spec"]})
+    mounted = components.mounted_secrets({"spec": slurmdbd["spec"]["template"]["spec"]})
     assert {"slurm-db", "db-ca"} <= set(mounted)
 
 

@@ -9,9 +9,11 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_exec as _slurm
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale_in import BLOCKED, DRAIN, READY, WAIT
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.drains import BLOCKED, DRAIN, READY, WAIT
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "scontrol")
 STS = "demo-cpu"
@@ -29,7 +31,7 @@ def recording(name):
 def nodes(name):
     rec = recording(name)
     assert rec["rc"] == 0
-    return scale_in.parse_show_node(rec["stdout"])
+    return scontrol.parse_show_node(rec["stdout"])
 
 
 # ---- parser ------------------------------------------------------------------------------------------------
@@ -58,7 +60,7 @@ PARSED = {
 def test_parse_recorded_output(fixture):
     rec = recording(fixture)
     assert rec["command"] == SHOW
-    parsed = scale_in.parse_show_node(rec["stdout"])
+    parsed = scontrol.parse_show_node(rec["stdout"])
     got = dict((n, (v["state"], v["drain"], v["down"], v["busy"], v["cpus_alloc"], v["reason"]))
                for n, v in parsed.items())
     assert got == PARSED[fixture]
@@ -77,14 +79,14 @@ def test_parse_recorded_output(fixture):
     ("NodeName=a State=IDLE CPUAlloc=junk", {"cpus_alloc": 0, "busy": False}),
 ])
 def test_parse_edge_cases(line, expect):
-    node = scale_in.parse_show_node(line)["a"]
+    node = scontrol.parse_show_node(line)["a"]
     assert dict((k, node[k]) for k in expect) == expect
 
 
 @pytest.mark.parametrize("text", ["Reason=only a reason", "garbage", "State=IDLE"])
 def test_parse_rejects_other_output(text):
-    with pytest.raises(scale_in.ScontrolParseError):
-        scale_in.parse_show_node(text)
+    with pytest.raises(scontrol.ScontrolParseError):
+        scontrol.parse_show_node(text)
 
 
 # ---- planner -----------------------------------------------------------------------------------------------
@@ -110,33 +112,33 @@ PLANS = [
 
 @pytest.mark.parametrize("fixture, victims, kwargs, actions, removable", PLANS)
 def test_plan_scale_in(fixture, victims, kwargs, actions, removable):
-    entries = scale_in.plan_scale_in(nodes(fixture), victims, **kwargs)
+    entries = drains.plan_scale_in(nodes(fixture), victims, **kwargs)
     assert [e["name"] for e in entries] == victims
     assert [e["action"] for e in entries] == actions
-    assert scale_in.removable_replicas(entries) == removable
+    assert drains.removable_replicas(entries) == removable
 
 
 def test_admin_node_with_jobs_blocks_and_never_expires():
     node = dict(nodes("admin-drained")[N2], busy=True)
-    assert scale_in.plan_node(node, now=NOW, drain_timeout=0) == (BLOCKED, False, False)
+    assert drains.plan_node(node, now=NOW, drain_timeout=0) == (BLOCKED, False, False)
 
 
 def test_down_node_with_completing_jobs_waits():
     node = dict(nodes("down-and-draining")[N1], busy=True)
-    assert scale_in.plan_node(node) == (WAIT, False, False)
+    assert drains.plan_node(node) == (WAIT, False, False)
 
 
 def test_removable_counts_from_the_top_only():
     entries = [{"removable": False}, {"removable": True}]
-    assert scale_in.removable_replicas(entries) == 0
-    assert scale_in.removable_replicas([{"removable": True}, {"removable": False}]) == 1
+    assert drains.removable_replicas(entries) == 0
+    assert drains.removable_replicas([{"removable": True}, {"removable": False}]) == 1
 
 
 def test_simulate_drain_predicts_the_recorded_result():
-    simulated = scale_in.simulate_drain(nodes("idle-and-busy"), [N2, N1, "gone"], REASON)
+    simulated = scontrol.simulate_drain(nodes("idle-and-busy"), [N2, N1, "gone"], REASON)
     real = nodes("draining")
     for name in (N1, N2):
-        assert scale_in.plan_node(simulated[name]) == scale_in.plan_node(real[name])
+        assert drains.plan_node(simulated[name]) == drains.plan_node(real[name])
     assert "gone" not in simulated
 
 
@@ -145,29 +147,29 @@ def test_simulate_drain_predicts_the_recorded_result():
     ("demo-gpu-1", None), ("demo-cpu-", None), ("demo-cpu", None),
 ])
 def test_ordinal(name, expect):
-    assert scale_in.ordinal(name, STS) == expect
+    assert names.ordinal(name, STS) == expect
 
 
 def test_statefulset_nodes_and_resume_candidates():
-    assert scale_in.statefulset_nodes(nodes("drained"), STS) == [N2, N1, N0]
-    assert scale_in.statefulset_nodes(nodes("drained"), STS, 1) == [N2, N1]
-    assert scale_in.statefulset_nodes(nodes("drained"), STS, 0, 2) == [N1, N0]
-    assert scale_in.resume_candidates(nodes("drained"), STS, 3, REASON) == [N2, N1]
-    assert scale_in.resume_candidates(nodes("drained"), STS, 2, REASON + " ") == [N1]
-    assert scale_in.resume_candidates(nodes("admin-drained"), STS, 3, REASON) == [N1]  # never the admin's
-    assert scale_in.resume_candidates(nodes("drained"), STS, 3, "soperator: health") == []
-    assert scale_in.resume_candidates(nodes("resumed"), STS, 3, REASON) == []  # not drained any more
+    assert drains.statefulset_nodes(nodes("drained"), STS) == [N2, N1, N0]
+    assert drains.statefulset_nodes(nodes("drained"), STS, 1) == [N2, N1]
+    assert drains.statefulset_nodes(nodes("drained"), STS, 0, 2) == [N1, N0]
+    assert drains.resume_candidates(nodes("drained"), STS, 3, REASON) == [N2, N1]
+    assert drains.resume_candidates(nodes("drained"), STS, 2, REASON + " ") == [N1]
+    assert drains.resume_candidates(nodes("admin-drained"), STS, 3, REASON) == [N1]  # never the admin's
+    assert drains.resume_candidates(nodes("drained"), STS, 3, "soperator: health") == []
+    assert drains.resume_candidates(nodes("resumed"), STS, 3, REASON) == []  # not drained any more
 
 
 def test_plan_delete():
-    assert scale_in.plan_delete(nodes("down-and-draining"), [N2, N1, "demo-cpu-7"]) == {
+    assert drains.plan_delete(nodes("down-and-draining"), [N2, N1, "demo-cpu-7"]) == {
         "delete": [N1], "busy": [N2], "absent": ["demo-cpu-7"]}
 
 
 @pytest.mark.parametrize("bad", ["a,b", "n[1-3]", "x state=resume", "", "A", "-a", None])
 def test_validate_node_names(bad):
     with pytest.raises(ValueError):
-        scale_in.validate_node_names(["ok-1", bad])
+        scontrol.validate_node_names(["ok-1", bad])
 
 
 # ---- adapter flow, replaying the recordings ----------------------------------------------------------------
@@ -340,7 +342,7 @@ def test_the_jobs_on_nodes_come_from_squeue_per_node(tmp_path):
 
 def test_parse_jobs_takes_only_job_ids_of_the_nodes_asked_for():
     text = "demo-cpu-1 41\ndemo-cpu-1 41\ndemo-cpu-2 7\ndemo-cpu-1 $(x)\ndemo-cpu-3 ?\ndemo-cpu-3 8\nnoise\n"
-    assert scale_in.parse_jobs(text, ["demo-cpu-1", "demo-cpu-3", "demo-cpu-4"]) == {
+    assert scontrol.parse_jobs(text, ["demo-cpu-1", "demo-cpu-3", "demo-cpu-4"]) == {
         "demo-cpu-1": ["41"], "demo-cpu-4": []}
 
 
@@ -443,9 +445,9 @@ def test_exec_transport_pods_present(monkeypatch):
 
 
 def test_scale_in_victims_are_the_top_ordinals_highest_first():
-    assert scale_in.scale_in_victims(5, 3, "demo-cpu") == ["demo-cpu-4", "demo-cpu-3"]
-    assert scale_in.scale_in_victims(2, 0, "demo-cpu") == ["demo-cpu-1", "demo-cpu-0"]
-    assert scale_in.scale_in_victims(2, -1, "demo-cpu") == ["demo-cpu-1", "demo-cpu-0"]
-    assert scale_in.scale_in_victims(2, 2, "demo-cpu") == []
-    assert scale_in.scale_in_victims(2, 4, "demo-cpu") == []
-    assert scale_in.REASON_SCALE_IN == "soperator: scale-in"
+    assert drains.scale_in_victims(5, 3, "demo-cpu") == ["demo-cpu-4", "demo-cpu-3"]
+    assert drains.scale_in_victims(2, 0, "demo-cpu") == ["demo-cpu-1", "demo-cpu-0"]
+    assert drains.scale_in_victims(2, -1, "demo-cpu") == ["demo-cpu-1", "demo-cpu-0"]
+    assert drains.scale_in_victims(2, 2, "demo-cpu") == []
+    assert drains.scale_in_victims(2, 4, "demo-cpu") == []
+    assert names.REASON_SCALE_IN == "soperator: scale-in"

@@ -2,16 +2,16 @@
 
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 
 NOW = 1_700_000_000
 
 
 def plan_for(ready=True, invalid=None, phase=None, facts=None):
-    p = converge.Plan()
+    p = model.Plan()
     p.ready = ready
-    p.phase = phase or (converge.PHASE_READY if ready else converge.PHASE_PROGRESSING)
+    p.phase = phase or (model.PHASE_READY if ready else model.PHASE_PROGRESSING)
     p.message = "all good" if ready else "waiting"
     p.invalid = invalid or {}
     p.nodesets = facts or {}
@@ -42,7 +42,7 @@ def test_cluster_status_ready_and_then_progressing_moves_the_transition():
 
 def test_maintenance_and_invalid_nodesets():
     cluster = with_generation(make_cluster(), 1)
-    s = st.cluster_status({}, cluster, plan_for(phase=converge.PHASE_MAINTENANCE), "T")
+    s = st.cluster_status({}, cluster, plan_for(phase=model.PHASE_MAINTENANCE), "T")
     assert conds(s)["Ready"]["reason"] == "Maintenance" and s["phase"] == "Maintenance"
     s = st.cluster_status({}, cluster, plan_for(invalid={"gpu": "spec.x: bad"}), "T")
     assert conds(s)["Degraded"]["status"] == "True" and "NodeSet gpu: spec.x: bad" in conds(s)["Degraded"]["message"]
@@ -64,7 +64,7 @@ def test_nodeset_status_counts_and_selector():
         conds(s)["Ready"]["message"]
     leaving = st.nodeset_status({}, nodeset, plan_for(), dict(facts, leaving=True), "a=b", "T")
     assert conds(leaving)["Ready"]["reason"] == "Removing"
-    maint = st.nodeset_status({}, nodeset, plan_for(phase=converge.PHASE_MAINTENANCE), facts, "a=b", "T")
+    maint = st.nodeset_status({}, nodeset, plan_for(phase=model.PHASE_MAINTENANCE), facts, "a=b", "T")
     assert conds(maint)["Ready"]["reason"] == "Maintenance"
     invalid = st.nodeset_status({}, nodeset, plan_for(invalid={"cpu": "spec.replicas: bad"}), facts, "a=b", "T")
     assert conds(invalid)["Degraded"]["reason"] == "InvalidSpec" and "idle" not in invalid

@@ -1,16 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Durations as Kubernetes and Go write them (``30m``, ``1h30m``, ``250ms``, ``1.5h``), or plain seconds. Pure.
+"""Durations as Kubernetes and Go write them (``30m``, ``1h30m``, ``250ms``, ``1.5h``), or plain seconds, and
+points in time as Kubernetes writes them (RFC 3339, UTC). Pure: a time is always given, never read from a clock.
 
 The one parser of the collection: a NodeSet's ``drainTimeout``, the watches file's ``reconcilePeriod`` and the
-operator's duration flags all go through it.
+operator's duration flags all go through it; every timestamp the collection and the operator write is :func:`iso`'s.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
+import datetime
 import re
 
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|\u00b5s|ms|s|m|h)")
@@ -41,3 +44,20 @@ def seconds(value):
     if not text or pos != len(text):
         raise ValueError("not a duration: %r (expected e.g. 30m, 1h30m, 90s)" % (value,))
     return total
+
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # RFC 3339, UTC, as Kubernetes writes its times
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def iso(epoch):
+    """``epoch`` (seconds, the fraction dropped) as Kubernetes writes a time."""
+    return (_EPOCH + datetime.timedelta(seconds=int(epoch))).strftime(TIME_FORMAT)
+
+
+def epoch_of(text):
+    """Epoch seconds of a time :func:`iso` wrote; None when ``text`` is not one."""
+    try:
+        return calendar.timegm(datetime.datetime.strptime(str(text), TIME_FORMAT).timetuple())
+    except (TypeError, ValueError):
+        return None

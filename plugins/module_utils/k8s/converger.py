@@ -25,6 +25,8 @@ import uuid
 from typing import Any, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge as core
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import login as login_plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
 from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap
@@ -228,7 +230,7 @@ class Converger(object):
 
     # --- Slurm ----------------------------------------------------------------------------------------------
     def controller_ready(self, pods):
-        pod = pods.get(names.controller_name(self.name) + "-0")
+        pod = pods.get(names.controller_pod(self.name))
         if not pod or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return False
         for cond in (pod.get("status") or {}).get("conditions") or ():
@@ -237,7 +239,7 @@ class Converger(object):
         return False
 
     def slurm(self):
-        return Slurm(self.slurm_transport(names.controller_name(self.name) + "-0"))
+        return Slurm(self.slurm_transport(names.controller_pod(self.name)))
 
     # --- one pass -------------------------------------------------------------------------------------------
     def observe(self, cluster, extra_leaving=()):
@@ -259,7 +261,7 @@ class Converger(object):
             except SlurmError as e:
                 slurm_error = e.msg
         else:
-            slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
+            slurm_error = "pod %s is not ready" % names.controller_pod(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
                     "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
@@ -307,12 +309,12 @@ class Converger(object):
     def login_sessions(self, statefulsets, pods):
         """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
         sessions = {}
-        for name in core.outdated_login_pods(self.name, statefulsets, pods):
+        for name in login_plan.outdated_login_pods(self.name, statefulsets, pods):
             try:
                 rc, out, dummy = self.slurm_transport(name, login_check.CONTAINER)(login_check.sessions_command())
             except SlurmError:
                 # No sshd container to ask: a pod that is not ready holds no session (its sshd is not running).
-                sessions[name] = None if core.pod_ready(pods[name]) else 0
+                sessions[name] = None if model.pod_ready(pods[name]) else 0
                 continue
             sessions[name] = login_check.parse_sessions(rc, out)
         return sessions
@@ -333,7 +335,7 @@ class Converger(object):
             live = None
         if live is not None and (live.get("data") or {}) == desired["data"]:
             return
-        transport = self.slurm_transport(names.controller_name(self.name) + "-0")
+        transport = self.slurm_transport(names.controller_pod(self.name))
         argv, stdin = slurm_check.command(desired["data"])
         try:
             rc, dummy, err = transport(argv, stdin)
@@ -350,7 +352,7 @@ class Converger(object):
         desired = next((m for m in plan.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
         prefix = names.login_name(self.name) + "-"
         ready = sorted(n for n, pod in observed["pods"].items() if n.startswith(prefix)
-                       and not pod["metadata"].get("deletionTimestamp") and core.pod_ready(pod))
+                       and not pod["metadata"].get("deletionTimestamp") and model.pod_ready(pod))
         if desired is None or not ready:
             return
         res = self.resource("v1", "ConfigMap")
@@ -467,7 +469,7 @@ class Converger(object):
     def record_event(self, entry):
         """The DrainTimeoutExpired Event on the NodeSet of ``entry`` (``Plan.give_up``); returns its message. An
         Event that cannot be written is reported (a warning), never a reason to fail the pass."""
-        event_type, reason, message = core.give_up_event(entry)
+        event_type, reason, message = model.give_up_event(entry)
         stamp = _now_iso(self.clock())
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": "%s.%s" % (entry["nodeset"], uuid.uuid4().hex[:16]), "namespace": self.namespace},

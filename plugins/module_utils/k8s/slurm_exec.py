@@ -13,8 +13,9 @@ URL, which the API server's audit log records.
   API, for real use;
 * ``LocalTransport``: a local process with an argv prefix (the tests' way into a real Slurm in a rootfs).
 
-The decisions are pure and live in ``scale_in.py``; ``scale_in()`` and ``remove()`` below read the nodes,
-ask the planner, run the few commands it asks for, and poll (with an injected clock) when told to wait.
+The decisions are pure and live in ``plan/drains.py`` (Slurm's output parsed by ``slurm/scontrol.py``);
+``scale_in()`` and ``remove()`` below read the nodes, ask the planner, run the few commands it asks for, and poll
+(with an injected clock) when told to wait.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,7 +25,9 @@ __metaclass__ = type
 import subprocess
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import scale_in as core
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 try:
     from kubernetes.client.exceptions import ApiException
@@ -135,43 +138,43 @@ class Slurm(object):
         return out
 
     def show_nodes(self):
-        """``{name: node}`` from ``scontrol show node -o`` (see scale_in.parse_show_node)."""
+        """``{name: node}`` from ``scontrol show node -o`` (see scontrol.parse_show_node)."""
         argv = SCONTROL + ["show", "node", "-o"]
         out = self.run(argv)
         try:
-            return core.parse_show_node(out)
-        except core.ScontrolParseError as e:
+            return scontrol.parse_show_node(out)
+        except scontrol.ScontrolParseError as e:
             raise SlurmError(str(e), command=argv, rc=0, stdout=out)
 
     def drain(self, node_names, reason):
         self._update(node_names, "state=drain", "reason=%s" % reason)
 
-    def resume(self, node_names, prefix=core.names.DRAIN_REASON_PREFIX):
+    def resume(self, node_names, prefix=names.DRAIN_REASON_PREFIX):
         """Resume those of ``node_names`` whose CURRENT reason is ours (re-read right before): an admin who
         drained one in the meantime keeps it drained. Returns the names resumed."""
         if not node_names:
             return []
         nodes = self.show_nodes()
-        ours = [n for n in node_names if n in nodes and core.is_ours(nodes[n]["reason"], prefix)]
+        ours = [n for n in node_names if n in nodes and drains.is_ours(nodes[n]["reason"], prefix)]
         self._update(ours, "state=resume")
         return ours
 
     def jobs_on(self, node_names):
         """``{node: [job ids]}`` of the jobs running (or completing, suspended) on each node; a node Slurm could not
         answer for is left out."""
-        node_names = core.validate_node_names(node_names)
+        node_names = scontrol.validate_node_names(node_names)
         if not node_names:
             return {}
-        rc, out, dummy = self.transport(["sh", "-c", core.JOBS_SCRIPT, "soperator-jobs"] + list(node_names))
-        return core.parse_jobs(out, node_names) if rc == 0 else {}
+        rc, out, dummy = self.transport(["sh", "-c", scontrol.JOBS_SCRIPT, "soperator-jobs"] + list(node_names))
+        return scontrol.parse_jobs(out, node_names) if rc == 0 else {}
 
     def delete(self, node_names):
-        node_names = core.validate_node_names(node_names)
+        node_names = scontrol.validate_node_names(node_names)
         if node_names:
             self.run(["scontrol", "delete", "nodename=%s" % ",".join(node_names)])
 
     def _update(self, node_names, *settings):
-        node_names = core.validate_node_names(node_names)
+        node_names = scontrol.validate_node_names(node_names)
         if node_names:
             self.run(["scontrol", "update", "nodename=%s" % ",".join(node_names)] + list(settings))
 
@@ -186,27 +189,27 @@ def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeo
              sleep=time.sleep, monotonic=time.monotonic, now=time.time):
     """Prepare going from ``current_replicas`` to ``replicas`` pods: resume our scale-in drains on pods that
     stay, drain the victims, optionally wait for their jobs; report how many replicas may go now."""
-    if not core.is_ours(reason):
+    if not drains.is_ours(reason):
         raise ValueError("reason %r must start with %r, or our own drains would look like an admin's"
-                         % (reason, core.names.DRAIN_REASON_PREFIX))
+                         % (reason, names.DRAIN_REASON_PREFIX))
     reason = reason.strip()
-    victims = core.scale_in_victims(current_replicas, replicas, statefulset)
-    core.validate_node_names(victims)
+    victims = drains.scale_in_victims(current_replicas, replicas, statefulset)
+    scontrol.validate_node_names(victims)
     nodes = slurm.show_nodes()
     before = dict(nodes)
 
-    to_resume = core.resume_candidates(nodes, statefulset, replicas, reason)
+    to_resume = drains.resume_candidates(nodes, statefulset, replicas, reason)
     resumed = to_resume if check_mode else slurm.resume(to_resume)
 
     def decide(nodes):
-        return core.plan_scale_in(nodes, victims, now=now(), drain_timeout=drain_timeout,
-                                  remove_admin_drained=remove_admin_drained)
+        return drains.plan_scale_in(nodes, victims, now=now(), drain_timeout=drain_timeout,
+                                    remove_admin_drained=remove_admin_drained)
 
     entries = decide(nodes)
-    to_drain = [e["name"] for e in entries if e["action"] == core.DRAIN]
+    to_drain = [e["name"] for e in entries if e["action"] == drains.DRAIN]
     if to_drain:
         if check_mode:
-            nodes = core.simulate_drain(nodes, to_drain, reason)
+            nodes = scontrol.simulate_drain(nodes, to_drain, reason)
         else:
             slurm.drain(to_drain, reason)
             nodes = slurm.show_nodes()
@@ -225,11 +228,11 @@ def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeo
             nodes = slurm.show_nodes()
             entries = decide(nodes)
 
-    removable = core.removable_replicas(entries)
+    removable = drains.removable_replicas(entries)
     changed = bool(to_drain or resumed)
     touched = sorted(set(to_drain) | set(resumed))
     if check_mode:
-        after = core.simulate_drain(before, to_drain, reason)
+        after = scontrol.simulate_drain(before, to_drain, reason)
         for name in resumed:
             after[name] = dict(after[name], reason=None, flags=[f for f in after[name]["flags"] if f != "DRAIN"])
     else:
@@ -242,7 +245,7 @@ def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeo
         "drained": to_drain,
         "resumed": resumed,
         "waiting": [e["name"] for e in entries if not e["removable"] and e["busy"]],
-        "admin_drained": [e["name"] for e in entries if e["action"] == core.BLOCKED],
+        "admin_drained": [e["name"] for e in entries if e["action"] == drains.BLOCKED],
         "expired": [e["name"] for e in entries if e["expired"]],
         "timed_out": timed_out,
         "nodes": entries,
@@ -252,23 +255,23 @@ def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeo
 
 def _worth_waiting(entries):
     """Some victim is not removable yet but will become so by itself (its jobs end, its drain expires)."""
-    removable = core.removable_replicas(entries)
+    removable = drains.removable_replicas(entries)
     if removable == len(entries):
         return False
-    return any(e["busy"] and e["action"] in (core.WAIT, core.BLOCKED) for e in entries[removable:])
+    return any(e["busy"] and e["action"] in (drains.WAIT, drains.BLOCKED) for e in entries[removable:])
 
 
 def remove(slurm, node_names=(), statefulset=None, replicas=None, pods_present=None, check_mode=False):
     """Delete the node records of pods that are gone: ``node_names`` plus, with ``statefulset`` and
     ``replicas``, every node of that StatefulSet with an ordinal >= ``replicas`` (ghosts of any earlier
     scale-in). ``pods_present(names)`` returns the pods that still exist; their nodes are kept."""
-    node_names = core.validate_node_names(list(node_names or []))
+    node_names = scontrol.validate_node_names(list(node_names or []))
     nodes = slurm.show_nodes()
     wanted = list(node_names)
     if statefulset is not None and replicas is not None:
-        wanted += [n for n in core.statefulset_nodes(nodes, statefulset, replicas) if n not in wanted]
+        wanted += [n for n in drains.statefulset_nodes(nodes, statefulset, replicas) if n not in wanted]
     still_running = pods_present([n for n in wanted if n in nodes]) if pods_present else []
-    decided = core.plan_delete(nodes, [n for n in wanted if n not in still_running])
+    decided = drains.plan_delete(nodes, [n for n in wanted if n not in still_running])
     if decided["delete"] and not check_mode:
         slurm.delete(decided["delete"])
     return {

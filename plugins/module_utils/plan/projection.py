@@ -16,6 +16,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import REQUEUE_PROGRESSING, deleting
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 # Base states in which a node serves jobs (flags such as DRAIN are judged separately).
 SERVING_STATES = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
@@ -37,7 +40,7 @@ def _camel(word):
 
 
 def node_state(node):
-    """(CamelCase reason, state text) of a Slurm node as ``scale_in.parse_show_node`` gives it (None: unknown)."""
+    """(CamelCase reason, state text) of a Slurm node as ``scontrol.parse_show_node`` gives it (None: unknown)."""
     if node is None:
         return "NotRegistered", "not registered with slurmctld"
     text = "+".join([node["state"]] + node["flags"])
@@ -81,7 +84,7 @@ def nodeset_counts(statefulset, replicas, slurm):
     counts = dict((key, 0) for key in COUNT_KEYS)
     serving = 0
     for ordinal in range(replicas):
-        node = slurm.get("%s-%d" % (statefulset, ordinal))
+        node = slurm.get(names.pod_name(statefulset, ordinal))
         if node is None:
             continue
         if node["down"] or "NOT_RESPONDING" in node["flags"]:
@@ -141,7 +144,7 @@ def evictions(worker_pods, slurm, after_seconds, now):
     chosen, sets = [], set()
     for name in sorted(worker_pods):
         node = slurm.get(name)
-        sts = name.rpartition("-")[0]
+        sts = names.statefulset_of(name)
         if node is None or sts in sets or not node["drain"] or node["busy"]:
             continue
         if not (node["reason"] or "").startswith(names.HEALTH_REASON_PREFIX):
@@ -151,3 +154,63 @@ def evictions(worker_pods, slurm, after_seconds, now):
         chosen.append((name, node["reason"]))
         sets.add(sts)
     return chosen
+
+
+def after_actions(slurm, p):
+    """Slurm's node table once the plan's drains and resumes are done (what `scontrol update` makes of it)."""
+    after = dict(slurm)
+    for reason, node_names in p.drain.items():
+        after = scontrol.simulate_drain(after, node_names, reason)
+    for name in p.resume:
+        if name in after:
+            after[name] = dict(after[name], drain=False, flags=[f for f in after[name]["flags"] if f != "DRAIN"])
+    return after
+
+
+def plan_projection(p, ctx):
+    """Slurm node states onto the worker pods (``p.pod_conditions``) and the NodeSets' counts (``p.nodesets``), as
+    Slurm will be once this plan's drains and resumes are done; unhealthy workers to move (``p.evict``); cordoned
+    Kubernetes nodes and their listed conditions onto the Slurm nodes of their pods (``p.drain``, and ``p.resume``
+    once the cause is gone; a drain this plan already decides wins). Nothing without Slurm."""
+    slurm, spec = ctx.slurm, ctx.spec
+    if slurm is None:
+        return
+    sets = set(ctx.worker_statefulset(ns) for ns in ctx.workers)
+    workers = dict((name, pod) for name, pod in ctx.pods.items()
+                   if names.statefulset_of(name) in sets and names.ordinal(name, names.statefulset_of(name)) is not None
+                   and not deleting(pod))
+    for name in workers:
+        p.pod_conditions[name] = pod_condition(slurm.get(name))
+    settings = spec["healthChecks"]["kubernetesNodes"]
+    if settings.get("evictUnhealthyAfter"):
+        after_seconds = durations.seconds(settings["evictUnhealthyAfter"])
+        for name, why in evictions(workers, slurm, after_seconds, ctx.now):
+            pod = workers[name]
+            p.evict.append((name, pod["metadata"].get("uid"), (pod.get("spec") or {}).get("nodeName"), why))
+            p.wait(REQUEUE_PROGRESSING, "%s: unhealthy since more than %s (%s): moving it to another node"
+                   % (name, settings["evictUnhealthyAfter"], why))
+    if settings["drainCordoned"] or settings.get("drainOnConditions"):
+        _project_kubernetes_nodes(p, ctx, workers, settings)
+    # What Kubernetes is told is Slurm as this pass leaves it: its own drains and resumes included.
+    after = after_actions(slurm, p)
+    for name in p.pod_conditions:
+        p.pod_conditions[name] = pod_condition(after.get(name))
+    for facts in p.nodesets.values():
+        counts, dummy = nodeset_counts(facts["statefulset"], facts["replicas"], after)
+        facts.update(counts)
+
+
+def _project_kubernetes_nodes(p, ctx, workers, settings):
+    if ctx.observed.get("k8s_nodes") is None:
+        why = ctx.observed.get("k8s_nodes_error") or "Kubernetes nodes not read"
+        p.deferred.append("spec.healthChecks.kubernetesNodes: %s" % why)
+        return
+    hosts = dict((name, (pod.get("spec") or {}).get("nodeName")) for name, pod in workers.items()
+                 if name not in p.delete_nodes)
+    drain, resume = kubernetes_node_plan(hosts, ctx.observed["k8s_nodes"], ctx.slurm, settings)
+    decided = set(n for nodes in p.drain.values() for n in nodes)  # a drain of this plan (scale-in, update) wins
+    for reason, nodes in sorted(drain.items()):
+        for name in nodes:
+            if name not in decided:
+                p.drain_node(name, reason)
+    p.resume += [name for name in resume if name not in decided and name not in p.resume]

@@ -13,7 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import time
+from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
 
 MAX_MESSAGE = 32768
 
@@ -29,7 +29,7 @@ REASON_WAITS_FOR_MAINTENANCE = "WaitsForMaintenance"  # a change Slurm takes onl
 REASON_FAILED = "Failed"                # something of the cluster failed and needs someone (the populate Job)
 REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold its keys
 
-# Conditions of the optional components (converge._components), present while the component is enabled.
+# Conditions of the optional components (components.component_conditions), present while the component is enabled.
 COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady")
 
 MAX_JOBS = 1024  # job ids per node in status.rollingUpdate (the schema's maxItems)
@@ -128,13 +128,6 @@ def cluster_status(old, obj, plan, now):
         conds = set_condition(conds, "Degraded", "False", REASON_RECONCILED, "", gen, now)
     status.update(conditions=conds, observedGeneration=gen, phase=plan.phase)
     return status
-
-
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # RFC 3339, UTC, as Kubernetes writes its times
-
-
-def iso(epoch):
-    return time.strftime(TIME_FORMAT, time.gmtime(epoch))
 
 
 def rolling_summary(waiting):

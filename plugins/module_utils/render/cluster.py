@@ -48,7 +48,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.sshd_conf i
 
 
 def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=(),
-                   slurm_user=names.SLURM_USER):
+                   slurm_user=names.SLURM_USER, replicas=None, maintenance=None):
     """Every Kubernetes object of the cluster, in apply order.
 
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
@@ -56,9 +56,13 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     problem. ``served``: optional kinds the cluster serves (``ServiceMonitor``): rendered only then. Apply order:
     Secrets, jail claim (and a mariadb-operator MariaDB), ConfigMaps, Services, NetworkPolicies, populate Job, NCCL
     check CronJob, StatefulSets, PDBs, ServiceMonitor.
+
+    What the planner decided is given as values: ``replicas`` ``{nodeset name: workers}`` (a scale-in waits for
+    its drains; a NodeSet absent renders its ``spec.replicas``), ``maintenance`` whether every StatefulSet is at
+    zero now (None: ``spec.maintenance``; False while the maintenance drains: every pod runs until its node is idle).
     """
     cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
-    c = ClusterContext(cluster, nodesets)
+    c = ClusterContext(cluster, nodesets, replicas=replicas, maintenance=maintenance)
     spec = c.spec
     slurm_config = render_config_files(cluster, nodesets, slurm_user)
     sshd_config = {"sshd_config": render_sshd_config(cluster)}

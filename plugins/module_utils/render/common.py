@@ -10,10 +10,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import hashlib
-import json
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import digests, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import sub_mount_read_only
 
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
@@ -29,8 +27,8 @@ MUNGE_CAPABILITIES = [
 
 
 def config_hash(data):
-    """sha256 of a ConfigMap's data (canonical JSON): changes exactly when a file changes."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+    """The digest of a ConfigMap's data (or a pod template): changes exactly when a file changes."""
+    return digests.of_value(data)
 
 
 def merge_placement(cluster_wide, specific):
@@ -77,19 +75,27 @@ def tcp_probe(port_name):
 
 
 class ClusterContext(object):
-    """What the object builders share: the validated cluster, its NodeSets and naming."""
+    """What the object builders share: the validated cluster, its NodeSets and naming.
 
-    def __init__(self, cluster, nodesets):
+    ``replicas``: ``{nodeset name: workers}`` decided by the planner (a NodeSet absent: its ``spec.replicas``);
+    ``maintenance``: whether the cluster is rendered scaled to zero (None: its ``spec.maintenance``)."""
+
+    def __init__(self, cluster, nodesets, replicas=None, maintenance=None):
         self.obj = cluster
         self.spec = cluster["spec"]
         self.name = cluster["metadata"]["name"]
         self.namespace = cluster["metadata"]["namespace"]
         self.nodesets = sorted(nodesets, key=lambda ns: ns["metadata"]["name"])
-        self.maintenance = self.spec["maintenance"]
+        self.maintenance = self.spec["maintenance"] if maintenance is None else maintenance
+        self.replicas = dict(replicas or {})
         self.pull_policy = self.spec["images"]["pullPolicy"]
         self.conf_server = names.conf_server(self.name, self.namespace)
         jail = self.spec["jail"]
         self.jail_claim = jail.get("existingClaim") or names.jail_claim_name(self.name)
+
+    def workers(self, nodeset):
+        """How many workers a NodeSet's StatefulSet asks for (before maintenance scales it to zero)."""
+        return self.replicas.get(nodeset["metadata"]["name"], nodeset["spec"]["replicas"])
 
     # metadata ------------------------------------------------------------------------------------------------
     def metadata(self, name, component, nodeset=None, owner=None, annotations=None):

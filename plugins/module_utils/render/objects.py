@@ -20,17 +20,17 @@ __metaclass__ = type
 
 import base64
 import copy
-import hashlib
-import json
 import re
 
-ANNOTATION_PREFIX = "slurm.soperator.dev/"
-APPLIED_HASH = ANNOTATION_PREFIX + "applied-hash"
-CREATE_ONLY = ANNOTATION_PREFIX + "create-only"
-GENERATE = ANNOTATION_PREFIX + "generate"
-PRUNE = ANNOTATION_PREFIX + "prune"
+from ansible_collections.soperator.slurm.plugins.module_utils import digests, names
 
-GENERATORS = ("munge-key", "ssh-host-keys", "db-password", "jwt-key")
+APPLIED_HASH = names.ANNOTATION_APPLIED_HASH
+CREATE_ONLY = names.ANNOTATION_CREATE_ONLY
+GENERATE = names.ANNOTATION_GENERATE
+PRUNE = names.ANNOTATION_PRUNE
+
+GENERATORS = (names.GENERATE_MUNGE_KEY, names.GENERATE_SSH_HOST_KEYS, names.GENERATE_DB_PASSWORD,
+              names.GENERATE_JWT_KEY)
 DEFAULT_PROTECT_KINDS = ("Secret", "PersistentVolumeClaim")
 HIDDEN = "<hidden>"
 
@@ -95,13 +95,9 @@ def without_applied_hash(manifest):
     return out
 
 
-def canonical_json(obj):
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def manifest_hash(manifest):
     """sha256 (hex) of the canonical JSON of the desired manifest, our own hash annotation excluded."""
-    return hashlib.sha256(canonical_json(without_applied_hash(manifest)).encode("utf-8")).hexdigest()
+    return digests.of_value(without_applied_hash(manifest))
 
 
 def with_applied_hash(manifest):

@@ -87,7 +87,7 @@ def worker(c, nodeset):
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
                      grace=grace)
     name = names.worker_name(c.name, set_name)
-    return statefulset(c, name, names.COMPONENT_WORKER, spec["replicas"], name, pod, nodeset=nodeset,
+    return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
                        # OnDelete: a template change replaces no pod by itself; the converge plan replaces each
-                       # worker once its Slurm node is drained and idle (converge._roll).
+                       # worker once its Slurm node is drained and idle (plan/rolls.py).
                        extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})
