@@ -14,7 +14,7 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import digests
 
-COLLECTION_VERSION = "0.1.0"  # tests/unit/test_names.py checks it against galaxy.yml
+COLLECTION_VERSION = "0.1.0"  # tests/unit/module_utils/test_names.py checks it against galaxy.yml
 
 GROUP = "slurm.soperator.dev"
 VERSION = "v1alpha1"
@@ -89,7 +89,7 @@ SSH_HOST_KEY_FILES = tuple("ssh_host_%s_key" % t for t in SSH_HOST_KEY_TYPES)
 
 # Drain reasons: the one table of those we own. A Slurm node drained with another reason belongs to an
 # administrator: never overwritten, never resumed. Each of ours is resumed only by whoever drained it, and only once
-# its cause is gone (tests/unit/test_names.py holds the health program's copy of its prefix equal to this one).
+# its cause is gone (tests/unit/module_utils/test_names.py holds the health program's copy of its prefix equal to this one).
 DRAIN_REASON_PREFIX = "soperator:"
 REASON_SCALE_IN = DRAIN_REASON_PREFIX + " scale-in"        # a NodeSet shrinks or goes; resumed if the pod stays
 REASON_MAINTENANCE = DRAIN_REASON_PREFIX + " maintenance"  # spec.maintenance; resumed when it ends

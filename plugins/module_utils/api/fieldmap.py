@@ -6,7 +6,7 @@
 The API server names what it refuses on the object it was given (``spec.template.spec.containers[0].resources
 .requests`` of StatefulSet ``demo-cpu``); a user wrote ``nodesets[cpu].spec.resources.requests``. The renderers
 decide where each part of an object comes from, so this module mirrors them: when a renderer moves a field, the
-table here moves with it (tests/unit/test_fieldmap.py renders objects and maps their fields back).
+table here moves with it (tests/unit/module_utils/api/test_fieldmap.py renders objects and maps their fields back).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -5,7 +5,7 @@ import yaml
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(__file__).rsplit(os.sep, 5)[0]
 
 
 def _gen():

@@ -27,7 +27,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
 from ansible_collections.soperator.slurm.plugins.modules import slurm_cluster
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(__file__).rsplit(os.sep, 5)[0]
 
 DEFAULT = {}
 STRICTEST = {"allow_privileged_programs": False, "allowed_host_path_prefixes": []}

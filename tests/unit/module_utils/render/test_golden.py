@@ -8,7 +8,7 @@ from resources import load_example
 
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+GOLDEN = os.path.join(os.path.abspath(__file__).rsplit(os.sep, 3)[0], "golden")
 
 
 class _Dumper(yaml.SafeDumper):

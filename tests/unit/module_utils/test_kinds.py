@@ -10,7 +10,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import kinds, name
 from ansible_collections.soperator.slurm.plugins.module_utils.api import errors
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(__file__).rsplit(os.sep, 4)[0]
 
 
 @pytest.mark.parametrize("example", ["cpu-cluster.yaml", "gpu-cluster.yaml", "cpu-cluster-local.yaml"])

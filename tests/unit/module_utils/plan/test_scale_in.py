@@ -15,7 +15,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.drains import BLOCKED, DRAIN, READY, WAIT
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "scontrol")
+FIXTURES = os.path.join(os.path.abspath(__file__).rsplit(os.sep, 3)[0], "fixtures", "scontrol")
 STS = "demo-cpu"
 N0, N1, N2 = "demo-cpu-0", "demo-cpu-1", "demo-cpu-2"
 REASON = "soperator: scale-in"
