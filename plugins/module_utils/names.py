@@ -89,7 +89,8 @@ SSH_HOST_KEY_FILES = tuple("ssh_host_%s_key" % t for t in SSH_HOST_KEY_TYPES)
 
 # Drain reasons: the one table of those we own. A Slurm node drained with another reason belongs to an
 # administrator: never overwritten, never resumed. Each of ours is resumed only by whoever drained it, and only once
-# its cause is gone (tests/unit/module_utils/test_names.py holds the health program's copy of its prefix equal to this one).
+# its cause is gone (tests/unit/module_utils/test_names.py holds the health program's copy of its prefixes equal to
+# these).
 DRAIN_REASON_PREFIX = "soperator:"
 REASON_SCALE_IN = DRAIN_REASON_PREFIX + " scale-in"        # a NodeSet shrinks or goes; resumed if the pod stays
 REASON_MAINTENANCE = DRAIN_REASON_PREFIX + " maintenance"  # spec.maintenance; resumed when it ends

@@ -192,9 +192,9 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
-    KubernetesError,
     dynamic_client,
     require_kubernetes,
 )

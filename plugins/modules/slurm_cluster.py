@@ -346,7 +346,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import errors
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Failure, execute
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_cluster import Failure, execute
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import AUTH_ARG_SPEC, require_kubernetes
 
 

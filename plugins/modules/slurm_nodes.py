@@ -285,9 +285,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
-    KubernetesError,
     configuration,
     require_kubernetes,
 )

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import apply_manifests
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import KubernetesError, dynamic_client
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import dynamic_client
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 pytestmark = pytest.mark.cluster

@@ -5,8 +5,9 @@
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
 """Apply a list of manifests to a cluster: the only code of the collection that changes Kubernetes objects.
 
-The decisions are pure and live in ``objects.py``; this file fetches live state, asks those helpers what to
-do, and sends the requests. Request economy, the rule the benchmarks hold us to:
+The decisions are pure and live in ``render/objects.py``; this file fetches live state, asks those helpers what
+to do, and sends the requests through the one access layer (``access.py``). Request economy, the rule the
+benchmarks hold us to:
 
 * every (apiVersion, kind, namespace) of the desired set, and of the prune kinds, is LISTED ONCE (with the
   prune label selector when given, else all of that kind in the namespace, filtered by name);
@@ -17,7 +18,8 @@ do, and sends the requests. Request economy, the rule the benchmarks hold us to:
 Create-only objects (annotation ``slurm.soperator.dev/create-only: "true"``) are created when absent, with
 generated data for ``slurm.soperator.dev/generate: munge-key | ssh-host-keys | db-password | jwt-key``, and never
 touched again.
-Generated values are handed to ``on_secret`` (the module's ``no_log_values``) and never returned.
+Generated values (``generate.py``) are handed to ``on_secret`` (the module's ``no_log_values``) and never
+returned.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,208 +27,43 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
-import json
-import os
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access, generate
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import KubernetesError
-
-try:
-    from kubernetes.dynamic.exceptions import (
-        ConflictError,
-        DynamicApiError,
-        NotFoundError,
-        ResourceNotFoundError,
-        ResourceNotUniqueError,
-    )
-    from urllib3.exceptions import HTTPError as Urllib3Error
-except ImportError:  # the module reports the missing library before calling us; these keep this file importable
-
-    class DynamicApiError(Exception):  # type: ignore[no-redef]
-        pass
-
-    class ConflictError(DynamicApiError):  # type: ignore[no-redef]
-        pass
-
-    class NotFoundError(DynamicApiError):  # type: ignore[no-redef]
-        pass
-
-    class ResourceNotFoundError(Exception):  # type: ignore[no-redef]
-        pass
-
-    class ResourceNotUniqueError(Exception):  # type: ignore[no-redef]
-        pass
-
-    class Urllib3Error(Exception):  # type: ignore[no-redef]
-        pass
-
-MUNGE_KEY_BYTES = 1024
-# slurmdbd.conf holds the database password as one unquoted token: letters and digits only (32 of 62 symbols:
-# 190 bits).
-DB_PASSWORD_LENGTH = 32
-DB_PASSWORD_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-# HS256 key of auth/jwt; Slurm's documentation asks for 32 random bytes at least.
-JWT_KEY_BYTES = 64
-
-
-def _api_message(err):
-    try:
-        return err.summary()
-    except Exception:  # a body that is not JSON
-        return str(getattr(err, "reason", err))
-
-
-def _call(what, fn, *args, **kwargs):
-    """Run one API call; turn library and transport errors into KubernetesError naming ``what``, except the API
-    errors listed in ``expect`` (a tuple), which the caller handles."""
-    expect = kwargs.pop("expect", ())
-    try:
-        return fn(*args, **kwargs)
-    except expect:
-        raise
-    except DynamicApiError as e:
-        raise KubernetesError("%s: %s" % (what, _api_message(e)), status=e.status)
-    except Urllib3Error as e:
-        raise KubernetesError("%s: cannot reach the Kubernetes API: %s" % (what, e))
-
-
-def _body(response):
-    return json.loads(response.data.decode("utf-8")) if response.data else {}
-
-
-# --- generated secret material -------------------------------------------------------------------------
-
-
-def _b64(raw):
-    return base64.b64encode(raw).decode("ascii")
-
-
-def _munge_key():
-    return {"munge.key": _b64(os.urandom(MUNGE_KEY_BYTES))}
-
-
-def _password():
-    import secrets  # stdlib; imported here so the module stays importable on old interpreters' sanity checks
-
-    return "".join(secrets.choice(DB_PASSWORD_ALPHABET) for dummy in range(DB_PASSWORD_LENGTH))
-
-
-def _db_passwords():
-    """The accounting database user's password, and a root password (used by a mariadb-operator MariaDB)."""
-    return {names.DB_PASSWORD_KEY: _b64(_password().encode("ascii")),
-            names.DB_ROOT_PASSWORD_KEY: _b64(_password().encode("ascii"))}
-
-
-def _jwt_key():
-    return {names.JWT_KEY_FILE: _b64(os.urandom(JWT_KEY_BYTES))}
-
-
-def _ssh_host_keys(what):
-    """OpenSSH host keys of every type sshd is configured with, generated in-process (no ssh-keygen: the
-    operator image and a bare control host need not have OpenSSH installed)."""
-    try:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
-    except ImportError:
-        raise KubernetesError("%s: the Python package cryptography (an ansible-core dependency) is needed to "
-                              "generate ssh host keys" % what)
-    makers: Dict[str, Callable[[], Any]] = {
-        "ed25519": ed25519.Ed25519PrivateKey.generate,
-        "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072)}
-    data = {}
-    for key_type in names.SSH_HOST_KEY_TYPES:
-        key = makers[key_type]()
-        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                    serialization.NoEncryption())
-        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        name = "ssh_host_%s_key" % key_type
-        data[name] = _b64(private)
-        data[name + ".pub"] = _b64(public + b"\n")
-    return data
-
-
-def _generate(desired, what):
-    kind = objects.generator(desired)
-    if kind == "munge-key":
-        return _munge_key()
-    if kind == "ssh-host-keys":
-        return _ssh_host_keys(what)
-    if kind == names.GENERATE_DB_PASSWORD:
-        return _db_passwords()
-    if kind == names.GENERATE_JWT_KEY:
-        return _jwt_key()
-    return {}
 
 
 # --- the apply run -------------------------------------------------------------------------------------
 
 
 class _Run(object):
-    """State of one ``apply_manifests`` call: resolved resources, listings, results."""
+    """State of one ``apply_manifests`` call: the API (resolved resources), listings, results."""
 
     def __init__(self, client, field_manager, check_mode, force_conflicts, want_diff, on_secret):
-        self.client = client
+        self.api = client if isinstance(client, access.Api) else access.Api(client, field_manager=field_manager)
         self.field_manager = field_manager
         self.check_mode = check_mode
         self.force_conflicts = force_conflicts
         self.want_diff = want_diff
         self.on_secret = on_secret or (lambda value: None)
-        self.resources = {}
-        self.retried = set()
         self.objects = []
         self.diff = []
         self.created_namespaces = set()
 
     def resource(self, api_version, kind, required=True):
-        """The API resource of a kind, or None when not served. A kind found missing is looked up again
-        only when ``required`` (it may have just been created by a CRD applied earlier in this run): each
-        miss makes the library rediscover the whole API, which costs requests."""
-        key = (api_version, kind)
-        if key not in self.resources or (self.resources[key] is None and required and key not in self.retried):
-            if key in self.resources:
-                self.retried.add(key)
-            try:
-                self.resources[key] = self.client.resources.get(api_version=api_version, kind=kind)
-            except (ResourceNotFoundError, ResourceNotUniqueError):
-                self.resources[key] = None
-            except DynamicApiError as e:
-                raise KubernetesError("discovery of %s %s: %s" % (api_version, kind, _api_message(e)),
-                                      status=e.status)
-            except Urllib3Error as e:
-                raise KubernetesError("discovery of %s %s: cannot reach the Kubernetes API: %s" % (
-                    api_version, kind, e))
-        if self.resources[key] is None and required:
-            raise KubernetesError("the cluster serves no %s of apiVersion %s (is its CRD installed?)" % (
-                kind, api_version))
-        return self.resources[key]
+        """The API resource of a kind, or None when not served (see access.Api.resource)."""
+        return self.api.resource(api_version, kind, required)
 
     def list(self, api_version, kind, namespace, selector):
-        resource = self.resource(api_version, kind, required=False)
-        if resource is None:  # a kind not served (yet): nothing of it exists
-            return []
-        what = "list %s%s" % (kind, " in namespace %s" % namespace if namespace else "")
-        body = _body(_call(what, resource.get, namespace=namespace, label_selector=selector, serialize=False))
-        items = body.get("items") or []
-        for item in items:  # list items carry no apiVersion/kind
-            item["apiVersion"] = api_version
-            item["kind"] = kind
-        return items
+        return self.api.list(api_version, kind, namespace, selector)  # a kind not served (yet): nothing of it exists
 
     def get(self, desired):
-        resource = self.resource(desired["apiVersion"], desired["kind"], required=False)
-        if resource is None:
+        if self.resource(desired["apiVersion"], desired["kind"], required=False) is None:
             return None
         md = desired["metadata"]
-        try:
-            live = _body(_call("get " + objects.describe(desired), resource.get, name=md["name"],
-                               namespace=md.get("namespace"), serialize=False, expect=NotFoundError))
-        except NotFoundError:
-            return None
-        live.setdefault("apiVersion", desired["apiVersion"])
-        live.setdefault("kind", desired["kind"])
-        return live
+        return self.api.get(desired["apiVersion"], desired["kind"], md["name"], md.get("namespace"),
+                            what="get " + objects.describe(desired))
 
     def record(self, obj, action, before=None, after=None):
         md = obj.get("metadata") or {}
@@ -262,13 +99,11 @@ class _Run(object):
 
     def create(self, desired):
         what = "create " + objects.describe(desired)
-        resource = self.resource(desired["apiVersion"], desired["kind"])
+        self.resource(desired["apiVersion"], desired["kind"])
         body = objects.without_applied_hash(desired)
         if self.check_mode:
-            return self.dry_run_fallback(desired, lambda: _body(_call(
-                what, resource.create, body=body, namespace=desired["metadata"].get("namespace"),
-                field_manager=self.field_manager, dry_run="All", serialize=False, expect=NotFoundError)))
-        generated = _generate(desired, what)
+            return self.dry_run_fallback(desired, lambda: self.api.create(body, dry_run=True, what=what))
+        generated = generate.material(desired, what)
         for value in generated.values():
             self.on_secret(value)
             plain = base64.b64decode(value)
@@ -277,29 +112,24 @@ class _Run(object):
         if generated:
             body["data"] = dict(body.get("data") or {}, **generated)
         try:
-            return _body(_call(what, resource.create, body=body, namespace=desired["metadata"].get("namespace"),
-                               field_manager=self.field_manager, serialize=False, expect=ConflictError))
-        except ConflictError:  # AlreadyExists
+            return self.api.create(body, what=what)
+        except access.Conflict:  # AlreadyExists
             return None
 
     def apply(self, desired, live):
         what = "apply " + objects.describe(desired)
-        resource = self.resource(desired["apiVersion"], desired["kind"])
+        self.resource(desired["apiVersion"], desired["kind"])
         body = objects.with_applied_hash(desired)
 
         def ssa(force):
             # NotFound only matters to a dry run (namespace not created yet), see dry_run_fallback.
-            expect = (ConflictError, NotFoundError) if self.check_mode else ConflictError
-            return _body(_call(what, self.client.server_side_apply, resource, body=body,
-                               namespace=desired["metadata"].get("namespace"), field_manager=self.field_manager,
-                               force_conflicts=True if force else None,
-                               dry_run="All" if self.check_mode else None, serialize=False, expect=expect))
+            return self.api.apply(body, force=force, dry_run=self.check_mode, what=what)
 
         def ssa_repairing():
             try:
                 return ssa(self.force_conflicts)
-            except ConflictError as e:
-                message = _api_message(e)
+            except access.Conflict as e:
+                message = e.server_message or e.msg
                 managers, fields = objects.parse_conflict(message)
                 if objects.imperative_only(managers, live):
                     # Hand edits (kubectl edit/patch) of fields we declare: we are the source of truth.
@@ -317,9 +147,9 @@ class _Run(object):
                 return objects.strip_volatile(desired)
             return self.dry_run_fallback(desired, ssa_repairing)
         if switch:
-            _call("switch the update strategy of " + objects.describe(desired), self.client.patch, resource,
-                  body=switch, name=desired["metadata"]["name"], namespace=desired["metadata"].get("namespace"),
-                  content_type="application/merge-patch+json")
+            md = desired["metadata"]
+            self.api.patch(desired["apiVersion"], desired["kind"], md["name"], md.get("namespace"), switch,
+                           what="switch the update strategy of " + objects.describe(desired))
         return ssa_repairing()
 
     def dry_run_fallback(self, desired, dry_run):
@@ -327,23 +157,19 @@ class _Run(object):
         admission (the namespace is absent): predict the object as given instead."""
         try:
             return dry_run()
-        except NotFoundError as e:
+        except access.NotFound as e:
             if desired["metadata"].get("namespace") in self.created_namespaces:
                 return objects.strip_volatile(desired)
-            raise KubernetesError("%s: %s" % (objects.describe(desired), _api_message(e)), status=404)
+            raise KubernetesError("%s: %s" % (objects.describe(desired), e.server_message or e.msg), status=404)
 
     # Pruning --------------------------------------------------------------------------------------------
 
     def prune(self, obj):
-        what = "delete " + objects.describe(obj)
         if not self.check_mode:
-            resource = self.resource(obj["apiVersion"], obj["kind"])
             md = obj["metadata"]
-            try:
-                _call(what, resource.delete, name=md["name"], namespace=md.get("namespace"),
-                      propagation_policy="Background", serialize=False, expect=NotFoundError)
-            except NotFoundError:  # gone meanwhile: nothing was changed by us
-                return
+            if not self.api.delete(obj["apiVersion"], obj["kind"], md["name"], md.get("namespace"),
+                                   propagation="Background", what="delete " + objects.describe(obj)):
+                return  # gone meanwhile: nothing was changed by us
         self.record(obj, "would-prune" if self.check_mode else "pruned", obj, None)
 
 
@@ -385,17 +211,12 @@ class DryRunRefused(KubernetesError):
 
 
 def _refusal(desired, err):
-    """What a refused dry run says about ``desired``: its message and the fields it names."""
-    causes = []
-    try:
-        body = json.loads(err.body) if isinstance(err.body, (str, bytes)) else {}
-    except (AttributeError, ValueError):
-        body = {}
-    for cause in ((body.get("details") or {}).get("causes") or []):
-        causes.append({"field": cause.get("field") or "", "message": cause.get("message") or "",
-                       "reason": cause.get("reason") or ""})
-    return {"object": desired, "status": getattr(err, "status", None),
-            "message": body.get("message") or _api_message(err), "causes": causes}
+    """What a refused dry run (an access error) says about ``desired``: its message and the fields it names."""
+    body = err.body or {}
+    causes = [{"field": cause.get("field") or "", "message": cause.get("message") or "",
+               "reason": cause.get("reason") or ""} for cause in ((body.get("details") or {}).get("causes") or [])]
+    return {"object": desired, "status": err.status, "message": body.get("message") or err.server_message or err.msg,
+            "causes": causes}
 
 
 class Applier(object):
@@ -493,45 +314,41 @@ class Applier(object):
             verdict = objects.plan_object(desired, live)
             if verdict in (objects.SKIP, objects.KEEP) or objects.strategy_switch_patch(desired, live):
                 continue
-            resource = run.resource(desired["apiVersion"], desired["kind"])
+            run.resource(desired["apiVersion"], desired["kind"])
             namespace = desired["metadata"].get("namespace")
             try:
                 if verdict == objects.CREATE:
-                    _call("dry-run create " + objects.describe(desired), resource.create,
-                          body=objects.without_applied_hash(desired), namespace=namespace,
-                          field_manager=run.field_manager, dry_run="All", serialize=False,
-                          expect=(DynamicApiError,))
+                    run.api.create(objects.without_applied_hash(desired), dry_run=True,
+                                   what="dry-run create " + objects.describe(desired))
                 else:
-                    self._dry_apply(desired, live, resource)
-            except NotFoundError:
+                    self._dry_apply(desired, live)
+            except access.NotFound:
                 if namespace in creating:
                     continue
                 raise
-            except ConflictError as e:
+            except access.Conflict as e:
                 if verdict == objects.CREATE:
                     continue  # created meanwhile: create-only objects are then left alone
                 refusals.append(_refusal(desired, e))
-            except DynamicApiError as e:
-                if e.status in (400, 422):
-                    refusals.append(_refusal(desired, e))
-                else:
-                    raise KubernetesError("dry run of %s: %s" % (objects.describe(desired), _api_message(e)),
-                                          status=e.status)
+            except access.Invalid as e:
+                refusals.append(_refusal(desired, e))
+            except KubernetesError as e:
+                if e.status is None:  # not an answer of the API server
+                    raise
+                raise KubernetesError("dry run of %s: %s" % (objects.describe(desired), e.server_message or e.msg),
+                                      status=e.status)
         return refusals
 
-    def _dry_apply(self, desired, live, resource):
+    def _dry_apply(self, desired, live):
         run = self.run_state
         body = objects.with_applied_hash(desired)
 
         def ssa(force):
-            return _call("dry-run apply " + objects.describe(desired), run.client.server_side_apply, resource,
-                         body=body, namespace=desired["metadata"].get("namespace"), field_manager=run.field_manager,
-                         force_conflicts=True if force else None, dry_run="All", serialize=False,
-                         expect=(DynamicApiError,))
+            return run.api.apply(body, force=force, dry_run=True, what="dry-run apply " + objects.describe(desired))
         try:
             ssa(run.force_conflicts)
-        except ConflictError as e:
-            managers, dummy = objects.parse_conflict(_api_message(e))
+        except access.Conflict as e:
+            managers, dummy = objects.parse_conflict(e.server_message or e.msg)
             if not objects.imperative_only(managers, live):
                 raise
             ssa(True)  # hand edits of fields we declare: the real run takes them back the same way

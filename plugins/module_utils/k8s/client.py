@@ -20,6 +20,7 @@ import traceback
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 
 KUBERNETES_IMPORT_ERROR = None
 try:
@@ -44,19 +45,6 @@ AUTH_ARG_SPEC = dict(
 )
 
 _IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-
-class KubernetesError(Exception):
-    """The one error type of the Kubernetes adapters: the cluster could not be reached, the API refused
-    something, or a request could not be done. The module's ``main()`` catches it once.
-
-    ``details`` are extra result keys for ``fail_json`` (object, fields, managers, status...).
-    """
-
-    def __init__(self, msg, **details):
-        super(KubernetesError, self).__init__(msg)
-        self.msg = msg
-        self.details = details
 
 
 def require_kubernetes(module):

@@ -4,8 +4,8 @@ naming it, before anything is written (split_definition runs before the first re
 import pytest
 from resources import make_cluster, make_nodeset
 
+from ansible_collections.soperator.slurm.plugins.module_utils.api.definition import split_definition
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import split_definition
 
 
 def problems(docs):

@@ -11,6 +11,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import apply as _k8s_apply
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import generate
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import components, model, status
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
@@ -218,12 +219,12 @@ def test_generated_password_and_jwt_key():
     hidden = []
     run = _k8s_apply._Run(None, "test", False, False, False, hidden.append)
     assert run is not None
-    passwords = _k8s_apply._db_passwords()
+    passwords = generate.db_passwords()
     for key in ("password", "root-password"):
         text = base64.b64decode(passwords[key]).decode()
         assert len(text) == 32 and text.isalnum()
     assert passwords["password"] != passwords["root-password"]
-    assert len(base64.b64decode(_k8s_apply._jwt_key()["jwt_hs256.key"])) == 64
+    assert len(base64.b64decode(generate.jwt_key()["jwt_hs256.key"])) == 64
 
 
 # --- conditions -------------------------------------------------------------------------------------------------------
