@@ -238,7 +238,7 @@ def _storage(component, field):
 
 
 def refusal_errors(cluster, nodesets, refusals):
-    """SpecErrors-ready problems of the objects the API server refused in a dry run (``_k8s_apply``'s refusals),
+    """SpecErrors-ready problems of the objects the API server refused in a dry run (``k8s/apply.py``'s refusals),
     each naming the user's field, the object and the API server's words."""
     errors = []
     for refusal in refusals:

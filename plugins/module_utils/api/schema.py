@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The SlurmCluster and NodeSet API, defined once as OpenAPI v3 structural schemas (plain dicts).
 
-``hack/gen-crds.py`` turns these into the CRDs; ``spec.py`` validates and defaults objects by walking the very
-same dicts, and runs a Python twin of every ``x-kubernetes-validations`` CEL rule (matched by its message).
+``hack/gen-crds.py`` turns these into the CRDs; the validator (``spec.py``) defaults and validates objects by walking
+the very same dicts (``walk.py``), and runs a Python twin of every ``x-kubernetes-validations`` CEL rule (``cel.py``,
+matched by its message).
 Every field has a ``description``: ``kubectl explain`` is the reference documentation.
 """
 
@@ -17,7 +18,7 @@ import copy
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_MAX_LENGTH, QUANTITY_PATTERN
 
-# Patterns are read by two engines: the API server's (Go RE2) and spec.py (Python re, always with fullmatch, so
+# Patterns are read by two engines: the API server's (Go RE2) and the validator (Python re, always with fullmatch, so
 # "$" never accepts a trailing newline). Classes are spelled out (no \s, \d, \w): the engines disagree on them.
 #
 # A value of a raw Slurm key (slurm.conf, cgroup.conf, a partition line): one token, so it can never end the
@@ -161,7 +162,7 @@ def resources_schema(description):
 
 
 def _label_map(description, max_properties):
-    """Kubernetes labels: qualified-name keys (a CEL rule; its Python twin is in spec.py), label values."""
+    """Kubernetes labels: qualified-name keys (a CEL rule; its Python twin is in cel.py), label values."""
     return _m(description, _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), max_properties,
               **{"x-kubernetes-validations": [_rule(
                   "self.all(k, size(k) <= 317 && k.matches('%s') && !k.matches('%s'))" % (
@@ -324,7 +325,7 @@ def _name_rules(kind, max_length):
 
 CLUSTER_NAME_MAX = 24
 NODESET_NAME_MAX = 24
-# Messages of CEL rules (spec.py registers a Python twin under each).
+# Messages of CEL rules (cel.py registers a Python twin under each).
 PARTITION_DEFAULT_NAME = "a partition may not be named 'default' (any case): it is Slurm's defaults record"
 SPOOL_IMMUTABLE = ("the controller's spool is immutable (the StatefulSet's claim template cannot change): delete the "
                    "controller StatefulSet first, its claim is kept")
@@ -462,7 +463,7 @@ DB_TYPES = ["InCluster", "External", "MariaDBOperator"]
 ACCOUNTING_RULES = {
     "external": "type External requires host and passwordSecretRef",
     "external_only": "host, passwordSecretRef and tls apply to type External only",
-    # A transition rule (spec.py's twin takes the stored value too).
+    # A transition rule (cel.py's twin takes the stored value too).
     "storage_immutable": ("spec.accounting.database.storage cannot change while the database exists (the MariaDB "
                           "StatefulSet's claim template, the mariadb-operator MariaDB's storage): switch accounting "
                           "off, or to another database type, first"),

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure helpers about Kubernetes objects as plain dicts: identity, hashing, comparison, redaction, planning.
 
-Stdlib only, no I/O: the adapter (``_k8s_apply.py``) fetches live objects and calls these to decide what to
+Stdlib only, no I/O: the adapter (``k8s/apply.py``) fetches live objects and calls these to decide what to
 send. Everything here is unit-tested without a cluster.
 
 The skip rule (why a no-op converge costs one list per kind and no apply):

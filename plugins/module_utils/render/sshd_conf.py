@@ -4,7 +4,7 @@
 """Render the login nodes' sshd_config: every session chrooted into the jail, keys only.
 
 sshd uses the FIRST value it reads for a keyword, so allowed overrides replace defaults by key instead of
-being appended, and the keywords the operator owns are not overridable at all (validated in spec.py).
+being appended, and the keywords the operator owns are not overridable at all (validated in api/config_rules.py).
 """
 
 from __future__ import absolute_import, division, print_function
