@@ -197,7 +197,7 @@ def discovery(dynamic):
             found = dynamic.resources.get(api_version=api_version, kind=kind)
         except (ResourceNotFoundError, ResourceNotUniqueError):  # not served (as one kind)
             return None
-        group, _, version = api_version.rpartition("/")
+        group, dummy, version = api_version.rpartition("/")
         return Resource(group, version, found.name, kind, bool(found.namespaced))
     return resolve
 
