@@ -183,6 +183,14 @@ PRIVILEGED_PROGRAM_KEYS = {
 USER_PROGRAM_KEYS = ("TaskProlog", "TaskEpilog", "SrunProlog", "SrunEpilog")
 # Where users (or jobs) can write: a program there is theirs, whoever runs it.
 USER_WRITABLE_TREES = (names.JAIL_MOUNT, "/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root")
+# Trees of the images' root filesystems where their privileged processes (the entrypoint, munged, slurmd and
+# slurmstepd, the kubelet's probes, the health program, sshd) execute programs, load libraries and plugins, or
+# read configuration and keys; the jail itself (/mnt); the kernel's (/proc, /sys, /dev). Nothing a job user can
+# write is placed there: a jail path is shared with slurmd's container only outside them
+# (render_worker.shared_jail_paths), and the entrypoint refuses them whatever its manifest asks (its own list,
+# SYSTEM_TREES in images/lib/soperator-entrypoint, which a unit test keeps equal to this one).
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/mnt", "/opt", "/proc",
+                "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var")
 
 
 def under(path, tree):
