@@ -143,6 +143,7 @@ def test_sub_mounts_are_bound_into_the_jail_with_their_modes(fs):
     the mode asked. Mounts, not copies: nothing lands in the shared jail's own directories."""
     j = fs + "/mnt/jail"
     sub_mount_volumes(fs, "data", "inner", "scratch", "shared")
+    os.mkdir("%s%s/data/inner" % (fs, names.SUB_MOUNTS_DIR))  # the mount point in a read-only volume
     env = {"SOPERATOR_JAIL_SUB_MOUNTS": "inner:/data/inner:rw data:/data:ro scratch:/scratch:rw:0755 "
                                         "shared:/shared:ro:1777"}
     result = entrypoint(fs, "worker", sh(
