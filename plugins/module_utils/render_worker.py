@@ -43,13 +43,12 @@ SHARED_HOMES = ("/home", "/root")
 
 def shared_jail_paths(sub_mounts):
     """The jail paths the worker entrypoint mounts at the same path in slurmd's container: the homes, then each
-    sub-mount outside the images' SYSTEM_TREES (a path where privileged processes execute, load or trust files is
-    never given a job user's files) that no earlier path carries already (a share is recursive)."""
+    sub-mount the container may take (config_keys.may_mirror: never where its privileged processes execute, load or
+    trust files; the validator refuses such a sub-mount anyway) that no earlier path carries already (a share is
+    recursive)."""
     paths = list(SHARED_HOMES)
     for path in sorted(sub["mountPath"] for sub in sub_mounts or ()):
-        if any(config_keys.under(path, tree) or config_keys.under(tree, path) for tree in config_keys.SYSTEM_TREES):
-            continue
-        if not any(config_keys.under(path, shared) for shared in paths):
+        if config_keys.may_mirror(path) and not any(config_keys.under(path, shared) for shared in paths):
             paths.append(path)
     return paths
 

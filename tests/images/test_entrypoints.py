@@ -190,8 +190,9 @@ def test_worker_refuses_a_relative_shared_path(fs):
     assert result.returncode == 1 and "not an absolute path" in result.stderr
 
 
-@pytest.mark.parametrize("path", [p for tree in config_keys.SYSTEM_TREES for p in (tree, tree + "/x")]
-                         + ["/usr/local/bin", "/etc/munge", "/usr/lib/x86_64-linux-gnu/slurm", "/var/spool/slurmd"])
+@pytest.mark.parametrize("path", [p for tree in config_keys.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")]
+                         + ["/usr/local/bin", "/etc/munge", "/usr/lib/x86_64-linux-gnu/slurm", "/var/spool/slurmd",
+                            "/lib", "/lib64/x", "/libexec", "/root/x"])
 def test_worker_refuses_to_share_a_path_of_a_system_tree_whatever_the_manifest_asks(fs, path):
     """Defence in depth: the renderer never asks, and if a manifest does, the container does not start."""
     os.makedirs(fs + "/mnt/jail" + path, exist_ok=True)
@@ -200,6 +201,14 @@ def test_worker_refuses_to_share_a_path_of_a_system_tree_whatever_the_manifest_a
     assert result.returncode == 1 and "RAN" not in result.stdout
     assert "refusing %s: it is in " % path in result.stderr, result.stderr
     assert not os.path.exists(fs + path + "/payload")
+
+
+@pytest.mark.parametrize("path", ["/mnt", "/mnt/soperator"])
+def test_worker_refuses_to_share_a_parent_of_a_system_tree(fs, path):
+    os.makedirs(fs + "/mnt/jail" + path, exist_ok=True)
+    result = entrypoint(fs, "worker", sh("echo RAN"), env={"SOPERATOR_JAIL_SHARED_PATHS": path})
+    assert result.returncode == 1 and "RAN" not in result.stdout
+    assert "refusing %s: it would hide " % path in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("path", ["/", "/home/../etc", "/home//x", "/./home"])

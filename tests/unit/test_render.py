@@ -299,23 +299,24 @@ def test_sub_mounts_are_mounted_outside_the_jail_and_bound_by_the_entrypoint():
     (["/scratch", "/data", "/home/shared", "/data/inner"], ["/home", "/root", "/data", "/scratch"]),
     # where the container's privileged processes execute, load or read files: never shared
     (["/usr/local/bin", "/usr/lib/x86_64-linux-gnu/slurm", "/etc/munge", "/opt/tools", "/var/lib/data",
-      "/var/spool/slurmd", "/run/x", "/srv/x", "/mnt/data", "/lib/modules", "/sbin2"], ["/home", "/root", "/sbin2"]),
+      "/var/spool/slurmd", "/run/x", "/libexec/x", "/mnt/jail/x", "/mnt/soperator/sub-mounts/x", "/mnt/soperator",
+      "/mnt/data", "/srv/x", "/sbin2"], ["/home", "/root", "/mnt/data", "/sbin2", "/srv/x"]),
 ])
 def test_shared_jail_paths(paths, shared):
     assert render_worker.shared_jail_paths([{"mountPath": p} for p in paths]) == shared
 
 
 def test_no_shared_jail_path_is_in_a_system_tree():
-    """Every top-level directory of the images' filesystems where root's processes find programs, libraries,
-    plugins, configuration or keys (the worker image's PATH, its Slurm plugin dir, /etc/munge, the probe, the
-    health program) is a SYSTEM_TREE, so a sub-mount under any of them is never shared with slurmd's container."""
+    """Every place of the images' filesystems where root's processes find programs, libraries, plugins,
+    configuration or keys (the worker image's PATH, its Slurm plugin dir, /etc/munge, the probe, the health program)
+    is in a system tree, so a sub-mount there is never shared with slurmd's container."""
     trusted = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
                "/usr/lib/x86_64-linux-gnu/slurm", "/lib/x86_64-linux-gnu", "/etc/munge", "/etc/slurm",
                "/etc/soperator", "/etc/ld.so.preload", names.NODE_READY_PROBE, names.HEALTH_CHECK_PROGRAM,
                names.SLURMD_SPOOL, names.SLURM_RUN_DIR, names.MUNGE_RUN_DIR, names.JAIL_MOUNT, names.SUB_MOUNTS_DIR,
                "/usr/local/lib/soperator", "/usr/lib/python3/dist-packages", "/opt/nvidia", "/var/lib/munge"]
     for path in trusted:
-        assert any(config_keys.under(path, tree) for tree in config_keys.SYSTEM_TREES), path
+        assert config_keys.system_tree(path) is not None and not config_keys.may_mirror(path), path
         assert render_worker.shared_jail_paths([{"mountPath": path}]) == list(render_worker.SHARED_HOMES), path
 
 
@@ -326,8 +327,9 @@ def test_the_entrypoint_refuses_the_same_system_trees():
         text = f.read()
 
     def words(name):
-        return re.search(r'^%s="([^"]*)"$' % name, text, re.M).group(1).split()
-    assert words("SYSTEM_TREES") == list(config_keys.SYSTEM_TREES)
+        return re.search(r'^%s="([^"]*)"$' % name, text.replace("\\\n", ""), re.M).group(1).split()
+    assert words("SYSTEM_TREES") == list(config_keys.DAEMON_MIRROR_REFUSED_TREES)
+    assert config_keys.SUB_MOUNT_SYSTEM_NAME_PREFIX == "lib" and 'trees="$SYSTEM_TREES /lib*"' in text
     assert words("SHARED_HOMES") == list(render_worker.SHARED_HOMES)
     assert re.search(r"^SUB_MOUNTS=\$R(\S+)$", text, re.M).group(1) == names.SUB_MOUNTS_DIR
 
