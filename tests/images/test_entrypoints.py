@@ -190,9 +190,10 @@ def test_worker_refuses_a_relative_shared_path(fs):
     assert result.returncode == 1 and "not an absolute path" in result.stderr
 
 
-@pytest.mark.parametrize("path", [p for tree in config_keys.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")]
+@pytest.mark.parametrize("path", [p for tree in config_keys.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")
+                                  if p != "/root"]  # root's home itself is shared (SHARED_HOMES), nothing below it
                          + ["/usr/local/bin", "/etc/munge", "/usr/lib/x86_64-linux-gnu/slurm", "/var/spool/slurmd",
-                            "/lib", "/lib64/x", "/libexec", "/root/x"])
+                            "/lib", "/lib64/x", "/libexec"])
 def test_worker_refuses_to_share_a_path_of_a_system_tree_whatever_the_manifest_asks(fs, path):
     """Defence in depth: the renderer never asks, and if a manifest does, the container does not start."""
     os.makedirs(fs + "/mnt/jail" + path, exist_ok=True)
