@@ -282,7 +282,7 @@ def file_keys(slurm_conf):
 # lie inside these trees: a path the validator accepts is also one the entrypoint may mirror
 # (DAEMON_MIRROR_REFUSED_TREES, may_mirror).
 SUB_MOUNT_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/opt", "/proc", "/root", "/run", "/sbin", "/sys", "/tmp",
-                          "/usr", "/var", names.JAIL_MOUNT, "/nix", "/gnu", "/snap")
+                          "/usr", "/var", names.JAIL_MOUNT, names.SUB_MOUNTS_DIR, "/nix", "/gnu", "/snap")
 # The loader's library trees are an open family (lib, lib32, lib64, libx32, libexec, lib.usr-is-merged, ...):
 # every top-level name starting with this is a system tree too.
 SUB_MOUNT_SYSTEM_NAME_PREFIX = "lib"
@@ -291,7 +291,9 @@ SUB_MOUNT_SYSTEM_NAME_PREFIX = "lib"
 # container's root: a link to /usr/sbin would mount the volume over the slurmd container's /usr/sbin). Below
 # another sub-mount is the same (refused separately: its volume may be theirs).
 USER_OWNED_PARENTS = ("/home",)
-# Trees the slurmd container must never get a sub-mount's volume at: the same trees.
+# Trees the slurmd container must never get a sub-mount's volume at: the same trees (and every top-level "lib*").
+# The worker entrypoint refuses them too, whatever its manifest asks: its own copy of the list (SYSTEM_TREES in
+# images/lib/soperator-entrypoint), which a unit test keeps equal to this one.
 DAEMON_MIRROR_REFUSED_TREES = SUB_MOUNT_SYSTEM_TREES
 
 

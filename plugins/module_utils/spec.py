@@ -258,6 +258,21 @@ def _sub_mount_source(mount, path):
     return []
 
 
+@_twin(schema.SUB_MOUNT_MODE_EMPTY_DIR)
+def _sub_mount_mode_source(mount, path):
+    if "mode" in mount and not mount.get("emptyDir"):
+        return _cel_error(child_path(path, "mode"), schema.SUB_MOUNT_MODE_EMPTY_DIR)
+    return []
+
+
+@_twin(schema.SUB_MOUNT_MODE_STICKY)
+def _sub_mount_mode_sticky(mount, path):
+    mode = mount.get("mode")
+    if isinstance(mode, str) and re.search("[2367]$", mode) and not re.match("^[1357][0-7]{3}$", mode):
+        return _cel_error(child_path(path, "mode"), schema.SUB_MOUNT_MODE_STICKY)
+    return []
+
+
 def _unique(items, field, path, message):
     seen = set()
     errors = []
@@ -495,6 +510,10 @@ def _cluster_rules(spec, errors):
         except ValueError:
             errors.append(SpecError("spec.login.service.loadBalancerSourceRanges[%d]" % index,
                                     "Invalid value: %r: not a CIDR" % cidr))
+
+
+# An emptyDir sub-mount's directory unless jail.subMounts[].mode says otherwise: root's, not writable by users.
+EMPTY_DIR_MODE = "0755"
 
 
 def sub_mount_read_only(sub):

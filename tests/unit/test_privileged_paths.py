@@ -53,6 +53,7 @@ SYSTEM_TREE_PATHS = [
     "/etc/ld.so.conf.d", "/etc/slurm", "/etc/soperator", "/lib", "/lib/x86_64-linux-gnu/security", "/lib32",
     "/lib64", "/libx32", "/libexec", "/lib.usr-is-merged", "/opt", "/opt/x", "/opt/soperator/bin", "/proc",
     "/proc/x", "/root", "/root/.ssh", "/run", "/run/munge", "/sbin", "/sys", "/sys/fs/cgroup", "/tmp", "/tmp/x",
+    "/mnt/soperator", "/mnt/soperator/sub-mounts", "/mnt/soperator/sub-mounts/x",
     "/usr", "/usr/local", "/usr/local/bin", "/usr/local/sbin", "/usr/sbin", "/usr/bin", "/usr/libexec",
     "/usr/lib/x86_64-linux-gnu/slurm", "/usr/lib/x86_64-linux-gnu/security", "/usr/local/cuda", "/usr/share",
     "/var", "/var/lib", "/var/lib/munge", "/var/tmp", "/var/spool", "/var/spool/slurmd", "/var/log", "/var/run",
