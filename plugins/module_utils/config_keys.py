@@ -304,7 +304,7 @@ def system_tree(path):
     if first.startswith(SUB_MOUNT_SYSTEM_NAME_PREFIX):
         return "/" + first
     for tree in SUB_MOUNT_SYSTEM_TREES:
-        if under(path, tree) or under(tree, path):
+        if overlaps(path, tree):
             return tree
     return None
 
@@ -340,6 +340,11 @@ def may_mirror(path):
 def under(path, tree):
     """``path`` is ``tree`` or below it (both normalised absolute paths)."""
     return path == tree or tree == "/" or path.startswith(tree + "/")
+
+
+def overlaps(one, other):
+    """One of the two paths is the other or below it."""
+    return under(one, other) or under(other, one)
 
 
 def suggest(key, allowed):

@@ -766,7 +766,7 @@ def _sub_mount_rules(mounts, path, errors):
             continue  # the schema already refused it
         where = child_path(path, index) + ".mountPath"
         for tree in JAIL_RESERVED_TREES:
-            if config_keys.under(target, tree) or config_keys.under(tree, target):
+            if config_keys.overlaps(target, tree):
                 errors.append(SpecError(where, "%s collides with %s, which soperator mounts in the jail itself"
                                         % (target, tree)))
                 break
@@ -953,8 +953,8 @@ def where_users_write(path, sub_mounts):
 
 def _sub_mount_paths_of(jail):
     return [("spec.jail.subMounts[%d]" % index, sub["mountPath"])
-            for index, sub in enumerate(jail.get("subMounts") or ()) if matches(schema.JAIL_PATH_PATTERN,
-                                                                               sub.get("mountPath"))]
+            for index, sub in enumerate(jail.get("subMounts") or ())
+            if matches(schema.JAIL_PATH_PATTERN, sub.get("mountPath"))]
 
 
 _USES = {"program": "runs as", "loaded": "is a file loaded (it may name code) as", "written": "is a file written as"}
@@ -974,8 +974,8 @@ def _program_rules(slurm_conf, sub_mounts, errors):
             continue
         problem = use != "user" and where_users_write(value, sub_mounts)
         if problem:
-            errors.append(SpecError(where, "%s %s %s: %s%s" % (key, _USES[use], who, problem, "" if use == "written"
-                                                                else " (use a program of the image)")))
+            hint = "" if use == "written" else " (use a program of the image)"
+            errors.append(SpecError(where, "%s %s %s: %s%s" % (key, _USES[use], who, problem, hint)))
     jobcomp = str(slurm_conf.get("JobCompType", ""))
     use = config_keys.JOBCOMP_LOC_USE.get(jobcomp)
     if use in ("program", "loaded") and "JobCompLoc" not in slurm_conf:
