@@ -113,6 +113,10 @@ POD_CONDITION_SLURM_NODE = "SlurmNodeReady"
 
 # Paths inside the containers (the images and the SPANK plugin rely on them).
 JAIL_MOUNT = "/mnt/jail"
+# Where a pod mounts the jail's sub-mounts (one directory each, by name): not at their jail paths, which users can
+# write to (runc would follow a symlink there into the container's own files); the entrypoint binds each into the
+# jail without following any (soperator-bind-beneath).
+SUB_MOUNTS_DIR = "/mnt/soperator/sub-mounts"
 SPANK_CHROOT_PLUGIN = "/usr/lib/x86_64-linux-gnu/slurm/spank_chroot.so"
 SLURM_CONFIG_DIR = "/etc/slurm"
 SLURMCTLD_SPOOL = "/var/spool/slurmctld"

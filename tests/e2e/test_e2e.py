@@ -1,12 +1,14 @@
 """Slurm jobs in pods on a real kubelet, through the jail; scaled and reconfigured without losing work.
 
 The tests share one cluster and run in file order; each leaves it as the example defines it (2 idle workers),
-except the last, which tears it down.
+except the last two: the jail-escape test adds sub-mounts of every kind (one roll), the last tears it down.
 """
 
+import base64
 import calendar
 import os
 import re
+import shlex
 import subprocess
 import time
 
@@ -506,6 +508,195 @@ def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
     step = e2e.jail("timeout 120 srun -N2 --immediate=60 hostname | sort")
     assert step.stdout.splitlines() == ["demo-cpu-0", "demo-cpu-1"], step.stderr + e2e.explain()
+
+
+# --- a job user against the node's root ----------------------------------------------------------------------------
+ATTACKER, ATTACKER_UID = "mallory", 3333
+SLURM_USER_UID = 64030
+# Where the node's root processes (the entrypoint, slurmd, slurmstepd, the probe, the health program, munged) and
+# SlurmUser's find programs, libraries, plugins, configuration and keys, as a job sees them in the jail (the
+# runtime directories and Slurm's plugins are the node's own there), and the jail's own system. A job user must
+# change none of them.
+PROTECTED = ["/run", "/run/slurm", "/run/slurm/conf", "/run/munge", "/var/spool/slurmd",
+             "/var/spool/slurmd/conf-cache", "/etc/slurm", "/usr/lib/x86_64-linux-gnu/slurm",
+             "/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/local/bin", "/usr/local/sbin", "/usr/local/lib",
+             "/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/lib/python3/dist-packages", "/etc", "/etc/munge",
+             "/etc/ld.so.conf.d", "/opt", "/root", "/var/lib", "/scratch", "/"]
+# What root and SlurmUser run or load by name: planted wherever the user may write.
+PAYLOAD_NAMES = ["soperator-node-ready", "soperator-health-check", "soperator-entrypoint", "scontrol", "sinfo",
+                 "srun", "sh", "bash", "python3", "mount", "setpriv", "nvidia-smi", "slurmd", "slurmstepd",
+                 "munged", "sshd", "sackd"]
+# Markers a payload leaves, wherever it runs: in the jail and in every container, the shared scratch is there.
+MARKER_DIRS = ["/shared-scratch", "/mnt/jail/shared-scratch", "/tmp", "/dev/shm"]
+ATTACK = r"""#!/bin/sh
+# A job user's tries: PROTECTED paths (arguments before --) changed in every way; payloads named after the
+# programs root runs planted in every writable directory (arguments after --). WROTE <what> for each that worked.
+while [ "$1" != -- ]; do
+  t=$1; shift
+  touch "$t/.mallory" 2>/dev/null && echo "WROTE $t/.mallory"
+  mkdir "$t/.mallory-d" 2>/dev/null && echo "WROTE $t/.mallory-d"
+  ln -s /tmp "$t/.mallory-l" 2>/dev/null && echo "WROTE $t/.mallory-l"
+  if [ "$t" != / ] && mv "$t" "$t.mallory" 2>/dev/null; then echo "WROTE moved $t"; mv "$t.mallory" "$t"; fi
+  if [ -L "$t" ]; then ln -sfn /tmp "$t" 2>/dev/null && echo "WROTE relinked $t"; fi
+done
+shift
+payload='#!/bin/sh
+for m in MARKERS; do echo pwned > "$m/soperator-pwned.$(id -u).${0##*/}" 2>/dev/null; done
+'
+py='import os
+for m in "MARKERS".split():
+    try:
+        open("%s/soperator-pwned.%d.python" % (m, os.getuid()), "w").close()
+    except OSError:
+        pass
+'
+for d in "$@"; do
+  if ! touch "$d/.writable" 2>/dev/null; then echo "READONLY $d"; continue; fi
+  echo "WRITABLE $d"
+  for n in NAMES; do printf '%s' "$payload" > "$d/$n" && chmod 755 "$d/$n"; done
+  mkdir -p "$d/lib/python3/dist-packages" "$d/.local/lib/python3.13/site-packages" "$d/slurm"
+  for f in usercustomize.py sitecustomize.py lib/python3/dist-packages/sitecustomize.py \
+      .local/lib/python3.13/site-packages/usercustomize.py; do printf '%s' "$py" > "$d/$f"; done
+  printf 'import os; exec(open("%s/usercustomize.py").read())\n' "$d" > "$d/soperator.pth"
+  printf '%s' "$payload" > "$d/slurm/auth_munge.so"
+  ln -sfn /usr/local/bin "$d/usr-local-bin" 2>/dev/null
+  echo mallory-was-here > "$d/mallory-file"
+done
+# The control: the same payload run by the user herself leaves her marker.
+"$1/scontrol"
+echo done
+"""
+
+
+def _attack_script():
+    return (ATTACK.replace("MARKERS", " ".join(MARKER_DIRS)).replace("NAMES", " ".join(PAYLOAD_NAMES)))
+
+
+def _pwned(e2e):
+    """Every payload marker, from the jail and from the pods' containers: 'where: name'."""
+    found = e2e.jail("ls /shared-scratch /tmp /dev/shm 2>/dev/null | grep soperator-pwned").stdout.split()
+    found = ["jail: " + name for name in found]
+    for pod, container in (("demo-cpu-0", "slurmd"), ("demo-cpu-1", "slurmd"), ("demo-login-0", "sshd"),
+                           ("demo-controller-0", "slurmctld")):
+        res = e2e.exec(pod, container, "ls %s 2>/dev/null | grep soperator-pwned" % " ".join(MARKER_DIRS))
+        found += ["%s/%s: %s" % (pod, container, name) for name in res.stdout.split()]
+    return found
+
+
+def _foreign_files(e2e, pod, container, allowed):
+    """Files of the attacker in a container's own filesystem, outside ``allowed`` (the jail, the user data). A
+    container without CAP_DAC_OVERRIDE (slurmctld's) cannot search some daemons' 0700 directories: each of those
+    must be another user's, writable by nobody else (so none of the attacker's files can be there)."""
+    prune = " -o ".join("-path %s" % path for path in ["/proc", "/sys", "/mnt/jail"] + allowed)
+    found = e2e.exec(pod, container, "find / \\( %s \\) -prune -o -uid %d -print" % (prune, ATTACKER_UID),
+                     timeout=180)
+    closed = re.findall(r"^find: .(/[^ ]*?).: Permission denied$", found.stderr, re.M)
+    assert found.returncode == (1 if closed else 0) and found.stderr.count("\n") <= len(closed) + 1, found.stderr
+    for path in closed:
+        owner, mode = e2e.exec(pod, container, "stat -c '%%u %%a' %s" % path).stdout.split()
+        assert owner != str(ATTACKER_UID) and int(mode, 8) & 0o022 == 0, (pod, path, owner, mode)
+    return found.stdout
+
+
+def test_a_jail_user_cannot_make_root_or_slurmuser_run_anything(e2e, tmp_path):
+    """On the real node, with a sub-mount of every kind the validator accepts (an emptyDir at its default mode and
+    one at 1777, a claim users write, a host path under an allowed prefix): a jail user's
+    job tries to change every path the node's root and SlurmUser execute, load or read, and plants payloads named
+    after their programs wherever it may write; then the probe, the health program, a reconfigure, a root job and
+    a restart of slurmd's container run. Nothing ran as root or SlurmUser, no container has the user's files outside
+    the user data, and the controls show each observation would have seen it."""
+    host_dir = tmp_path / "hostdata"
+    host_dir.mkdir()
+    host_dir.chmod(0o1777)
+    e2e.kubectl("apply", "-f", "-", input=(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: e2e-data, namespace: %s}\n"
+        "spec: {accessModes: [ReadWriteMany], storageClassName: standard, resources: {requests: {storage: 1Gi}}}\n"
+        % e2e.namespace))
+    docs = e2e.definition()
+    docs[0]["spec"]["jail"]["subMounts"] = [
+        {"name": "scratch", "mountPath": "/scratch", "emptyDir": True},
+        {"name": "shared", "mountPath": "/shared-scratch", "emptyDir": True, "mode": "1777"},
+        {"name": "data", "mountPath": "/data", "claimName": "e2e-data"},
+        {"name": "host", "mountPath": "/hostdata", "hostPath": str(host_dir), "readOnly": False}]
+    pods = ("demo-cpu-0", "demo-cpu-1", "demo-login-0")
+    before = dict((n, e2e.get("pod", n)["metadata"]["uid"]) for n in pods)
+    e2e.site(docs, extra={"soperator_policy": {"allowed_host_path_prefixes": [str(host_dir)]}})
+
+    def rolled():
+        now = dict((n, e2e.get("pod", n)) for n in pods)
+        return all(p and p["metadata"]["uid"] != before[n] and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+            for n, p in now.items())
+    wait_until(rolled, 400, "workers and login pod replaced with the sub-mounts", e2e.explain)
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    # The jail's administrator makes the claim a place users write (a claim's root is whatever it was made).
+    made = e2e.jail("id %s >/dev/null 2>&1 || useradd -m -u %d -s /bin/sh %s; chmod 1777 /data"
+                    % (ATTACKER, ATTACKER_UID, ATTACKER))
+    assert made.returncode == 0, made.stderr
+    writable = ["/home/" + ATTACKER, "/data", "/shared-scratch", "/hostdata", "/tmp", "/dev/shm"]
+    script = base64.b64encode(_attack_script().encode()).decode()
+    as_attacker = "setpriv --reuid=%d --regid=%d --init-groups --" % (ATTACKER_UID, ATTACKER_UID)
+    attack = e2e.jail(
+        "echo %s | base64 -d > /home/{u}/attack.sh && chown {u}: /home/{u}/attack.sh && chmod 755 /home/{u}/attack.sh"
+        " && cd /home/{u} && {run} timeout 200 sbatch --wait -w demo-cpu-0 -o /home/{u}/attack.out "
+        "/home/{u}/attack.sh {args}; cat /home/{u}/attack.out".format(
+            u=ATTACKER, run=as_attacker, args=" ".join(shlex.quote(a) for a in PROTECTED + ["--"] + writable))
+        % script, timeout=240)
+    out = attack.stdout.splitlines()
+    assert attack.returncode == 0 and out[-1] == "done", attack.stdout + attack.stderr + e2e.explain()
+    # Not one protected path changed; /scratch (an emptyDir at its default mode) among them.
+    assert [line for line in out if line.startswith("WROTE")] == [], attack.stdout
+    # The control of the tries: every user-data place took the payloads (the same commands work where allowed).
+    assert sorted(line.split()[1] for line in out if line.startswith("WRITABLE")) == sorted(writable), attack.stdout
+
+    # The node's privileged programs run, the way the kubelet and Slurm run them.
+    probe = e2e.exec("demo-cpu-0", "slurmd", "/usr/local/bin/soperator-node-ready")
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    health = e2e.exec("demo-cpu-0", "slurmd", "/usr/local/sbin/soperator-health-check")
+    assert health.returncode == 0 and "healthy" in health.stdout, health.stdout + health.stderr
+    assert e2e.slurm("scontrol reconfigure").returncode == 0
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    # A root job (the example allows them) neither: /run and slurmd's spool are read-only for it too, and slurmd's
+    # /proc/<pid>/root is closed to it (it lacks capabilities slurmd holds).
+    root_job = e2e.jail(
+        "timeout 120 srun -w demo-cpu-0 --immediate=60 sh -c 'touch /run/x && echo WROTE-RUN; "
+        "touch /var/spool/slurmd/x && echo WROTE-SPOOL; ln -sfn /tmp /run/slurm/conf && echo WROTE-CONF; "
+        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = slurmd ] && "
+        "{ ls $p/root/ >/dev/null 2>&1 && echo ENTERED-SLURMD || echo slurmd-closed; }; done; echo done'")
+    assert root_job.returncode == 0 and "slurmd-closed" in root_job.stdout, root_job.stdout + root_job.stderr
+    assert not re.search(r"WROTE|ENTERED", root_job.stdout), root_job.stdout
+    # slurmd's container starts again on what the user left: the entrypoint binds and shares it all anew.
+    restarts = e2e.get("pod", "demo-cpu-0")["status"]["containerStatuses"][0]["restartCount"]
+    e2e.exec("demo-cpu-0", "slurmd", "kill 1")
+    wait_until(lambda: (lambda p: p["status"]["containerStatuses"][0]["restartCount"] > restarts and all(
+        c["status"] == "True" for c in p["status"]["conditions"] if c["type"] == "Ready"))(
+        e2e.get("pod", "demo-cpu-0")), 180, "slurmd's container restarted and ready", e2e.explain)
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    # A step of the user's after all that: Slurm's own programs and plugins ran for it (slurmstepd as root).
+    step = e2e.jail("cd /home/%s && %s timeout 120 srun -w demo-cpu-0 --immediate=60 id -u" % (ATTACKER, as_attacker))
+    assert step.stdout.strip() == str(ATTACKER_UID), step.stdout + step.stderr
+
+    # Nothing ran as root or as SlurmUser; the user's own run of a payload left her marker where her job ran (the
+    # detection works: demo-cpu-0's scratch emptyDir, seen from its slurmd container).
+    pwned = _pwned(e2e)
+    assert [p for p in pwned if ".%d." % ATTACKER_UID not in p] == [], pwned
+    assert "demo-cpu-0/slurmd: soperator-pwned.%d.scontrol" % ATTACKER_UID in pwned, pwned
+    # No container has the user's files outside the user data; where the user data is shared (slurmd's /data, the
+    # control), the same search finds them.
+    user_data = ["/home", "/root", "/data", "/shared-scratch", "/hostdata", "/tmp", "/dev/shm", "/mnt/soperator"]
+    for pod, container in (("demo-cpu-0", "slurmd"), ("demo-cpu-1", "slurmd"), ("demo-login-0", "sshd"),
+                           ("demo-controller-0", "slurmctld")):
+        assert _foreign_files(e2e, pod, container, user_data) == "", pod
+    control = _foreign_files(e2e, "demo-cpu-0", "slurmd", [p for p in user_data if p != "/data"])
+    assert "/data/mallory-file" in control.split(), control
+    assert e2e.exec("demo-cpu-0", "slurmd", "cat /data/mallory-file").stdout.strip() == "mallory-was-here"
+    # The sub-mounts as the resource asked: the emptyDirs root's 0755 and 1777, in every pod that mounts them.
+    for pod, container in (("demo-cpu-0", "slurmd"), ("demo-login-0", "sshd")):
+        modes = e2e.exec(pod, container, "stat -c '%a %u' /mnt/jail/scratch /mnt/jail/shared-scratch").stdout
+        assert modes.split("\n")[:2] == ["755 0", "1777 0"], (pod, modes)
+    # Shared with slurmd's container: the homes and the sub-mounts (none in a system tree here); /hostdata too.
+    shared = e2e.exec("demo-cpu-0", "slurmd", "cat /hostdata/mallory-file /shared-scratch/mallory-file")
+    assert shared.stdout.split() == ["mallory-was-here"] * 2, shared.stdout + shared.stderr
 
 
 def test_teardown_keeps_the_jail_and_its_data(e2e):

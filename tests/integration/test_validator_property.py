@@ -112,7 +112,8 @@ SUB_MOUNT = st.fixed_dictionaries({"name": st.sampled_from(["a", "b", "Bad"]), "
     "readOnly": st.booleans(),
     "hostPath": st.sampled_from(["/data", "/mnt/nvme", "relative", "/x/../y"]),
     "claimName": st.sampled_from(["homes", "Bad_claim"]),
-    "emptyDir": st.booleans()})
+    "emptyDir": st.booleans(),
+    "mode": st.sampled_from(["0755", "1777", "0777", "755", "3770", "2775", "0642", "u+w", "17777"])})
 SLURM_VALUES = st.one_of(st.sampled_from(["bf_continue", "300", "a b", "a\nb", "a\\", "#x", "a\x0bb", "a\x1fb",
                                           "a\u00a0b", "UNLIMITED", "", "\u0663"]),
                          st.text(alphabet="ab1,=\t\n\x00\x0b#\\", max_size=6))

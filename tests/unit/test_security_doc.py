@@ -28,7 +28,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render import (
 from ansible_collections.soperator.slurm.plugins.module_utils.render import (
     worker as render_worker,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "docs", "security.md")
@@ -188,8 +188,8 @@ def test_doc_lists_exactly_the_system_trees_no_sub_mount_may_take():
     assert header == ["tree", "what privileged programs find there"]
     documented = [_code(row[0]) for row in rows]
     assert len(documented) == len(set(documented))
-    assert set(documented) == set(config_keys.SUB_MOUNT_SYSTEM_TREES) | {
-        "/%s*" % config_keys.SUB_MOUNT_SYSTEM_NAME_PREFIX}
+    assert set(documented) == set(paths.SUB_MOUNT_SYSTEM_TREES) | {
+        "/%s*" % paths.SUB_MOUNT_SYSTEM_NAME_PREFIX}
 
 
 def _key_of(cell):

@@ -80,6 +80,21 @@ def _sub_mount_source(mount, path):
     return []
 
 
+@_twin(schema.SUB_MOUNT_MODE_EMPTY_DIR)
+def _sub_mount_mode_source(mount, path):
+    if "mode" in mount and not mount.get("emptyDir"):
+        return _cel_error(child_path(path, "mode"), schema.SUB_MOUNT_MODE_EMPTY_DIR)
+    return []
+
+
+@_twin(schema.SUB_MOUNT_MODE_STICKY)
+def _sub_mount_mode_sticky(mount, path):
+    mode = mount.get("mode")
+    if isinstance(mode, str) and re.search("[2367]$", mode) and not re.match("^[1357][0-7]{3}$", mode):
+        return _cel_error(child_path(path, "mode"), schema.SUB_MOUNT_MODE_STICKY)
+    return []
+
+
 def _unique(items, field, path, message):
     seen = set()
     errors = []

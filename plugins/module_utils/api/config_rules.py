@@ -13,7 +13,7 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path, matches
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import health_enabled
@@ -127,11 +127,11 @@ def where_users_write(path, sub_mounts):
     """Why ``path`` (absolute) is where users can write, or None. ``sub_mounts``: ``[(field, mount path)]`` of the
     jail's sub-mounts (their volumes are the jobs' to write, and the slurmd container mounts them at the same
     path)."""
-    for tree in config_keys.USER_WRITABLE_TREES:
-        if config_keys.under(path, tree):
+    for tree in paths.USER_WRITABLE_TREES:
+        if paths.under(path, tree):
             return "%s is where users can write (%s)" % (path, tree)
     for field, mount_path in sub_mounts:
-        if config_keys.under(path, mount_path):
+        if paths.under(path, mount_path):
             return "%s is where users can write (the jail sub-mount %s, %s)" % (path, mount_path, field)
     return None
 

@@ -13,7 +13,7 @@ import ipaddress
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, schema
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import paths
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path, label_key_ok, matches
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
@@ -204,7 +204,7 @@ def placement_rules(placement, path, errors):
 # Paths inside the jail a sub-mount may not take: the jail plugin binds the node's /proc, /sys, /dev, /tmp and
 # /run over them for every task (a sub-mount there would be hidden in jobs, or hide what the jobs need); the
 # pods mount the Slurm spool there; /etc/slurm is the configless configuration. Every other system tree is
-# config_keys.sub_mount_problem's.
+# paths.sub_mount_problem's.
 JAIL_RESERVED_TREES = ("/proc", "/sys", "/dev", "/run", "/tmp", names.SLURMD_SPOOL, names.SLURM_CONFIG_DIR)
 
 
@@ -216,12 +216,12 @@ def sub_mount_rules(mounts, path, errors):
             continue  # the schema already refused it
         where = child_path(path, index) + ".mountPath"
         for tree in JAIL_RESERVED_TREES:
-            if config_keys.under(target, tree) or config_keys.under(tree, target):
+            if paths.overlaps(target, tree):
                 errors.append(SpecError(where, "%s collides with %s, which soperator mounts in the jail itself"
                                         % (target, tree)))
                 break
         else:
-            problem = config_keys.sub_mount_problem(target, targets)
+            problem = paths.sub_mount_problem(target, targets)
             if problem:
                 errors.append(SpecError(where, problem))
 

@@ -22,8 +22,8 @@ of a resource cannot loosen it. Keys (all optional):
     Default: true.
 ``allowed_program_prefixes``
     Directories those programs (and files they load as code) must be in (equal to or below one). Default:
-    ``config_keys.IMAGE_PROGRAM_TREES``, the images' own trees (``/usr``, ``/bin``, ...), which no jail sub-mount
-    may take. Where users write (``config_keys.USER_WRITABLE_TREES``) or a jail sub-mount is never allowed,
+    ``paths.IMAGE_PROGRAM_TREES``, the images' own trees (``/usr``, ``/bin``, ...), which no jail sub-mount
+    may take. Where users write (``paths.USER_WRITABLE_TREES``) or a jail sub-mount is never allowed,
     whatever the prefixes.
 ``allowed_database_hosts``
     Hosts an External accounting database may be at (``spec.accounting.database.host``): a host name or address,
@@ -38,13 +38,13 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 
 KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
         "allowed_database_hosts")
 DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
-            "allowed_program_prefixes": list(config_keys.IMAGE_PROGRAM_TREES), "allowed_database_hosts": []}
+            "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": []}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
 _DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
@@ -76,8 +76,8 @@ def normalize(policy):
     if not isinstance(programs, list) or not all(isinstance(p, str) and _ABSOLUTE.fullmatch(p) for p in programs):
         raise ValueError("allowed_program_prefixes must be a list of absolute paths without '.' components")
     for prefix in programs:
-        for tree in config_keys.USER_WRITABLE_TREES:
-            if config_keys.under(prefix, tree):
+        for tree in paths.USER_WRITABLE_TREES:
+            if paths.under(prefix, tree):
                 raise ValueError("allowed_program_prefixes: %s is where users write (%s): no program there is ever "
                                  "allowed" % (prefix, tree))
     result["allowed_program_prefixes"] = list(programs)
@@ -126,7 +126,7 @@ def check(cluster, nodesets, policy):
     prefixes = policy["allowed_host_path_prefixes"]
     for index, sub in enumerate(spec["jail"].get("subMounts") or ()):
         path = sub.get("hostPath")
-        if path is not None and not any(config_keys.under(path, p) for p in prefixes):
+        if path is not None and not any(paths.under(path, p) for p in prefixes):
             errors.append(SpecError(
                 "spec.jail.subMounts[%d].hostPath" % index,
                 "host path %s is not allowed by %s: %s" % (
@@ -173,7 +173,7 @@ def _program_errors(spec, policy):
             else:
                 errors.append(SpecError(path, "%s %s; %s does not allow such programs "
                                         "(allow_privileged_programs: false)" % (what, who, WHERE)))
-        elif not any(config_keys.under(value, prefix) for prefix in prefixes):
+        elif not any(paths.under(value, prefix) for prefix in prefixes):
             errors.append(SpecError(path, "%s %s: %s is not where the images keep programs; %s allows %s "
                                     "(allowed_program_prefixes)" % (
                                         what, who, value, WHERE,

@@ -59,6 +59,11 @@ NODE_PORT_MAX = 32767
 # A MariaDB/MySQL identifier we put into SQL and slurmdbd.conf (database and user names): no quoting needed.
 DB_IDENTIFIER_PATTERN = r"^[A-Za-z0-9_]+$"
 DB_HOST_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$"
+# The mode of an emptyDir sub-mount's directory: octal, with or without the special bits digit.
+DIRECTORY_MODE_PATTERN = r"^[0-7]?[0-7]{3}$"
+SUB_MOUNT_MODE_EMPTY_DIR = "mode is only for an emptyDir (a claim's or host path's files keep their modes)"
+SUB_MOUNT_MODE_STICKY = ("a world-writable mode needs the sticky bit, e.g. 1777 as /tmp (else any user may remove or "
+                         "replace every other user's files)")
 # A Secret key (also a file name in the volume it is mounted from): not '.', '..' nor starting with '..'.
 SECRET_KEY_PATTERN = r"^(\.[-_a-zA-Z0-9]|[-_a-zA-Z0-9])[-._a-zA-Z0-9]*$"
 # A Prometheus duration as prometheus-operator's CRDs want it: units in this order, each at most once (not empty).
@@ -86,6 +91,7 @@ PATTERN_HINTS = {
     SECRET_KEY_PATTERN: "a Secret key: letters, digits, '-', '_' and '.', not starting with '..'",
     PROMETHEUS_DURATION_PATTERN: "a Prometheus duration such as 30s, 1m30s (units y w d h m s ms, in that order)",
     CIDR_PATTERN: "a CIDR such as 203.0.113.0/24",
+    DIRECTORY_MODE_PATTERN: "an octal mode such as 0755 or 1777",
     LABEL_VALUE_PATTERN: "a label value: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
 }
 
@@ -632,10 +638,16 @@ def slurm_cluster_schema():
         "claimName": _s("Source: a PersistentVolumeClaim in the cluster's namespace.", maxLength=253,
                         pattern=DNS_SUBDOMAIN_PATTERN),
         "emptyDir": _b("Source: an empty directory private to the pod (e.g. node-local scratch)."),
+        "mode": _s("emptyDir only: the mode of its directory, which is root's (octal). Default 0755: users read, "
+                   "only root writes. 1777, as /tmp: every user may write, nobody may remove another's files. A "
+                   "world-writable mode needs the sticky bit.", maxLength=4, pattern=DIRECTORY_MODE_PATTERN),
     }, required=["name", "mountPath"], **{"x-kubernetes-validations": [
         _rule("(has(self.hostPath) ? 1 : 0) + (has(self.claimName) ? 1 : 0)"
               " + ((has(self.emptyDir) && self.emptyDir) ? 1 : 0) == 1",
               "set exactly one of hostPath, claimName or emptyDir"),
+        _rule("!has(self.mode) || (has(self.emptyDir) && self.emptyDir)", SUB_MOUNT_MODE_EMPTY_DIR, ".mode"),
+        _rule("!has(self.mode) || !self.mode.matches('[2367]$') || self.mode.matches('^[1357][0-7]{3}$')",
+              SUB_MOUNT_MODE_STICKY, ".mode"),
     ]})
 
     jail = _o("The jail: a shared root filesystem (RWX volume) that every user session and job runs in.", {

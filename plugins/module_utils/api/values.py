@@ -29,6 +29,10 @@ def health_enabled(cluster_spec):
     return bool(enabled)
 
 
+# An emptyDir sub-mount's directory unless jail.subMounts[].mode says otherwise: root's, not writable by users.
+EMPTY_DIR_MODE = "0755"
+
+
 def sub_mount_read_only(sub):
     """Whether a jail sub-mount is mounted read-only: as asked, else true for a node's directory (a writable
     hostPath is the node's disk under every job's root), false for the other sources."""

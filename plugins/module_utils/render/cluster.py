@@ -6,8 +6,8 @@
 :func:`render_cluster` validates and defaults its input, then returns the manifests in apply order. Secrets are
 rendered without data (the apply adapter generates them once, at creation); the jail claim and the populate Job
 are create-only. Owner references are set only when the owner's UID is known. Each component's objects are built
-in its own file: ``render_controller``, ``render_login``, ``render_worker``, ``render_jail``; what they share is in
-``render_common``.
+in its own file: ``controller``, ``login``, ``worker``, ``jail``; what they share is in
+``common``.
 """
 
 from __future__ import absolute_import, division, print_function

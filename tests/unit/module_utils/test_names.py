@@ -70,7 +70,7 @@ def test_no_annotation_or_label_of_ours_is_spelled_outside_names(root):
     generated CRDs aside)."""
     found = []
     for base in ("plugins", os.path.join("operator", "soperator_operator")):
-        for folder, dummy, files in os.walk(os.path.join(root, base)):
+        for folder, _dirs, files in os.walk(os.path.join(root, base)):
             for name in files:
                 path = os.path.join(folder, name)
                 if not name.endswith(".py") or path.endswith(os.path.join("module_utils", "names.py")):

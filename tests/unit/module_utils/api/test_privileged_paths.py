@@ -24,7 +24,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
 from ansible_collections.soperator.slurm.plugins.modules import slurm_cluster
 
 ROOT = os.path.abspath(__file__).rsplit(os.sep, 5)[0]
@@ -55,6 +55,7 @@ SYSTEM_TREE_PATHS = [
     "/etc/ld.so.conf.d", "/etc/slurm", "/etc/soperator", "/lib", "/lib/x86_64-linux-gnu/security", "/lib32",
     "/lib64", "/libx32", "/libexec", "/lib.usr-is-merged", "/opt", "/opt/x", "/opt/soperator/bin", "/proc",
     "/proc/x", "/root", "/root/.ssh", "/run", "/run/munge", "/sbin", "/sys", "/sys/fs/cgroup", "/tmp", "/tmp/x",
+    "/mnt/soperator", "/mnt/soperator/sub-mounts", "/mnt/soperator/sub-mounts/x",
     "/usr", "/usr/local", "/usr/local/bin", "/usr/local/sbin", "/usr/sbin", "/usr/bin", "/usr/libexec",
     "/usr/lib/x86_64-linux-gnu/slurm", "/usr/lib/x86_64-linux-gnu/security", "/usr/local/cuda", "/usr/share",
     "/var", "/var/lib", "/var/lib/munge", "/var/tmp", "/var/spool", "/var/spool/slurmd", "/var/log", "/var/run",
@@ -98,7 +99,7 @@ def test_a_sub_mount_in_a_data_directory_is_accepted(path, kind):
     assert judge(sub_mounts((path, kind)), policy) == {}
     if not kind.startswith("hostPath"):
         assert judge(sub_mounts((path, kind)), STRICTEST) == {}
-    assert config_keys.may_mirror(path)
+    assert paths.may_mirror(path)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -124,18 +125,18 @@ def test_a_mount_point_users_could_replace_with_a_link_is_refused(policy):
 def test_every_top_level_directory_of_the_images_is_a_system_tree_or_data():
     for name in TRIXIE_TOP_LEVEL:
         # Below a data tree is data; /mnt itself holds the jail's mount point, so only /mnt/<name> is.
-        assert (name in DATA_TOP_LEVEL) == (config_keys.system_tree("/%s/x" % name) is None), name
-        assert (name in DATA_TOP_LEVEL - {"mnt"}) == (config_keys.system_tree("/" + name) is None), name
+        assert (name in DATA_TOP_LEVEL) == (paths.system_tree("/%s/x" % name) is None), name
+        assert (name in DATA_TOP_LEVEL - {"mnt"}) == (paths.system_tree("/" + name) is None), name
     # The loader's trees are an open family: every top-level name starting with "lib" (/library too, knowingly).
-    assert config_keys.system_tree("/library") == "/library"
+    assert paths.system_tree("/library") == "/library"
 
 
 def test_the_table_covers_every_system_tree_of_the_code():
     tested = set(SYSTEM_TREE_PATHS)
-    assert set(config_keys.SUB_MOUNT_SYSTEM_TREES) <= tested
-    assert config_keys.DAEMON_MIRROR_REFUSED_TREES == config_keys.SUB_MOUNT_SYSTEM_TREES
+    assert set(paths.SUB_MOUNT_SYSTEM_TREES) <= tested
+    assert paths.DAEMON_MIRROR_REFUSED_TREES == paths.SUB_MOUNT_SYSTEM_TREES
     for path in SYSTEM_TREE_PATHS:
-        assert config_keys.system_tree(path) is not None and not config_keys.may_mirror(path), path
+        assert paths.system_tree(path) is not None and not paths.may_mirror(path), path
 
 
 # --- 2. programs, loaded and written files --------------------------------------------------------------------------
@@ -209,10 +210,10 @@ def test_an_installer_prefix_where_users_write_is_refused(bad):
 
 
 def test_the_default_prefixes_are_the_images_system_trees():
-    assert policies.normalize({})["allowed_program_prefixes"] == list(config_keys.IMAGE_PROGRAM_TREES)
+    assert policies.normalize({})["allowed_program_prefixes"] == list(paths.IMAGE_PROGRAM_TREES)
     assert policies.normalize({"allowed_program_prefixes": None}) == policies.normalize({})
-    for prefix in config_keys.IMAGE_PROGRAM_TREES:
-        assert config_keys.system_tree(prefix) == prefix  # no sub-mount may take it
+    for prefix in paths.IMAGE_PROGRAM_TREES:
+        assert paths.system_tree(prefix) == prefix  # no sub-mount may take it
 
 
 def test_where_the_installer_sets_the_policy_every_key_and_the_default_prefixes_are_documented():
@@ -223,9 +224,9 @@ def test_where_the_installer_sets_the_policy_every_key_and_the_default_prefixes_
     # Unset, not defaulted there: normalize() owns the default.
     assert module["allowed_program_prefixes"].get("default") is None
     assert "default" not in role["options"]["allowed_program_prefixes"]
-    spelled = {"module": ", ".join("C(%s)" % p for p in config_keys.IMAGE_PROGRAM_TREES),
-               "role": "(%s)" % ", ".join(config_keys.IMAGE_PROGRAM_TREES),
-               "docs": ", ".join("`%s`" % p for p in config_keys.IMAGE_PROGRAM_TREES)}
+    spelled = {"module": ", ".join("C(%s)" % p for p in paths.IMAGE_PROGRAM_TREES),
+               "role": "(%s)" % ", ".join(paths.IMAGE_PROGRAM_TREES),
+               "docs": ", ".join("`%s`" % p for p in paths.IMAGE_PROGRAM_TREES)}
     texts = {"module": " ".join(slurm_cluster.DOCUMENTATION.split()),
              "role": " ".join(role["options"]["allowed_program_prefixes"]["description"].split())}
     for doc in ("api.md", "security.md"):
