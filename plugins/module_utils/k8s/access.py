@@ -381,14 +381,11 @@ class Api(object):
                what=None):
         """DELETE one object (``uid``: only that incarnation); False when it was already gone."""
         what = what or "delete " + _describe(kind, namespace, name)
-        body = {}
-        if propagation:
-            body["propagationPolicy"] = propagation
-        if uid:
-            body["preconditions"] = {"uid": uid}
+        body = {"preconditions": {"uid": uid}} if uid else None
         try:
             self.rest.json("DELETE", self._path(api_version, kind, namespace, name),
-                           {"dryRun": "All" if dry_run else None}, body=body or None, what=what)
+                           {"propagationPolicy": propagation, "dryRun": "All" if dry_run else None}, body=body,
+                           what=what)
         except NotFound:
             return False
         return True
