@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from cloud_cluster import CloudCluster, CloudConfig, CloudSet, Operator, Partition
+from cloud_cluster import DEFAULT_POWER, CloudCluster, CloudConfig, CloudSet, Operator, Partition
 from slurm_cluster import running, wait_for
 
 T0 = time.monotonic()
@@ -237,7 +237,137 @@ def fastlaunch() -> None:
                 wait_for(lambda j=job: c.job(j)["JobState"] == "COMPLETED", 60, "done", interval=0.5)
 
 
-SCENARIOS = {f.__name__: f for f in (cycle, fail, crash, shrink, port, block, tree, mixed, fastlaunch)}
+class Sampler:
+    """``squeue`` every 0.2 s in a thread: how many answered, how many failed, the slowest answer."""
+
+    def __init__(self, c: CloudCluster):
+        self.c, self._stop, self.samples = c, False, []
+
+    def __enter__(self):
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop = True
+        self._t.join()
+        fails = [s for s in self.samples if s[1] != 0]
+        first = f" first failure: {fails[0][2]!r}" if fails else ""
+        say(f"squeue sampled every 0.2 s: samples={len(self.samples)} failures={len(fails)} "
+            f"max_latency={max(s[0] for s in self.samples):.3f}s{first}")
+
+    def _loop(self):
+        # Through the good copy of slurm.conf: the harness's clients read the controller's file, pods read their own.
+        while not self._stop:
+            t = time.monotonic()
+            res = self.c.run(["squeue", "-h"], env={"SLURM_CONF": "/tmp/good.conf"}, timeout=20)
+            self.samples.append((time.monotonic() - t, res.returncode, res.output.strip()[:80]))
+            time.sleep(max(0.0, 0.2 - (time.monotonic() - t)))
+
+
+def reconfig() -> None:
+    """Reconfigure with jobs running: controller PID, squeue availability, a partition change, a bad file (-D and
+    daemon mode)."""
+    # Power saving on: the never-registered cloud node is then not resolved at each reconfigure (scenario resolve).
+    cfg = CloudConfig(cloud_sets=[CloudSet("gpu", 1)], dynamic_sets=["cpu"], extra="SuspendExcStates=DYNAMIC_NORM\n")
+    with running(CloudCluster(cfg)) as c:
+        for i in range(2):
+            c.start_node(f"demo-cpu-{i}", dynamic_conf="CPUs=2 RealMemory=500 Feature=cpu")
+        for _ in range(4):
+            c.sbatch("-N1", "-C", "cpu", script="#!/bin/sh\nsleep 600\n")
+        wait_for(lambda: c.run(["squeue", "-h", "-t", "R"]).stdout.count("\n") == 4, 60, "4 jobs running")
+        good = c.root / "tmp/good.conf"
+
+        def conf_with(maxtime: str, bad: bool = False) -> None:
+            c.config.partitions = [Partition("main", "gpu,cpu", f"Default=YES MaxTime={maxtime} State=UP")]
+            c.write_conf()
+            good.write_text((c.root / "etc/slurm/slurm.conf").read_text())
+            if bad:
+                with open(c.root / "etc/slurm/slurm.conf", "a") as f:
+                    f.write("PartitionName=bad Nodes=nosuchset State=UP\n")
+
+        conf_with("INFINITE")
+        sh(c, "pgrep -a slurmctld; squeue -o '%i %T %l %N'")
+        conf_with("60")
+        with Sampler(c):
+            sh(c, "scontrol reconfigure")
+            time.sleep(3)
+        sh(c, "pgrep -a slurmctld; scontrol show partition main | grep -o 'MaxTime=[^ ]*'; squeue -o '%i %T %l %N'")
+        with Sampler(c):
+            sh(c, "for i in 1 2 3 4 5; do scontrol reconfigure; sleep 1; done")
+            time.sleep(2)
+        sh(c, "pgrep -a slurmctld")
+        conf_with("60", bad=True)
+        with Sampler(c):
+            sh(c, "SLURM_CONF=/tmp/good.conf scontrol reconfigure")
+            time.sleep(8)
+        wait_for(lambda: c.run(["pgrep", "-x", "slurmctld"]).returncode != 0, 30, "slurmctld -D to exit")
+        sh(c, "pgrep -a slurmctld; pgrep -a slurmstepd | head -2")
+        print("\n".join(c.log("slurmctld.log").splitlines()[-4:]))
+        conf_with("60")
+        sh(c, "/usr/sbin/slurmctld; sleep 3; pgrep -a slurmctld; squeue -o '%i %T %l %N'")  # daemon mode
+        conf_with("60", bad=True)
+        with Sampler(c):
+            sh(c, "SLURM_CONF=/tmp/good.conf scontrol reconfigure")
+            time.sleep(3)
+        sh(c, "pgrep -a slurmctld")
+        print("\n".join(c.log("slurmctld.log").splitlines()[-3:]))
+        conf_with("60")
+        with Sampler(c):
+            sh(c, "scontrol reconfigure")
+            time.sleep(3)
+        sh(c, "pgrep -a slurmctld; cat /run/slurmctld.pid")
+
+
+def resolve() -> None:
+    """How long a reconfigure takes with node names that never registered (not resolvable), with and without power
+    saving, and with the names excluded from suspend."""
+    variants = (("power saving off", {}, ""),
+                ("power saving on", dict(DEFAULT_POWER), ""),
+                ("power saving on, SuspendExcNodes=gpu", dict(DEFAULT_POWER), "SuspendExcNodes=gpu\n"))
+    for label, power, extra in variants:
+        cfg = CloudConfig(cloud_sets=[CloudSet("gpu", 3)], power=power, extra=extra)
+        with running(CloudCluster(cfg)) as c:
+            sh(c, "sinfo -h -N -o '%N %t' | tr '\\n' ' '")
+            for _ in range(2):
+                t = time.monotonic()
+                c.reconfigure().check()
+                wait_for(lambda: c.run(["scontrol", "ping"], timeout=60).returncode == 0, 120, "ping")
+                # squeue right after: answered once the new process listens
+                c.run(["squeue", "-h"], timeout=120).check()
+                say(f"{label}: reconfigure + first squeue {time.monotonic() - t:.1f}s")
+            n = c.log("slurmctld.log").count('Unable to resolve "demo-gpu-')
+            say(f"{label}: 'Unable to resolve' lines in slurmctld.log: {n}")
+
+
+def static() -> None:
+    """A fixed-name set that is never powered down (SuspendExcNodes=<set>): its slurmd registers by itself (no -b, no
+    resume), stays up, and a lost pod comes back by starting again."""
+    cfg = CloudConfig(cloud_sets=[CloudSet("gpu", 2)], extra="SuspendExcNodes=gpu\n")
+    cfg.power.update(SuspendTime=5)
+    cfg.slurmd_timeout = 10
+    with running(CloudCluster(cfg)) as c, Timeline(c):
+        for name in ("demo-gpu-0", "demo-gpu-1"):
+            c.start_node(name)
+        time.sleep(15)
+        sh(c, "scontrol show node demo-gpu-0 | grep -E 'State|NodeAddr'")
+        job = c.sbatch("-N2", script="#!/bin/sh\nsleep 1\n")
+        wait_for(lambda: c.job(job)["JobState"] == "COMPLETED", 60, "job done", interval=0.3)
+        c.stop_node("demo-gpu-1")
+        time.sleep(40)
+        sh(c, "scontrol show node demo-gpu-1 | grep -E 'State|Reason'")
+        c.start_node("demo-gpu-1")
+        time.sleep(3)
+        sh(c, "sinfo -N; scontrol show node demo-gpu-1 | grep -E 'State|Reason'")
+        t = time.monotonic()
+        c.reconfigure().check()
+        c.run(["squeue"], timeout=60).check()
+        say(f"reconfigure + squeue {time.monotonic() - t:.1f}s")
+        calls(c)
+
+
+SCENARIOS = {f.__name__: f for f in (cycle, fail, crash, shrink, port, block, tree, mixed, fastlaunch, reconfig,
+                                     resolve, static)}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or ["all"]
