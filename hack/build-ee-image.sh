@@ -10,7 +10,8 @@ cache=${SOPERATOR_CACHE:-$HOME/.cache/soperator}
 archive=$cache/images/ee-$version.tar
 tag=soperator/ee:$version
 hack/build-operator-image.sh >/dev/null
-inputs=$( { sha256sum images/ee/*; cat "$cache/images/operator-$version.tar.inputs"; } | sha256sum | cut -c1-16)
+inputs=$( { sha256sum images/ee/*; cat "$cache/images/operator-$version.tar.inputs";
+            cat /usr/local/share/ca-certificates/*.crt 2>/dev/null; } | sha256sum | cut -c1-16)
 # The engine's lock (hack/images.sh takes the same one): nobody stops the engine under this build.
 mkdir -p "$cache"
 exec 9>"$cache/.images.lock"
@@ -22,13 +23,23 @@ running=0
 eval "$(hack/images.sh env)"
 trap '[ "$running" = 1 ] || hack/images.sh stop >/dev/null' EXIT
 if [ -f "$archive" ] && [ "$(cat "$archive.inputs" 2>/dev/null)" = "$inputs" ]; then
-  docker image inspect "$tag" >/dev/null 2>&1 || docker load -q -i "$archive" >/dev/null
+  # The engine's image of that tag may be another build's (another checkout): the archive's is loaded then.
+  [ "$(docker image inspect -f '{{index .Config.Labels "dev.soperator.inputs"}}' "$tag" 2>/dev/null)" = "$inputs" ] ||
+    docker load -q -i "$archive" >/dev/null
   echo "EE image $tag: up to date (inputs $inputs) in $archive"
   exit 0
 fi
-docker image inspect "soperator/operator:$version" >/dev/null 2>&1 ||
-  docker load -q -i "$cache/images/operator-$version.tar" >/dev/null
-DOCKER_BUILDKIT=0 docker build -q --build-arg OPERATOR_IMAGE="soperator/operator:$version" -t "$tag" -f images/ee/Containerfile images/ee >/dev/null
+# The operator archive is this checkout's (its inputs are part of ours); the engine's tag may be another's.
+docker load -q -i "$cache/images/operator-$version.tar" >/dev/null
+# The context: images/ee and the host's local CA certificates (a TLS-intercepting proxy in front of PyPI).
+ctx=$(mktemp -d /tmp/soperator-ee-context.XXXXXX)
+trap 'rm -rf "$ctx"; [ "$running" = 1 ] || hack/images.sh stop >/dev/null' EXIT
+cp -a images/ee/. "$ctx/"
+mkdir -p "$ctx/ca-certificates"
+cp /usr/local/share/ca-certificates/*.crt "$ctx/ca-certificates/" 2>/dev/null || true
+DOCKER_BUILDKIT=0 docker build -q --build-arg OPERATOR_IMAGE="soperator/operator:$version" \
+  --label "dev.soperator.inputs=$inputs" -t "$tag" \
+  -f "$ctx/Containerfile" "$ctx" >/dev/null
 docker save -o "$archive.tmp" "$tag"
 mv "$archive.tmp" "$archive"
 echo "$inputs" >"$archive.inputs"
