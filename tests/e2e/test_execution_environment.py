@@ -66,8 +66,8 @@ def test_the_ee_lists_the_collection_at_the_built_version(ee):
     res = navigator("collections")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     listed = yaml.safe_load(res.stdout)
-    found = {c["full_name"]: c for c in listed["collections"]}
-    assert found["soperator.slurm"]["version"] == _version()
+    found = {c["known_as"]: c for c in listed["collections"]}
+    assert found["soperator.slurm"]["collection_info"]["version"] == _version()
     assert found["soperator.slurm"]["path"].startswith("/usr/share/ansible/collections/")  # the image's, not ours
     assert "kubernetes.core" in found
 
