@@ -68,7 +68,10 @@ def test_the_ee_lists_the_collection_at_the_built_version(ee):
     listed = yaml.safe_load(res.stdout)
     found = {c["known_as"]: c for c in listed["collections"]}
     assert found["soperator.slurm"]["collection_info"]["version"] == _version()
-    assert found["soperator.slurm"]["path"].startswith("/usr/share/ansible/collections/")  # the image's, not ours
+    # The image's copy (/usr/share/ansible/collections links to the operator image's /opt/ansible/collections),
+    # not the checkout, which is mounted into the container as its working directory.
+    assert found["soperator.slurm"]["path"] in ("/usr/share/ansible/collections/ansible_collections/soperator/slurm",
+                                                "/opt/ansible/collections/ansible_collections/soperator/slurm")
     assert "kubernetes.core" in found
 
 
