@@ -29,9 +29,12 @@
 
 /* Paths of the node always bound into the jail, before the configured ones. */
 static const char *const node_paths[] = {"/dev", "/sys", "/tmp", "/run"};
-/* ... of which these read-only, with every mount below them (the node's
- * cgroup tree is writable in slurmd's container: not for jobs). */
-static const char *const node_paths_ro[] = {"/sys"};
+/* ... of which these read-only, with every mount below them: the node's
+ * cgroup tree is writable in slurmd's container, and /run holds what its
+ * root processes trust (the configuration slurmd fetched, its link in
+ * /run/slurm; munge's socket, which a task reaches read-only too). No task,
+ * root's included, may change them. */
+static const char *const node_paths_ro[] = {"/sys", "/run"};
 
 /* Parts of the fresh /proc a task may read but not write, as container
  * runtimes keep them (runc's readonlyPaths): kernel tunables, sysrq. */
@@ -208,31 +211,53 @@ static int mount_proc(const char *jail, int jailfd)
 	return rc;
 }
 
-/* Open dir with the job's credentials: the bind must not show the user a
- * directory the user could not reach on the node. -1 if not reachable. */
-static int open_as_user(const char *dir, const struct sc_job *job)
-{
-	gid_t saved[NGROUPS_MAX];
-	int nsaved, fd, err;
+/* Credentials of the task's file system access (root's, slurmstepd's) while
+ * it acts for the job's user. */
+struct saved_creds {
+	gid_t groups[NGROUPS_MAX];
+	int ngroups;
+};
 
-	nsaved = getgroups(NGROUPS_MAX, saved);
-	if (nsaved < 0)
-		return -1;
-	if (job->ngids >= 0 && setgroups((size_t)job->ngids, job->gids) < 0)
-		return -1;
+/*
+ * Make every later file system access the job's: fsuid, fsgid and the job's
+ * supplementary groups (never root's: a job whose groups Slurm cannot tell
+ * fails). Changing the fsuid from 0 also clears CAP_DAC_OVERRIDE, CAP_CHOWN,
+ * CAP_FOWNER and the like from the effective set: files are reached, and
+ * made, exactly as the user could. Checked, not assumed; -1 on any error
+ * (then drop_job_fs must still be called).
+ */
+static int become_job_fs(const struct sc_job *job, struct saved_creds *saved)
+{
+	saved->ngroups = getgroups(NGROUPS_MAX, saved->groups);
+	if (saved->ngroups < 0)
+		return fail("read the groups of", "slurmstepd", errno);
+	if (job->ngids < 0 || (job->ngids > 0 && !job->gids))
+		return fail("the job's supplementary groups:",
+			    "unknown to Slurm", EINVAL);
+	if (setgroups((size_t)job->ngids, job->gids) < 0)
+		return fail("take the job's groups for", "its workdir", errno);
 	setfsgid(job->gid);
 	setfsuid(job->uid);
-	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	err = errno;
+	/* setfs[ug]id return the previous id, even on failure: ask again */
+	if ((uid_t)setfsuid((uid_t)-1) != job->uid ||
+	    (gid_t)setfsgid((gid_t)-1) != job->gid)
+		return fail("take the job's uid/gid for", "its workdir", EPERM);
+	return 0;
+}
+
+/* Back to slurmstepd's own file system credentials; -1 if they did not come
+ * back (the task must not go on). */
+static int drop_job_fs(const struct saved_creds *saved)
+{
 	setfsuid(0);
 	setfsgid(0);
-	if (setgroups((size_t)nsaved, saved) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	errno = err;
-	return fd;
+	if ((uid_t)setfsuid((uid_t)-1) != 0 || (gid_t)setfsgid((gid_t)-1) != 0)
+		return fail("restore root's fsuid/fsgid after", "the workdir",
+			    EPERM);
+	if (saved->ngroups >= 0 &&
+	    setgroups((size_t)saved->ngroups, saved->groups) < 0)
+		return fail("restore the groups after", "the workdir", errno);
+	return 0;
 }
 
 /* True when the directory behind the O_PATH fd has no entries. */
@@ -258,37 +283,58 @@ static bool dir_is_empty(int pathfd)
 	return empty;
 }
 
-/* The job's working directory, when the jail lacks it (or has only an empty
- * directory there) and the node has it. */
+/*
+ * The job's working directory, when the jail lacks it (or has only an empty
+ * directory there) and the node has it. Everything is reached as the job's
+ * user (become_job_fs): the node's directory, so that the bind shows the user
+ * nothing the user could not open on the node; and the mount point in the
+ * shared jail, which is made, when missing, by the user and as the user's,
+ * where the user may write: never by root on the user's behalf. Where the
+ * user may not, nothing is bound (Slurm starts the task in /tmp and says so).
+ */
 static int bind_workdir(const struct sc_options *o, int jailfd,
 			const struct sc_job *job)
 {
-	int in_jail, fd, rc;
+	struct saved_creds saved = {.ngroups = -1};
+	int in_jail, node = -1, point = -1, rc = 0;
+	bool empty = true;
 
 	if (!o->workdir || !job->workdir || job->workdir[0] != '/')
 		return 0;
 	if (sc_path_is_under(job->workdir, o->jail))
 		return 0;
+	if (become_job_fs(job, &saved) < 0) {
+		drop_job_fs(&saved);
+		return -1;
+	}
 	in_jail = sc_open_beneath(jailfd, job->workdir, false, SC_KIND_DIR);
 	if (in_jail >= 0) {
 		/* the jail's own directory wins, unless it is an empty
 		 * mountpoint left by an earlier job */
-		bool empty = dir_is_empty(in_jail);
-
+		empty = dir_is_empty(in_jail);
 		close(in_jail);
-		if (!empty)
-			return 0;
 	}
-	fd = open_as_user(job->workdir, job);
-	if (fd < 0) {
-		/* Slurm then starts the task in /tmp and says so */
+	if (empty)
+		node = open(job->workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (node >= 0) {
+		point = sc_open_beneath(jailfd, job->workdir, true,
+					SC_KIND_DIR);
+		if (point < 0)
+			sc_debug("workdir %s: no mountpoint the user may make "
+				 "in the jail: %s",
+				 job->workdir, strerror(-point));
+	} else if (empty) {
 		sc_debug("workdir %s not reachable on the node: %m",
 			 job->workdir);
-		return 0;
 	}
-	rc = bind_into(o->jail, jailfd, fd_path(fd).s, job->workdir, false,
-		       false);
-	close(fd);
+	if (drop_job_fs(&saved) < 0)
+		rc = -1;
+	else if (point >= 0 && mount(fd_path(node).s, fd_path(point).s, NULL,
+				     MS_BIND | MS_REC, NULL) < 0)
+		rc = fail("bind mount of the workdir onto", job->workdir,
+			  errno);
+	close_fd(&node);
+	close_fd(&point);
 	return rc;
 }
 

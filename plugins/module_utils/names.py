@@ -58,6 +58,11 @@ SLURM_USER_BEFORE_ANNOTATION = "root"
 # grace period users' sessions on older login pods get before those pods are replaced.
 ANNOTATION_TEMPLATE_SINCE = GROUP + "/template-since"
 ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
+# On a Secret an External accounting database names (passwordSecretRef, tls.caSecretRef): the SlurmCluster it is
+# given to. slurmdbd mounts such a Secret and sends its value to the database host the SlurmCluster names, so only
+# a Secret whose owner marked it for that cluster (this label, value the cluster's name) is taken: an editor of
+# SlurmClusters cannot hand the database host any other Secret of the namespace.
+LABEL_DATABASE_SECRET = GROUP + "/database-secret-for"
 ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"
 GENERATE_SSH_HOST_KEYS = "ssh-host-keys"
@@ -88,6 +93,10 @@ POD_CONDITION_SLURM_NODE = "SlurmNodeReady"
 
 # Paths inside the containers (the images and the SPANK plugin rely on them).
 JAIL_MOUNT = "/mnt/jail"
+# Where a pod mounts the jail's sub-mounts (one directory each, by name): not at their jail paths, which users can
+# write to (runc would follow a symlink there into the container's own files); the entrypoint binds each into the
+# jail without following any (soperator-bind-beneath).
+SUB_MOUNTS_DIR = "/mnt/soperator/sub-mounts"
 SPANK_CHROOT_PLUGIN = "/usr/lib/x86_64-linux-gnu/slurm/spank_chroot.so"
 SLURM_CONFIG_DIR = "/etc/slurm"
 SLURMCTLD_SPOOL = "/var/spool/slurmctld"

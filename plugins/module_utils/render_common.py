@@ -14,7 +14,7 @@ import hashlib
 import json
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import sub_mount_read_only
+from ansible_collections.soperator.slurm.plugins.module_utils.spec import EMPTY_DIR_MODE, sub_mount_read_only
 
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
@@ -123,10 +123,25 @@ class ClusterContext(object):
                 volume["persistentVolumeClaim"] = {"claimName": sub["claimName"], "readOnly": read_only}
             else:
                 volume["emptyDir"] = {}
+                read_only = False  # the entrypoint sets its mode; its bind into the jail is read-only if asked
             volumes.append(volume)
-            mounts.append({"name": volume["name"], "mountPath": names.JAIL_MOUNT + sub["mountPath"],
+            # Not at its jail path: the runtime resolves a mount's target in the container's root following
+            # symlinks, and jobs write in the jail. The entrypoint binds it there without following any.
+            mounts.append({"name": volume["name"], "mountPath": "%s/%s" % (names.SUB_MOUNTS_DIR, sub["name"]),
                            "readOnly": read_only})
         return volumes, mounts
+
+    def jail_sub_mounts_env(self):
+        """The sub-mounts for the entrypoint, which binds each from SUB_MOUNTS_DIR into the jail: ``NAME:PATH:ro|rw``
+        each, ``:MODE`` added for an emptyDir (its directory root's, with that mode). A list of the container's env:
+        empty without sub-mounts."""
+        entries = []
+        for sub in self.spec["jail"].get("subMounts") or ():
+            entry = "%s:%s:%s" % (sub["name"], sub["mountPath"], "ro" if sub_mount_read_only(sub) else "rw")
+            if sub.get("emptyDir"):
+                entry += ":" + sub.get("mode", EMPTY_DIR_MODE)
+            entries.append(entry)
+        return [{"name": "SOPERATOR_JAIL_SUB_MOUNTS", "value": " ".join(entries)}] if entries else []
 
     def jwt_volume(self, mode=0o400):
         """The JWT key: root's for the controller entrypoint (it gives slurmctld a copy of its own), the slurm group's
@@ -184,9 +199,10 @@ class ClusterContext(object):
 
 
 # --------------------------------------------------------------------------------------------------- objects
-def run_mounts(volume, path):
-    """A per-pod directory mounted at ``path`` and at the same place inside the jail (jobs and sessions see it)."""
-    return [{"name": volume, "mountPath": path}, {"name": volume, "mountPath": names.JAIL_MOUNT + path}]
+def run_mount(volume, path):
+    """A per-pod runtime directory at ``path``. Jobs and sessions see it at the same place in the jail: the
+    entrypoint binds it there read-only, without following a symlink of the jail (share_run_dirs)."""
+    return {"name": volume, "mountPath": path}
 
 
 def secret(c, name, generator, component=names.COMPONENT_SECRET):

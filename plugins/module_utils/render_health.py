@@ -19,7 +19,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     RUNTIME_DEFAULT,
     config_map,
-    run_mounts,
+    run_mount,
     security,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.spec import health_enabled, real_memory_mib
@@ -141,7 +141,7 @@ def nccl_cronjob(c):
         "args": [names.NCCL_CHECK_PROGRAM, names.HEALTH_CONFIG_MOUNT + "/" + names.NCCL_CONFIG_FILE],
         # Configless clients: srun and scontrol fetch the configuration from slurmctld.
         "env": [{"name": "SLURM_CONF_SERVER", "value": c.conf_server}],
-        "volumeMounts": jail_mounts + [run_mounts("munge-run", names.MUNGE_RUN_DIR)[0],
+        "volumeMounts": jail_mounts + [run_mount("munge-run", names.MUNGE_RUN_DIR),
                                        {"name": "health-checks", "mountPath": names.HEALTH_CONFIG_MOUNT,
                                         "readOnly": True}],
         "securityContext": dict(security(NCCL_CAPABILITIES, RUNTIME_DEFAULT), runAsUser=names.SLURM_UID,

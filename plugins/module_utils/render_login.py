@@ -12,7 +12,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_common impo
     RUNTIME_DEFAULT,
     config_hash,
     container_resources,
-    run_mounts,
+    run_mount,
     security,
     statefulset,
     tcp_probe,
@@ -77,13 +77,14 @@ def login(c, sshd_config):
         "image": image,
         "imagePullPolicy": c.pull_policy,
         "args": ["/usr/sbin/sshd", "-D", "-e", "-f", names.SSHD_CONFIG_MOUNT + "/sshd_config"],
-        "env": [{"name": "SLURM_CONF_SERVER", "value": c.conf_server}],
+        "env": [{"name": "SLURM_CONF_SERVER", "value": c.conf_server}] + c.jail_sub_mounts_env(),
         "ports": [{"name": "ssh", "containerPort": names.SSH_PORT, "protocol": "TCP"}],
         "readinessProbe": tcp_probe("ssh"),
         "volumeMounts": jail_mounts + [
             {"name": "ssh-host-keys", "mountPath": names.SSH_HOST_KEYS_MOUNT, "readOnly": True},
             {"name": "sshd-config", "mountPath": names.SSHD_CONFIG_MOUNT, "readOnly": True},
-        ] + run_mounts("munge-run", names.MUNGE_RUN_DIR) + run_mounts("slurm-run", names.SLURM_RUN_DIR),
+            run_mount("munge-run", names.MUNGE_RUN_DIR), run_mount("slurm-run", names.SLURM_RUN_DIR),
+        ],
         # Sessions may use setuid programs of the jail (sudo): privilege escalation stays allowed. The runtime's
         # default AppArmor profile denies mount (the entrypoint's binds); seccomp RuntimeDefault allows them.
         "securityContext": security(LOGIN_CAPABILITIES, RUNTIME_DEFAULT, escalation=True),

@@ -8,11 +8,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import node_conf_params
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names
 from ansible_collections.soperator.slurm.plugins.module_utils.render_health import worker_health_volume
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     container_resources,
-    run_mounts,
+    run_mount,
     security,
     statefulset,
 )
@@ -33,6 +33,24 @@ WORKER_CAPABILITIES = [
     # Not SYS_RESOURCE: jobs run within the container's hard limits, which the runtime sets (memlock, nofile);
     # PropagateResourceLimits only lowers limits below them, which needs no capability.
 ]
+
+# slurmstepd opens a batch job's output files (sbatch -o/-e) and enters the step's working directory as the job's
+# user in slurmd's own mount namespace, before the jail plugin moves the task into the jail: those paths must be the
+# jail's there too, or output lands in the container and is lost with the pod. The users' homes, and root's (root's
+# batch output; no privileged program of the image reads it: the health program runs python3 -I).
+SHARED_HOMES = ("/home", "/root")
+
+
+def shared_jail_paths(sub_mounts):
+    """The jail paths the worker entrypoint mounts at the same path in slurmd's container: the homes, then each
+    sub-mount the container may take (config_keys.may_mirror: never where its privileged processes execute, load or
+    trust files; the validator refuses such a sub-mount anyway) that no earlier path carries already (a share is
+    recursive)."""
+    paths = list(SHARED_HOMES)
+    for path in sorted(sub["mountPath"] for sub in sub_mounts or ()):
+        if config_keys.may_mirror(path) and not any(config_keys.under(path, shared) for shared in paths):
+            paths.append(path)
+    return paths
 
 
 def worker(c, nodeset):
@@ -64,17 +82,17 @@ def worker(c, nodeset):
             {"name": "SLURMD_CONF_PARAMS", "value": node_conf_params(nodeset)},
             {"name": "SLURM_CONF_SERVER", "value": c.conf_server},
             # Jail paths the entrypoint also mounts at the same path for slurmstepd (batch output files).
-            {"name": "SOPERATOR_JAIL_SHARED_PATHS", "value": " ".join(
-                ["/home", "/root"] + [sub["mountPath"] for sub in c.spec["jail"].get("subMounts") or ()])},
-        ],
+            {"name": "SOPERATOR_JAIL_SHARED_PATHS",
+             "value": " ".join(shared_jail_paths(c.spec["jail"].get("subMounts")))},
+        ] + c.jail_sub_mounts_env(),
         "ports": [{"name": "slurmd", "containerPort": names.SLURMD_PORT, "protocol": "TCP"}],
         # Ready once its Slurm node is registered and responding: the pod's Ready condition carries what only
         # Slurm knows, so the reconciler sees a node arrive through the pod watch instead of polling Slurm.
         "readinessProbe": {"exec": {"command": [names.NODE_READY_PROBE]}, "periodSeconds": 5, "timeoutSeconds": 5,
                            "failureThreshold": 2},
-        "volumeMounts": jail_mounts + run_mounts("slurmd-spool", names.SLURMD_SPOOL)
-        + run_mounts("munge-run", names.MUNGE_RUN_DIR) + run_mounts("slurm-run", names.SLURM_RUN_DIR)
-        + [{"name": "dshm", "mountPath": "/dev/shm"}, health_mount],
+        "volumeMounts": jail_mounts + [
+            run_mount("slurmd-spool", names.SLURMD_SPOOL), run_mount("munge-run", names.MUNGE_RUN_DIR),
+            run_mount("slurm-run", names.SLURM_RUN_DIR), {"name": "dshm", "mountPath": "/dev/shm"}, health_mount],
         # Not privileged: the capabilities above, plus seccomp and AppArmor unconfined because the runtime
         # default profiles block pivot_root and mount, which the jail plugin needs. SYS_ADMIN implies that
         # privilege escalation stays allowed (the API server refuses the combination otherwise).

@@ -16,9 +16,12 @@ import subprocess
 
 import pytest
 
+from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENTRYPOINT = os.path.join(ROOT, "images", "lib", "soperator-entrypoint")
 POPULATE = os.path.join(ROOT, "images", "populate-jail", "populate-jail")
+SPANK = os.path.join(ROOT, "spank_chroot")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bind mounts, chown (as in the containers)")
 
@@ -63,6 +66,20 @@ def fs(tmp_path):
     sock.close()
 
 
+@pytest.fixture(scope="session")
+def tools(tmp_path_factory):
+    """A directory with the images' soperator-bind-beneath, built from the spank_chroot sources as they build it."""
+    subprocess.run(["make", "-s", "-C", SPANK, "soperator-bind-beneath"], check=True, capture_output=True)
+    bin_dir = str(tmp_path_factory.mktemp("bin"))
+    shutil.copy2(os.path.join(SPANK, "soperator-bind-beneath"), bin_dir)
+    return bin_dir
+
+
+@pytest.fixture(autouse=True)
+def _tools_on_path(tools, monkeypatch):
+    monkeypatch.setenv("PATH", tools + os.pathsep + os.environ["PATH"])
+
+
 def entrypoint(r, role, command, env=None, unshare=True, **kwargs):
     full_env = dict(os.environ, SOPERATOR_ROOT=r, SOPERATOR_ROLE=role, SOPERATOR_WAIT_TIMEOUT="5",
                     SOPERATOR_JAIL_WAIT_TIMEOUT="5")
@@ -93,6 +110,67 @@ def test_worker_completes_the_jail_with_the_daemons_slurm_by_bind_mounts(fs):
     assert os.path.isdir(fs + "/var/spool/slurmd") and os.path.isdir(fs + "/run/slurm")
 
 
+def test_worker_shares_its_runtime_directories_read_only_with_the_jail(fs):
+    """slurmd's spool (the configuration it fetched, batch scripts), /run/slurm and munge's socket: the same in the
+    jail, where nobody may change them; the kubelet's 0777 emptyDirs become 0755; /dev/shm 1777."""
+    j = fs + "/mnt/jail"
+    for d in ("/var/spool/slurmd", "/run/slurm", "/dev/shm"):
+        os.makedirs(fs + d, exist_ok=True)
+        os.chmod(fs + d, 0o777)
+    write(fs + "/var/spool/slurmd/conf-cache/slurm.conf", "ClusterName=x\n")
+    result = entrypoint(fs, "worker", sh(
+        "cat {j}/var/spool/slurmd/conf-cache/slurm.conf; test -S {j}/run/munge/munge.socket.2 && echo socket; "
+        "for d in {j}/var/spool/slurmd {j}/run/slurm {j}/run/munge; do touch $d/x 2>/dev/null && echo WROTE $d; "
+        "done; echo done".format(j=j)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["ClusterName=x", "socket", "done"]
+    for d, mode in (("/var/spool/slurmd", 0o755), ("/run/slurm", 0o755), ("/dev/shm", 0o1777)):
+        assert stat.S_IMODE(os.stat(fs + d).st_mode) == mode, d
+
+
+def sub_mount_volumes(fs, *names_):
+    """The kubelet's mounts of the jail's sub-mounts, by name, outside the jail (0777 and a user's, as an emptyDir
+    may be found); each holds a file named after it."""
+    for name in names_:
+        d = "%s%s/%s" % (fs, names.SUB_MOUNTS_DIR, name)
+        write(d + "/in-" + name, name + "\n")
+        os.chmod(d, 0o777)
+        os.chown(d, 2000, 2000)
+
+
+def test_sub_mounts_are_bound_into_the_jail_with_their_modes(fs):
+    """Each sub-mount at its jail path (outer ones first), read-only as asked; an emptyDir's directory root's with
+    the mode asked. Mounts, not copies: nothing lands in the shared jail's own directories."""
+    j = fs + "/mnt/jail"
+    sub_mount_volumes(fs, "data", "inner", "scratch", "shared")
+    os.mkdir("%s%s/data/inner" % (fs, names.SUB_MOUNTS_DIR))  # the mount point in a read-only volume
+    env = {"SOPERATOR_JAIL_SUB_MOUNTS": "inner:/data/inner:rw data:/data:ro scratch:/scratch:rw:0755 "
+                                        "shared:/shared:ro:1777"}
+    result = entrypoint(fs, "worker", sh(
+        "cat {j}/data/in-data {j}/data/inner/in-inner {j}/scratch/in-scratch; stat -c '%a %u' {j}/scratch "
+        "{j}/shared; for d in data data/inner scratch shared; do touch {j}/$d/x 2>/dev/null && echo WROTE $d; "
+        "done; echo done".format(j=j)), env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["data", "inner", "scratch", "755 0", "1777 0", "WROTE data/inner",
+                                          "WROTE scratch", "done"]
+    assert "sub-mount shared at /shared (ro, mode 1777)" in result.stderr
+    assert not os.path.exists(j + "/data/in-data") and not os.path.exists(j + "/scratch/in-scratch")
+
+
+def test_a_symlink_where_a_sub_mount_goes_fails_the_container(fs):
+    """A job replaced the mount point of a nested sub-mount (in a volume users write) with a link to the
+    container's own files: the runtime would have mounted the volume there. The entrypoint refuses, fail closed;
+    the container's files are untouched."""
+    sub_mount_volumes(fs, "data", "inner")
+    os.symlink("/usr/local/bin", "%s%s/data/inner" % (fs, names.SUB_MOUNTS_DIR))
+    write(fs + "/usr/local/bin/soperator-node-ready", "probe\n", 0o755)
+    result = entrypoint(fs, "worker", sh("echo RAN"),
+                        env={"SOPERATOR_JAIL_SUB_MOUNTS": "data:/data:rw inner:/data/inner:rw:1777"})
+    assert result.returncode == 1 and "RAN" not in result.stdout
+    assert "/data/inner: Too many levels of symbolic links (ELOOP)" in result.stderr, result.stderr
+    assert os.listdir(fs + "/usr/local/bin") == ["soperator-node-ready"]
+
+
 def test_worker_shares_the_jails_user_paths_with_slurmstepd(fs):
     """sbatch -o /home/alice/out is opened by slurmstepd before the task is jailed: it must be the jail's file."""
     j = fs + "/mnt/jail"
@@ -110,6 +188,59 @@ def test_worker_shares_the_jails_user_paths_with_slurmstepd(fs):
 def test_worker_refuses_a_relative_shared_path(fs):
     result = entrypoint(fs, "worker", ["true"], env={"SOPERATOR_JAIL_SHARED_PATHS": "home"})
     assert result.returncode == 1 and "not an absolute path" in result.stderr
+
+
+@pytest.mark.parametrize("path", [p for tree in config_keys.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")
+                                  if p != "/root"]  # root's home itself is shared (SHARED_HOMES), nothing below it
+                         + ["/usr/local/bin", "/etc/munge", "/usr/lib/x86_64-linux-gnu/slurm", "/var/spool/slurmd",
+                            "/lib", "/lib64/x", "/libexec"])
+def test_worker_refuses_to_share_a_path_of_a_system_tree_whatever_the_manifest_asks(fs, path):
+    """Defence in depth: the renderer never asks, and if a manifest does, the container does not start."""
+    os.makedirs(fs + "/mnt/jail" + path, exist_ok=True)
+    write(fs + "/mnt/jail" + path + "/payload", "#!/bin/sh\necho pwned\n", 0o755)
+    result = entrypoint(fs, "worker", sh("echo RAN"), env={"SOPERATOR_JAIL_SHARED_PATHS": "/home " + path})
+    assert result.returncode == 1 and "RAN" not in result.stdout
+    assert "refusing %s: it is in " % path in result.stderr, result.stderr
+    assert not os.path.exists(fs + path + "/payload")
+
+
+@pytest.mark.parametrize("path", ["/mnt", "/mnt/soperator"])
+def test_worker_refuses_to_share_a_parent_of_a_system_tree(fs, path):
+    os.makedirs(fs + "/mnt/jail" + path, exist_ok=True)
+    result = entrypoint(fs, "worker", sh("echo RAN"), env={"SOPERATOR_JAIL_SHARED_PATHS": path})
+    assert result.returncode == 1 and "RAN" not in result.stdout
+    assert "refusing %s: it would hide " % path in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("path", ["/", "/home/../etc", "/home//x", "/./home"])
+def test_worker_refuses_a_shared_path_that_is_not_normalised(fs, path):
+    result = entrypoint(fs, "worker", ["true"], env={"SOPERATOR_JAIL_SHARED_PATHS": path})
+    assert result.returncode == 1 and "not a normalised absolute path" in result.stderr
+
+
+def test_worker_does_not_share_a_jail_path_through_a_symlink(fs):
+    """A link in the jail where a shared path is (the jail's root is writable by its root's jobs), or in the
+    image's path: never followed, the container does not start."""
+    j = fs + "/mnt/jail"
+    os.symlink("/usr/local/bin", j + "/data")
+    result = entrypoint(fs, "worker", sh("echo RAN"), env={"SOPERATOR_JAIL_SHARED_PATHS": "/home /data"})
+    assert result.returncode == 1 and "RAN" not in result.stdout
+    assert "ELOOP" in result.stderr, result.stderr
+    os.remove(j + "/data")
+    os.makedirs(j + "/data")
+    os.makedirs(fs + "/usr/local/bin")
+    os.symlink(fs + "/usr/local/bin", fs + "/data")
+    result = entrypoint(fs, "worker", sh("echo RAN"), env={"SOPERATOR_JAIL_SHARED_PATHS": "/home /data"})
+    assert result.returncode == 1 and "RAN" not in result.stdout
+    assert "it would hide this image's own /data" in result.stderr, result.stderr
+
+
+def test_worker_does_not_hide_the_images_own_files(fs):
+    write(fs + "/tools/bin/tool", "image tool\n", 0o755)
+    os.makedirs(fs + "/mnt/jail/tools")
+    result = entrypoint(fs, "worker", sh("echo RAN"), env={"SOPERATOR_JAIL_SHARED_PATHS": "/home /tools"})
+    assert result.returncode == 1 and "RAN" not in result.stdout
+    assert "refusing /tools: it would hide this image's own /tools" in result.stderr
 
 
 def test_worker_takes_users_and_groups_from_the_jail(fs):
@@ -164,6 +295,8 @@ def test_without_cap_sys_admin_the_clients_are_copied_into_the_jail(fs):
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "cannot bind-mount into the jail" in result.stderr
+    # what cannot be copied is left out, and said so
+    assert "warning: cannot mount (no CAP_SYS_ADMIN?): /run/munge not bound" in result.stderr
     with open(fs + "/mnt/jail/usr/bin/srun") as f:
         assert f.read() == "daemon srun\n"
 
@@ -190,6 +323,19 @@ def test_login_completes_the_jail_for_sessions(fs):
     # sshd's ChrootDirectory: root's, writable by nobody else; privilege separation directory.
     assert stat.S_IMODE(os.stat(j).st_mode) == 0o755
     assert os.path.isdir(fs + "/run/sshd")
+
+
+def test_login_binds_the_sub_mounts_and_its_runtime_directories_read_only(fs):
+    j = fs + "/mnt/jail"
+    sub_mount_volumes(fs, "scratch")
+    os.makedirs(fs + "/run/slurm/conf")
+    os.chmod(fs + "/run/slurm", 0o777)
+    result = entrypoint(fs, "login", sh("cat {j}/scratch/in-scratch; stat -c '%a %u' {j}/scratch; "
+                                        "touch {j}/run/slurm/x 2>/dev/null && echo WROTE; echo done".format(j=j)),
+                        env={"SOPERATOR_JAIL_SUB_MOUNTS": "scratch:/scratch:rw:1777"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["scratch", "1777 0", "done"]
+    assert stat.S_IMODE(os.stat(fs + "/run/slurm").st_mode) == 0o755
 
 
 def test_login_needs_the_sshd_user_in_the_jail(fs):

@@ -262,10 +262,6 @@ class Cluster(object):
                  options=["--security-opt", "no-new-privileges"])
         return run_dir
 
-    def mirrored(self, volume, path):
-        """A per-pod directory at ``path`` and at the same place in the jail, as the manifests mount it."""
-        return [(volume, path), (volume, names.JAIL_MOUNT + path)]
-
     def controller(self, volumes=()):
         munge_run = self.munge("controller", CONTROLLER_IMAGE, self.controller_host)
         self.run("controller", CONTROLLER_IMAGE, ["/usr/sbin/slurmctld", "-D"],
@@ -286,10 +282,11 @@ class Cluster(object):
         # The NodeSet's file of the health ConfigMap, where the manifest mounts it (key -> health.json).
         health = write_files(os.path.join(self.tmp, "health"), {names.HEALTH_CONFIG_FILE: self.manifests[
             "health_config"]["%s.json" % self.manifests["nodeset"]]})
-        volumes = [(self.jail, names.JAIL_MOUNT), (health, names.HEALTH_CONFIG_MOUNT + ":ro")] \
-            + self.mirrored(self.emptydir("slurmd-spool"), names.SLURMD_SPOOL) \
-            + self.mirrored(munge_run, names.MUNGE_RUN_DIR) + self.mirrored(self.emptydir("worker-slurm-run"),
-                                                                           names.SLURM_RUN_DIR)
+        # The pod's runtime directories at their paths only, as the manifests mount them: the entrypoint binds them
+        # into the jail itself (read-only).
+        volumes = [(self.jail, names.JAIL_MOUNT), (health, names.HEALTH_CONFIG_MOUNT + ":ro"),
+                   (self.emptydir("slurmd-spool"), names.SLURMD_SPOOL), (munge_run, names.MUNGE_RUN_DIR),
+                   (self.emptydir("worker-slurm-run"), names.SLURM_RUN_DIR)]
         self.run("worker", WORKER_IMAGE,
                  ["/usr/sbin/slurmd", "-D", "-Z", "-N", self.node, "--conf-server", self.conf_server,
                   "--conf", env["SLURMD_CONF_PARAMS"]],
@@ -309,8 +306,8 @@ class Cluster(object):
                  # SYS_ADMIN among them is for the entrypoint's jail binds; it drops it before sshd.
                  render_login.LOGIN_CAPABILITIES, self.login_host,
                  volumes=[(self.jail, names.JAIL_MOUNT), (host_keys, names.SSH_HOST_KEYS_MOUNT),
-                          (sshd_config, names.SSHD_CONFIG_MOUNT)] + self.mirrored(munge_run, names.MUNGE_RUN_DIR)
-                 + self.mirrored(slurm_run, names.SLURM_RUN_DIR),
+                          (sshd_config, names.SSHD_CONFIG_MOUNT), (munge_run, names.MUNGE_RUN_DIR),
+                          (slurm_run, names.SLURM_RUN_DIR)],
                  options=["-p", "127.0.0.1::22"])
 
     def exec(self, name, *command, input_text=None):

@@ -30,6 +30,8 @@ PLUGIN_SRC = REPO / "spank_chroot"
 HOSTNAME = "slurm-test"
 NODES = ("n1", "n2")
 USER, UID, GID = "alice", 1001, 1001
+# A supplementary group of USER (node and jail alike): the jail plugin acts with the job's groups.
+GROUP, GROUP_GID = "proj", 1500
 JAIL = "/srv/jail"  # inside the rootfs
 MARKER = "/JAIL_MARKER"  # exists only in the jail
 PLUGIN_PATH = "/usr/local/lib/slurm/spank_chroot.so"
@@ -212,7 +214,7 @@ class Cluster:
         with open(base / "etc/passwd", "a") as f:
             f.write(f"{USER}:x:{UID}:{GID}::/home/{USER}:/bin/sh\n")
         with open(base / "etc/group", "a") as f:
-            f.write(f"{USER}:x:{GID}:\n")
+            f.write(f"{USER}:x:{GID}:\n{GROUP}:x:{GROUP_GID}:{USER}\n")
         home = base / "home" / USER
         home.mkdir(parents=True, exist_ok=True)
         os.chown(home, UID, GID)

@@ -11,7 +11,7 @@ import uuid
 from contextlib import contextmanager
 
 import pytest
-from slurm_cluster import JAIL, MARKER, PLUGIN_PATH, UID, USER, Cluster
+from slurm_cluster import GROUP_GID, JAIL, MARKER, PLUGIN_PATH, UID, USER, Cluster
 
 USERS = [None, USER]  # root, then an ordinary user with the same uid in rootfs and jail
 MARKER_TEXT = "inside the jail"
@@ -88,17 +88,56 @@ def test_file_written_in_jail_is_seen_by_other_node_and_host(cluster):
     assert host_view.stat().st_uid == UID
 
 
-def test_workdir_only_on_the_node_is_bound(cluster):
-    workdir = cluster.root / "opt" / "nodework"
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "node-file").write_text("x")
-    os.chown(workdir, UID, UID)
-    res = cluster.srun("-w", "n1", "--chdir=/opt/nodework", "sh", "-c", f"pwd; ls; cat {MARKER}",
-                       user=USER).check()
-    assert res.stdout.split("\n")[:3] == ["/opt/nodework", "node-file", MARKER_TEXT], res.output
+def _node_dir(cluster: Cluster, path: str, uid: int, gid: int, mode: int):
+    """A directory of the node only (not in the jail), with one file."""
+    node = cluster.root / path.lstrip("/")
+    node.mkdir(parents=True)
+    (node / "node-file").write_text("x")
+    os.chown(node, uid, gid)
+    node.chmod(mode)
+    return node
+
+
+def test_workdir_only_on_the_node_is_bound_on_a_mountpoint_the_user_makes(cluster):
+    """The jail lacks the step's working directory, the node has it: it is bound, on a mount point made in the shared
+    jail by the job's user, as the user's (the jail's /shared is 1777): never by root."""
+    workdir = f"/shared/{uuid.uuid4().hex}/nodework"
+    _node_dir(cluster, workdir, UID, UID, 0o755)
+    res = cluster.srun("-w", "n1", f"--chdir={workdir}", "sh", "-c", f"pwd; ls; cat {MARKER}", user=USER).check()
+    assert res.stdout.split("\n")[:3] == [workdir, "node-file", MARKER_TEXT], res.output
+    made = cluster.jail / workdir.lstrip("/")
+    assert made.is_dir() and not any(made.iterdir())
+    for path in (made, made.parent):
+        assert (path.stat().st_uid, path.stat().st_gid) == (UID, UID), path
     # a second job finds the (empty) mountpoint left in the jail and still binds the node's dir
-    res = cluster.srun("-w", "n2", "--chdir=/opt/nodework", "ls", user=USER).check()
+    res = cluster.srun("-w", "n2", f"--chdir={workdir}", "ls", user=USER).check()
     assert "node-file" in res.stdout, res.output
+
+
+def test_workdir_the_user_may_not_make_in_the_jail_is_not_made_for_them(cluster):
+    """The node has the directory (the user's), the jail lacks it and the user may not create it there (the jail's
+    /opt is root's): nothing is made in the jail on the user's behalf; the task starts in /tmp, as Slurm says."""
+    top = f"opt-{uuid.uuid4().hex[:8]}"
+    workdir = f"/{top}/nodework"
+    _node_dir(cluster, workdir, UID, UID, 0o755)
+    (cluster.jail / top).mkdir(mode=0o755)
+    res = cluster.srun("-w", "n1", f"--chdir={workdir}", "sh", "-c", "pwd; ls", user=USER).check()
+    assert res.stdout.split("\n")[0] == "/tmp", res.output
+    assert "node-file" not in res.stdout and "chdir" in res.stderr, res.output
+    assert list((cluster.jail / top).iterdir()) == []
+
+
+def test_workdir_is_reached_with_the_jobs_groups_only(cluster):
+    """A node directory of the user's supplementary group is bound; one of root's group, which only slurmstepd's
+    own groups could open, is not."""
+    base = f"/shared/{uuid.uuid4().hex}"
+    _node_dir(cluster, base + "/project", 0, GROUP_GID, 0o750)
+    _node_dir(cluster, base + "/roots", 0, 0, 0o750)
+    res = cluster.srun("-w", "n1", f"--chdir={base}/project", "sh", "-c", "pwd; ls", user=USER).check()
+    assert res.stdout.split("\n")[:2] == [base + "/project", "node-file"], res.output
+    res = cluster.srun("-w", "n1", f"--chdir={base}/roots", "sh", "-c", "pwd; ls", user=USER).check()
+    assert res.stdout.split("\n")[0] == "/tmp" and "node-file" not in res.stdout, res.output
+    assert not (cluster.jail / base.lstrip("/") / "roots").exists()
 
 
 # ---- least privilege: what a task, root's included, may do in the jail ---------------------
@@ -153,6 +192,20 @@ def test_the_nodes_sys_and_kernel_tunables_are_read_only_in_the_jail(cluster):
         assert "ro" in points[point], (point, points.get(point))
     assert "rw" in points["/proc"] and "rw" in points["/tmp"]
     assert "WROTE-PROC" not in after and "WROTE-SYS" not in after and "done" in after, after
+
+
+def test_the_nodes_run_is_read_only_for_every_task(cluster):
+    """/run is the node's (munge's socket, the configuration slurmd fetched and its link): a root task, which owns
+    those files, can neither add nor replace anything there, nor below it; the socket stays reachable."""
+    (cluster.root / "run" / "soperator-test").mkdir(exist_ok=True)
+    script = ("touch /run/x && echo WROTE-RUN; ln -s /tmp /run/soperator-link && echo LINKED; "
+              "touch /run/soperator-test/x && echo WROTE-BELOW; ls /run/munge; echo done")
+    res = cluster.srun("-w", "n1", "sh", "-c", script).check()
+    assert "munge.socket.2" in res.stdout and res.stdout.strip().endswith("done"), res.output
+    assert not {"WROTE-RUN", "LINKED", "WROTE-BELOW"} & set(res.stdout.split()), res.output
+    mounts = cluster.srun("-w", "n1", "cat", "/proc/self/mountinfo").check().stdout
+    run = [line.split() for line in mounts.splitlines() if line.split()[4] == "/run"]
+    assert run and "ro" in run[0][5].split(","), mounts
 
 
 # ---- steps that must not be jailed -------------------------------------------------------

@@ -1,9 +1,17 @@
 import copy
+import os
+import re
 
 import pytest
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render, render_common
+from ansible_collections.soperator.slurm.plugins.module_utils import (
+    config_keys,
+    names,
+    render,
+    render_common,
+    render_worker,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
 
@@ -149,8 +157,10 @@ def test_worker(cpu):
     assert context["appArmorProfile"] == {"type": "Unconfined"}
     mounts = dict((m["mountPath"], m["name"]) for m in slurmd["volumeMounts"])
     assert mounts["/mnt/jail"] == "jail"
-    assert mounts["/var/spool/slurmd"] == mounts["/mnt/jail/var/spool/slurmd"] == "slurmd-spool"
-    assert mounts["/run/munge"] == mounts["/mnt/jail/run/munge"] == "munge-run"
+    assert mounts["/var/spool/slurmd"] == "slurmd-spool" and mounts["/run/munge"] == "munge-run"
+    # Nothing below the jail is the runtime's to mount: it would follow a symlink a job left there. The entrypoint
+    # binds the runtime directories into the jail itself (read-only, symlink-proof).
+    assert [m for m in mounts if m.startswith("/mnt/jail/")] == []
     assert pod["terminationGracePeriodSeconds"] == 60
     assert pod["automountServiceAccountToken"] is False
     pdb = _by(objects, "PodDisruptionBudget", "demo-cpu")
@@ -170,7 +180,10 @@ def test_gpu_example():
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert pod["tolerations"][0]["key"] == "dedicated"
     mounts = dict((m["mountPath"], m) for m in slurmd["volumeMounts"])
-    assert mounts["/mnt/jail/datasets"]["readOnly"] is True
+    assert mounts["/mnt/soperator/sub-mounts/datasets"]["readOnly"] is True
+    assert mounts["/mnt/soperator/sub-mounts/scratch"]["readOnly"] is False
+    assert env["SOPERATOR_JAIL_SUB_MOUNTS"] == "datasets:/datasets:ro scratch:/scratch:rw"
+    assert env["SOPERATOR_JAIL_SHARED_PATHS"] == "/home /root /datasets /scratch"
     volumes = dict((v["name"], v) for v in pod["volumes"])
     assert volumes["submount-scratch"]["hostPath"] == {"path": "/mnt/local-nvme", "type": "Directory"}
     login = _by(objects, "Service", "ml-login")
@@ -251,6 +264,74 @@ def test_existing_claim_and_sub_mounts():
     assert volumes["submount-tmp"]["emptyDir"] == {}
     job = [o for o in objects if o["kind"] == "Job"][0]
     assert [v["name"] for v in job["spec"]["template"]["spec"]["volumes"]] == ["jail", "tools"]
+
+
+def _env(container):
+    return dict((e["name"], e.get("value")) for e in container.get("env") or ())
+
+
+def test_sub_mounts_are_mounted_outside_the_jail_and_bound_by_the_entrypoint():
+    """The kubelet mounts each sub-mount by name outside the jail; the entrypoint of login and worker pods binds it
+    at its jail path (symlink-proof), read-only as asked, an emptyDir's directory with its mode (0755 unless asked)."""
+    cluster = make_cluster({"jail": {"storageClassName": "s", "size": "1Gi", "subMounts": [
+        {"name": "data", "mountPath": "/data", "claimName": "data", "readOnly": True},
+        {"name": "scratch", "mountPath": "/scratch", "emptyDir": True},
+        {"name": "shared", "mountPath": "/shared", "emptyDir": True, "mode": "1777", "readOnly": True}]}})
+    objects = render.render_cluster(cluster, [make_nodeset()])
+    worker = _container(_by(objects, "StatefulSet", "demo-cpu")["spec"]["template"]["spec"], "slurmd")
+    login = _container(_by(objects, "StatefulSet", "demo-login")["spec"]["template"]["spec"], "sshd")
+    for container in (worker, login):
+        assert _env(container)["SOPERATOR_JAIL_SUB_MOUNTS"] == \
+            "data:/data:ro scratch:/scratch:rw:0755 shared:/shared:ro:1777"
+        mounts = dict((m["name"], m) for m in container["volumeMounts"])
+        assert mounts["submount-data"] == {"name": "submount-data", "mountPath": "/mnt/soperator/sub-mounts/data",
+                                           "readOnly": True}
+        # an emptyDir is writable where the kubelet mounts it (the entrypoint sets its mode), read-only in the jail
+        assert mounts["submount-shared"]["readOnly"] is False
+        assert not [m for m in container["volumeMounts"] if m["mountPath"].startswith(names.JAIL_MOUNT + "/")]
+    assert "SOPERATOR_JAIL_SUB_MOUNTS" not in _env(_container(_by(objects, "StatefulSet", "demo-controller")[
+        "spec"]["template"]["spec"], "slurmctld"))
+
+
+@pytest.mark.parametrize("paths, shared", [
+    ([], ["/home", "/root"]),
+    # user data: shared, sorted; one inside a shared path rides along with it (the share is recursive)
+    (["/scratch", "/data", "/home/shared", "/data/inner"], ["/home", "/root", "/data", "/scratch"]),
+    # where the container's privileged processes execute, load or read files: never shared
+    (["/usr/local/bin", "/usr/lib/x86_64-linux-gnu/slurm", "/etc/munge", "/opt/tools", "/var/lib/data",
+      "/var/spool/slurmd", "/run/x", "/libexec/x", "/mnt/jail/x", "/mnt/soperator/sub-mounts/x", "/mnt/soperator",
+      "/mnt/data", "/srv/x", "/sbin2"], ["/home", "/root", "/mnt/data", "/sbin2", "/srv/x"]),
+])
+def test_shared_jail_paths(paths, shared):
+    assert render_worker.shared_jail_paths([{"mountPath": p} for p in paths]) == shared
+
+
+def test_no_shared_jail_path_is_in_a_system_tree():
+    """Every place of the images' filesystems where root's processes find programs, libraries, plugins,
+    configuration or keys (the worker image's PATH, its Slurm plugin dir, /etc/munge, the probe, the health program)
+    is in a system tree, so a sub-mount there is never shared with slurmd's container."""
+    trusted = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
+               "/usr/lib/x86_64-linux-gnu/slurm", "/lib/x86_64-linux-gnu", "/etc/munge", "/etc/slurm",
+               "/etc/soperator", "/etc/ld.so.preload", names.NODE_READY_PROBE, names.HEALTH_CHECK_PROGRAM,
+               names.SLURMD_SPOOL, names.SLURM_RUN_DIR, names.MUNGE_RUN_DIR, names.JAIL_MOUNT, names.SUB_MOUNTS_DIR,
+               "/usr/local/lib/soperator", "/usr/lib/python3/dist-packages", "/opt/nvidia", "/var/lib/munge"]
+    for path in trusted:
+        assert config_keys.system_tree(path) is not None and not config_keys.may_mirror(path), path
+        assert render_worker.shared_jail_paths([{"mountPath": path}]) == list(render_worker.SHARED_HOMES), path
+
+
+def test_the_entrypoint_refuses_the_same_system_trees():
+    """The entrypoint's own lists (it refuses, fail closed, whatever its manifest asks) are the pure core's."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "images", "lib", "soperator-entrypoint")
+    with open(path) as f:
+        text = f.read()
+
+    def words(name):
+        return re.search(r'^%s="([^"]*)"$' % name, text.replace("\\\n", ""), re.M).group(1).split()
+    assert words("SYSTEM_TREES") == list(config_keys.DAEMON_MIRROR_REFUSED_TREES)
+    assert config_keys.SUB_MOUNT_SYSTEM_NAME_PREFIX == "lib" and 'trees="$SYSTEM_TREES /lib*"' in text
+    assert words("SHARED_HOMES") == list(render_worker.SHARED_HOMES)
+    assert re.search(r"^SUB_MOUNTS=\$R(\S+)$", text, re.M).group(1) == names.SUB_MOUNTS_DIR
 
 
 def test_placement_merge():
