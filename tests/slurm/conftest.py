@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 from accounting_cluster import AccountingCluster
+from cloud_cluster import CloudCluster
 from slurm_cluster import Cluster, running
 
 HOST_TOOLS = ("unshare", "nsenter", "chroot", "zstd", "tar", "mount")
@@ -52,3 +53,8 @@ def pytest_runtest_makereport(item, call):
     if rep.when == "call" and rep.failed and isinstance(a, AccountingCluster):
         for name in ("mariadb.log", "slurmdbd.log", "slurmctld.log", "slurmrestd.log", "exporter.log"):
             rep.sections.append((name, a.log_tail(name, 40)))
+    clouds = [v for v in (item.funcargs.values() if hasattr(item, "funcargs") else ()) if isinstance(v, CloudCluster)]
+    if rep.when == "call" and rep.failed:
+        for cloud in clouds:
+            rep.sections.append(("slurmctld.log", "\n".join(cloud.log("slurmctld.log").splitlines()[-60:])))
+            rep.sections.append(("slurmd logs", cloud.slurmd_logs()))

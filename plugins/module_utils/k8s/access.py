@@ -197,9 +197,23 @@ def discovery(dynamic):
             found = dynamic.resources.get(api_version=api_version, kind=kind)
         except (ResourceNotFoundError, ResourceNotUniqueError):  # not served (as one kind)
             return None
+        # Another project's kind is confirmed with the server: the library's discovery cache, a file every process
+        # on the host shares, still lists a kind whose CRD was removed since it was written.
+        if kind in kinds.optional_names() and not _listed(dynamic, api_version, kind):
+            dynamic.resources.invalidate_cache()
+            return None
         group, dummy, version = api_version.rpartition("/")
         return Resource(group, version, found.name, kind, bool(found.namespaced))
     return resolve
+
+
+def _listed(dynamic, api_version, kind):
+    """The server's own resource list of a group version names ``kind``."""
+    try:
+        body = Rest(dynamic).json("GET", "/apis/%s" % api_version, what="discovery of %s" % api_version)
+    except NotFound:
+        return False
+    return any(r.get("kind") == kind for r in body.get("resources") or [])
 
 
 # --- requests --------------------------------------------------------------------------------------------------
