@@ -2,8 +2,10 @@
 installed by playbooks/operator.yml (namespaced, for a namespace that does not exist yet), its two replicas on the
 real node under their own ServiceAccount and the RBAC the role installs, drains on. From then on only kubectl.
 
-The README's lines are read from README.md and run one by one with bash; each is claimed by what this suite
-expects it to be, so the README and the suite cannot drift apart.
+The README's lines are read from README.md and run one by one, each in a new login shell that inherits nothing from
+pytest but HOME (no PATH, ANSIBLE_*, KUBECONFIG: only what the section's first line, ``. hack/env.sh``, sets up), as
+a user's new shell after ``make demo``; each is claimed by what this suite expects it to be, so the README and the
+suite cannot drift apart.
 
 Figures (seconds) are printed for the closing note: apply -> Ready, scale-out -> idle, scale-in with a running
 job -> node gone, leader deleted -> converged. ``SOPERATOR_E2E_OPERATOR_RUNS=3`` replays the cluster's lifecycle
@@ -46,9 +48,27 @@ def readme_steps():
     return [line.strip() for line in body.replace("\\\n", " ").splitlines() if line.strip()]
 
 
+def login_env(state_dir=None):
+    """A new login shell's environment: HOME only (and which local cluster, when not the default one)."""
+    env = {"HOME": os.environ["HOME"]}
+    for name in ("SOPERATOR_CACHE",):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    default = os.path.expanduser("~/.local/state/soperator/localcluster")
+    if state_dir and os.path.realpath(state_dir) != os.path.realpath(default):
+        env["SOPERATOR_LOCALCLUSTER_DIR"] = state_dir
+    return env
+
+
+def login_shell(script, env, timeout=900):
+    """``script`` in a new bash login shell in the checkout (errors stop it), with ``env`` only."""
+    return subprocess.run(["/bin/bash", "-l", "-c", "set -euo pipefail\n" + script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 class Readme:
-    """The README's lines by name (each checked against what this suite expects it to be, in order), run with
-    bash in the checkout; kubectl is the pinned one, the kubeconfig the local cluster's."""
+    """The README's lines by name (each checked against what this suite expects it to be, in order), each run in a
+    new login shell in the checkout after the section's first line (the shell's setup), nothing else inherited."""
 
     def __init__(self, e=None):
         steps = readme_steps()
@@ -56,21 +76,27 @@ class Readme:
         for (name, expected), line in zip(SEQUENCE, steps):
             assert re.search(expected, line), "README line %r is not the expected %s (%r)" % (line, name, expected)
         self.line = dict(zip([name for name, _ in SEQUENCE], steps))
-        if e is not None:
-            self.env = dict(e.env, KUBECONFIG=e.kubeconfig,
-                            PATH=os.path.dirname(e.kubectl_bin) + os.pathsep + e.env["PATH"])
+        self.env = login_env(e.state_dir if e is not None else None)
 
-    def run(self, name, timeout=900):
-        line = self.line[name]
-        res = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=ROOT, env=self.env, capture_output=True,
-                             text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        assert res.returncode == 0, "README line %r: %s" % (line, (res.stdout + res.stderr)[-4000:])
+    def run(self, name, timeout=900, then=None):
+        """The line ``name`` (after the setup line), then the shell code ``then`` in the same shell."""
+        script = "\n".join([self.line["env"]] + ([self.line[name]] if name != "env" else []) + ([then] if then else []))
+        res = login_shell(script, self.env, timeout)
+        assert res.returncode == 0, "README line %r: %s" % (self.line[name], (res.stdout + res.stderr)[-4000:])
         return res
 
 
 def test_the_readme_operator_section_is_what_this_suite_runs():
     """Every line of the README's operator section, in order, is one this suite runs and checks."""
     Readme()
+
+
+def test_the_readme_lines_run_in_a_shell_that_inherits_nothing():
+    """The shell the README's lines run in has none of pytest's PATH, ANSIBLE_* or KUBECONFIG (else the section
+    could pass here and fail in a user's new shell)."""
+    env = dict(line.split("=", 1) for line in login_shell("env", login_env()).stdout.splitlines() if "=" in line)
+    assert not [name for name in env if name.startswith(("ANSIBLE_", "K8S_AUTH_")) or name == "KUBECONFIG"], env
+    assert os.path.join(ROOT, ".venv", "bin") not in env["PATH"].split(os.pathsep), env["PATH"]
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +108,11 @@ def op(real_node_cluster):
     for ns in (WATCHED, CLUSTER_WIDE_NS, OPERATOR_NS):
         e.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", timeout=300)
     e.readme = Readme(e)
+    # the setup line: the venv's ansible-playbook, the pinned kubectl, this checkout as the collection, the cluster
+    shell = e.readme.run("env", then='for t in ansible-playbook kubectl; do command -v $t; done; echo "$KUBECONFIG"; '
+                                     'readlink -f "$ANSIBLE_COLLECTIONS_PATH/ansible_collections/soperator/slurm"')
+    assert shell.stdout.split() == [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), e.kubectl_bin,
+                                    e.kubeconfig, os.path.realpath(ROOT)], shell.stdout
     e.readme.run("build")
     e.readme.run("import")
     assert e.kubectl("get", "namespace", WATCHED, check=False).returncode != 0  # namespaced mode creates it
@@ -139,6 +170,7 @@ def test_installed_as_shipped(op):
 
 # The README's operator section, line by line: (name, what the line must be).
 SEQUENCE = (
+    ("env", r"^\. hack/env\.sh\b"),
     ("build", r"^hack/build-operator-image\.sh\b"),
     ("import", r"^python3 hack/localcluster\.py import-image .*operator-0\.1\.0\.tar$"),
     ("install", r"^ansible-playbook playbooks/operator\.yml .*operator_watch_namespaces.*\"%s\"" % WATCHED),
