@@ -542,13 +542,13 @@ def test_template_payloads_in_keys_are_never_evaluated(op, evaluation_shows):
     for kind, path in maps:
         for form, key in [("plain", "example.com/ok")] + sorted(keys.items()):
             doc = json.loads(json.dumps(base[0 if kind == "SlurmCluster" else 1]))
-            doc["metadata"]["name"] += "-%d" % len(trials)
+            doc["metadata"]["name"] += "-t%d" % len(trials)  # (a NodeSet's name may not end in -<digits>)
             _map_at(doc, schemas[kind], path)[key] = "1"
             trials.append((kind, path, form, key, doc))
     res = op.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all([t[-1] for t in trials]),
                      check=False, timeout=600)
-    created = set(re.findall(r"/(evilkeys\S*-\d+) (?:created|configured) \(server dry run\)", res.stdout))
-    refusals = dict((name, line) for line in res.stderr.splitlines() for name in re.findall(r'"(evilkeys\S*-\d+)"',
+    created = set(re.findall(r"/(evilkeys\S*-t\d+) (?:created|configured) \(server dry run\)", res.stdout))
+    refusals = dict((name, line) for line in res.stderr.splitlines() for name in re.findall(r'"(evilkeys\S*-t\d+)"',
                                                                                               line))
     accepted, by_api_server = [], []
     for kind, path, form, key, doc in trials:
