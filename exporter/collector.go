@@ -4,27 +4,27 @@
 package main
 
 import (
+	"context"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// slurmCollector runs the active collectors at each scrape. Unchecked (Describe sends nothing): the metrics
-// depend on what Slurm has (partitions, users, reasons).
+// slurmCollector runs the active collectors once: one set of Slurm calls (sinfo, squeue, sshare, sdiag).
 type slurmCollector struct {
 	run    func(name string, args ...string) (string, error)
 	active []string
 	now    func() time.Time
 }
 
-func (c *slurmCollector) Describe(chan<- *prometheus.Desc) {}
-
 func gauge(ch chan<- prometheus.Metric, name, help string, value float64, labels []string, values ...string) {
 	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, labels, nil), prometheus.GaugeValue, value,
 		values...)
 }
 
+// Collect runs every active collector (one after the other) and sends what they found.
 func (c *slurmCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range c.active {
 		start := c.now()
@@ -41,6 +41,88 @@ func (c *slurmCollector) Collect(ch chan<- prometheus.Metric) {
 			[]string{"collector"}, name)
 		gauge(ch, "slurm_exporter_collector_duration_seconds", "How long the collector took.",
 			c.now().Sub(start).Seconds(), []string{"collector"}, name)
+	}
+}
+
+// cache is what scrapes are answered with: the last collection's metrics. Only its loop asks Slurm, one
+// collection at a time, once per interval, whatever the number of scrapes: an unauthenticated HTTP request never
+// turns into a Slurm RPC. Unchecked collector (Describe sends nothing): the metrics depend on what Slurm has.
+type cache struct {
+	collect func(chan<- prometheus.Metric)
+	now     func() time.Time
+
+	mu          sync.RWMutex
+	metrics     []prometheus.Metric
+	last        time.Time
+	collections float64
+	ready       chan struct{} // closed once the first collection is in
+	readyOnce   sync.Once
+}
+
+func newCache(collect func(chan<- prometheus.Metric), now func() time.Time) *cache {
+	return &cache{collect: collect, now: now, ready: make(chan struct{})}
+}
+
+// refresh runs one collection and makes it the answer of the following scrapes.
+func (k *cache) refresh() {
+	ch := make(chan prometheus.Metric)
+	var found []prometheus.Metric
+	done := make(chan struct{})
+	go func() {
+		for m := range ch {
+			found = append(found, m)
+		}
+		close(done)
+	}()
+	k.collect(ch)
+	close(ch)
+	<-done
+	k.mu.Lock()
+	k.metrics, k.last = found, k.now()
+	k.collections++
+	k.mu.Unlock()
+	k.readyOnce.Do(func() { close(k.ready) })
+}
+
+// loop collects at once, then at each tick until ctx ends. A collection that outlasts the interval delays the next
+// one (a ticker drops the ticks it could not deliver): never two at a time.
+func (k *cache) loop(ctx context.Context, ticks <-chan time.Time) {
+	k.refresh()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			k.refresh()
+		}
+	}
+}
+
+// Ready reports whether the first collection is in (the readiness probe).
+func (k *cache) Ready() bool {
+	select {
+	case <-k.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+func (k *cache) Describe(chan<- *prometheus.Desc) {}
+
+func (k *cache) Collect(ch chan<- prometheus.Metric) {
+	k.mu.RLock()
+	metrics, last, collections := k.metrics, k.last, k.collections
+	k.mu.RUnlock()
+	for _, m := range metrics {
+		ch <- m
+	}
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("slurm_exporter_collections_total",
+		"Collections from Slurm since the exporter started (one set of Slurm calls each, one per interval).",
+		nil, nil), prometheus.CounterValue, collections)
+	if !last.IsZero() {
+		gauge(ch, "slurm_exporter_last_collection_age_seconds", "Seconds since the last collection from Slurm "+
+			"ended: the age of every slurm_* value of this scrape.", k.now().Sub(last).Seconds(), nil)
 	}
 }
 

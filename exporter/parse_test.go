@@ -114,10 +114,12 @@ func TestCollector(t *testing.T) {
 		}
 		return "", os.ErrNotExist // sshare: no accounting
 	}
-	c := &slurmCollector{run: run, active: collectorNames,
-		now: func() time.Time { return time.Unix(1795533457, 0) }}
+	now := func() time.Time { return time.Unix(1795533457, 0) }
+	c := &slurmCollector{run: run, active: collectorNames, now: now}
+	last := newCache(c.Collect, now)
+	last.refresh()
 	registry := prometheus.NewPedanticRegistry()
-	registry.MustRegister(c)
+	registry.MustRegister(last)
 	expected := `
 # HELP slurm_jobs_pending Jobs in state pending (squeue).
 # TYPE slurm_jobs_pending gauge

@@ -21,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import time
+import uuid
 from typing import Any, Dict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
@@ -52,6 +53,8 @@ except ImportError:  # the module reports the missing library first
         pass
 
 FINALIZER = names.GROUP + "/finalizer"
+# The API server answers a get with the object's metadata only (no Secret value is ever transferred).
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 class SecretMissing(Exception):
@@ -96,6 +99,7 @@ class Converger(object):
         self.write_status = write_status and not check_mode
         self.nodeset_finalizer = nodeset_finalizer
         self.policy = policy  # the installer's (policy.normalize); None: not judged
+        self.warnings = []    # what went wrong without failing the run (an Event not written)
         self._res = {}
 
     # --- API plumbing ---------------------------------------------------------------------------------------
@@ -253,11 +257,27 @@ class Converger(object):
             slurm_error = "pod %s-0 is not ready" % names.controller_name(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
-                    "owners": self.owners(every)}
+                    "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
+
+    def database_secrets(self, cluster):
+        """``{name: labels}`` of the Secrets an External database names (``spec.database_secret_refs``), read by
+        name as metadata only (PartialObjectMetadata: their values never reach this process); a missing one is left
+        out."""
+        found = {}
+        res = self.resource("v1", "Secret")
+        for name in sorted(set(ref[1] for ref in specs.database_secret_refs(cluster.get("spec")))):
+            try:
+                meta = _body(self._call("read the labels of Secret %s/%s" % (self.namespace, name), res.get, name=name,
+                                        namespace=self.namespace, serialize=False, expect=NotFoundError,
+                                        header_params={"Accept": METADATA_ONLY}))
+            except NotFoundError:
+                continue
+            found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
+        return found
 
     def kubernetes_nodes(self, pods):
         """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
@@ -309,8 +329,9 @@ class Converger(object):
         if live is not None and (live.get("data") or {}) == desired["data"]:
             return
         transport = self.slurm_transport(names.controller_name(self.name) + "-0")
+        argv, stdin = slurm_check.command(desired["data"])
         try:
-            rc, dummy, err = transport(slurm_check.command(desired["data"]))
+            rc, dummy, err = transport(argv, stdin)
         except SlurmError:
             return  # the controller went away meanwhile: the next pass checks again
         found = slurm_check.problem(rc, err, desired["data"], cluster.get("spec"))
@@ -336,8 +357,9 @@ class Converger(object):
         if live is not None and (live.get("data") or {}) == desired["data"]:
             return
         text = desired["data"].get("sshd_config", "")
+        argv, stdin = login_check.sshd_test_command(text)
         try:
-            rc, dummy, err = self.slurm_transport(ready[0], login_check.CONTAINER)(login_check.sshd_test_command(text))
+            rc, dummy, err = self.slurm_transport(ready[0], login_check.CONTAINER)(argv, stdin)
         except SlurmError:
             return  # the pod went away meanwhile: the next pass checks again
         found = login_check.sshd_problem(rc, err, text, (cluster.get("spec") or {}).get("login"))
@@ -421,7 +443,41 @@ class Converger(object):
             if not self.check_mode and not self.move_pod(pod_name, uid, host, why):
                 continue
             done["replaced_pods"].append(pod_name)
+        # Said once a pod went with its jobs: a replaced pod only when this pass deleted it; a removed one when the
+        # smaller StatefulSet was applied (or scaled) above.
+        done["events"] = []
+        for entry in plan.give_up:
+            if entry["pod_uid"] and entry["node"] not in done["replaced_pods"]:
+                continue
+            done["events"].append(self.record_event(entry))
         return applied, done
+
+    def jobs_on(self, node_names):
+        """``{node: [job ids]}`` from slurmctld, ``{}`` when it cannot tell (the ids only inform status and Events)."""
+        try:
+            return self.slurm().jobs_on(node_names)
+        except SlurmError:
+            return {}
+
+    def record_event(self, entry):
+        """The DrainTimeoutExpired Event on the NodeSet of ``entry`` (``Plan.give_up``); returns its message. An
+        Event that cannot be written is reported (a warning), never a reason to fail the pass."""
+        event_type, reason, message = core.give_up_event(entry)
+        stamp = _now_iso(self.clock())
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "%s.%s" % (entry["nodeset"], uuid.uuid4().hex[:16]), "namespace": self.namespace},
+                "involvedObject": {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
+                                   "name": entry["nodeset"], "namespace": self.namespace, "uid": entry["nodeset_uid"]},
+                "type": event_type, "reason": reason, "message": message[:1024],
+                "source": {"component": self.field_manager}, "reportingComponent": self.field_manager,
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+        if not self.check_mode:
+            try:
+                self._call("record Event %s on NodeSet %s/%s" % (reason, self.namespace, entry["nodeset"]),
+                           self.resource("v1", "Event").create, body=body, namespace=self.namespace)
+            except KubernetesError as e:
+                self.warnings.append("%s (%s)" % (e.msg, message))
+        return message
 
     def move_pod(self, pod_name, uid, host, why):
         """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
@@ -452,7 +508,7 @@ class Converger(object):
         """Passes until settled (nothing pending; Ready too with ``wait_for_ready``) or ``wait_timeout``."""
         deadline = self.clock() + wait_timeout
         totals: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
-                                  "replaced_pods": []}
+                                  "replaced_pods": [], "events": []}
         objects_seen, counts, diffs, changed = {}, {}, [], False
         passes = 0
         timings = dict.fromkeys(("observe", "render", "apply", "status"), 0.0)
@@ -491,6 +547,8 @@ class Converger(object):
                 raise
             if slurm_error and plan.pending:
                 plan.pending.append("slurm: %s" % slurm_error)
+            if observed["slurm"] is not None and plan.nodes_with_jobs():
+                plan.set_jobs(self.jobs_on(plan.nodes_with_jobs()))
             lap("render")
             applied, done = self.act(plan, slurm_error, applier)
             lap("apply")
@@ -501,7 +559,7 @@ class Converger(object):
             diffs += applied.get("diff") or []
             changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
                                                             or done["deleted_nodes"] or done["replaced_pods"])
-            for key in ("drained", "resumed", "deleted_nodes", "replaced_pods"):
+            for key in ("drained", "resumed", "deleted_nodes", "replaced_pods", "events"):
                 totals[key] += [n for n in done[key] if n not in totals[key]]
             totals["scaled"].update(done["scaled"])
             released = self.release(nodesets, plan, retire)
@@ -524,6 +582,8 @@ class Converger(object):
         }
         if self.diff:
             result["diff"] = diffs
+        if self.warnings:
+            result["warnings"] = list(dict.fromkeys(self.warnings))
         return result
 
     def release(self, nodesets, plan, retire):
@@ -709,6 +769,8 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
     owners += [{"cluster": conv.name, "nodeset": ns["metadata"].get("name"),
                 "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
     errors.extend(specs.name_collisions(owners, conv.name))
+    if not errors:
+        errors.extend(specs.database_secret_errors(checked_cluster, conv.database_secrets(checked_cluster)))
     if errors:
         raise SpecErrors(errors)
     # The dry runs need the namespace: an empty one is the only thing created before the definition is judged

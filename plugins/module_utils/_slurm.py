@@ -5,7 +5,9 @@
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
 """The only code of the collection that runs Slurm commands (``scontrol``).
 
-Commands run through an injected transport, a callable ``argv -> (rc, stdout, stderr)``:
+Commands run through an injected transport, a callable ``(argv, stdin=None) -> (rc, stdout, stderr)``; what a
+command reads (a candidate configuration) travels as ``stdin``, never in ``argv``: an exec's argv is part of its
+URL, which the API server's audit log records.
 
 * ``KubernetesExecTransport``: exec in the controller pod (container ``slurmctld``) through the Kubernetes
   API, for real use;
@@ -55,10 +57,10 @@ class LocalTransport(object):
         self.prefix = list(prefix)
         self.timeout = timeout
 
-    def __call__(self, argv):
+    def __call__(self, argv, stdin=None):
         try:
             cp = subprocess.run(self.prefix + list(argv), capture_output=True, text=True, timeout=self.timeout,
-                                stdin=subprocess.DEVNULL, check=False)
+                                input=stdin if stdin is not None else "", check=False)
         except subprocess.TimeoutExpired:
             return 124, "", "timed out after %ss" % self.timeout
         except OSError as e:
@@ -67,7 +69,9 @@ class LocalTransport(object):
 
 
 class KubernetesExecTransport(object):
-    """Exec argv in a container of a pod (``connect_get_namespaced_pod_exec``); no shell, no tty."""
+    """Exec argv in a container of a pod (``connect_get_namespaced_pod_exec``); no shell, no tty. ``stdin`` is
+    written to the command's standard input (the exec's stream, not its URL); the command must read no more than
+    it is sent (the channel protocols before v5 cannot close stdin)."""
 
     def __init__(self, core_v1, namespace, pod, container="slurmctld", timeout=DEFAULT_COMMAND_TIMEOUT):
         self.core_v1 = core_v1
@@ -76,11 +80,11 @@ class KubernetesExecTransport(object):
         self.container = container
         self.timeout = timeout
 
-    def __call__(self, argv):
+    def __call__(self, argv, stdin=None):
         try:
             ws = stream(self.core_v1.connect_get_namespaced_pod_exec, self.pod, self.namespace,
-                        command=list(argv), container=self.container, stdin=False, stdout=True, stderr=True,
-                        tty=False, _preload_content=False)
+                        command=list(argv), container=self.container, stdin=stdin is not None, stdout=True,
+                        stderr=True, tty=False, _preload_content=False)
         except ApiException as e:
             raise SlurmError("cannot exec in pod %s/%s (container %s): %s %s"
                              % (self.namespace, self.pod, self.container, e.status, e.reason),
@@ -89,6 +93,8 @@ class KubernetesExecTransport(object):
             raise SlurmError("cannot exec in pod %s/%s (container %s): %s"
                              % (self.namespace, self.pod, self.container, e), command=list(argv))
         try:
+            if stdin is not None:
+                ws.write_stdin(stdin)
             ws.run_forever(timeout=self.timeout)
             if ws.is_open():
                 return 124, ws.read_stdout(), ws.read_stderr() + "timed out after %ss" % self.timeout
@@ -149,6 +155,15 @@ class Slurm(object):
         ours = [n for n in node_names if n in nodes and core.is_ours(nodes[n]["reason"], prefix)]
         self._update(ours, "state=resume")
         return ours
+
+    def jobs_on(self, node_names):
+        """``{node: [job ids]}`` of the jobs running (or completing, suspended) on each node; a node Slurm could not
+        answer for is left out."""
+        node_names = core.validate_node_names(node_names)
+        if not node_names:
+            return {}
+        rc, out, dummy = self.transport(["sh", "-c", core.JOBS_SCRIPT, "soperator-jobs"] + list(node_names))
+        return core.parse_jobs(out, node_names) if rc == 0 else {}
 
     def delete(self, node_names):
         node_names = core.validate_node_names(node_names)

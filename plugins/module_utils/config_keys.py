@@ -27,7 +27,7 @@ SLURM_CONF_KEYS = frozenset((
     "EnforcePartLimits", "Epilog", "EpilogMsgTime", "EpilogSlurmctld", "FairShareDampeningFactor",
     "FederationParameters", "FirstJobId", "GetEnvTimeout", "GpuFreqDef", "GroupUpdateForce", "GroupUpdateTime",
     "HashPlugin", "HealthCheckNodeState", "InactiveLimit", "InteractiveStepOptions", "JobAcctGatherFrequency",
-    "JobAcctGatherParams", "JobAcctGatherType", "JobCompHost", "JobCompLoc", "JobCompParams", "JobCompPass",
+    "JobAcctGatherParams", "JobAcctGatherType", "JobCompHost", "JobCompLoc", "JobCompParams",
     "JobCompPort", "JobCompType", "JobCompUser", "JobContainerType", "JobFileAppend", "JobRequeue",
     "JobSubmitPlugins", "KillOnBadExit", "LaunchParameters", "Licenses", "LogTimeFormat", "MailDomain",
     "MailProg", "MaxArraySize", "MaxBatchRequeue", "MaxDBDMsgs", "MaxJobId", "MaxMemPerCPU", "MaxMemPerNode",
@@ -92,6 +92,14 @@ SLURM_CONF_OWNED = {
     "AuthAltParameters": "JSON Web Tokens are wired by the operator: set spec.restApi.enabled",
 }
 
+# slurm.conf keys refused whoever sets them, with the reason. slurm.conf is served (configless) to every node and
+# client and must be readable by every user (slurm.conf(5)): a password in it is every jail user's.
+SLURM_CONF_REFUSED = {
+    "JobCompPass": "slurm.conf is served to every node and readable by every user of the jail, so a password there "
+                   "is theirs; use a job completion plugin that needs none, or accounting (spec.accounting: its "
+                   "database password stays in a Secret)",
+}
+
 # slurm.conf keys with a typed field in spec.slurm: one way to set each thing.
 SLURM_CONF_TYPED = {
     "SelectType": "spec.slurm.selectType",
@@ -109,12 +117,16 @@ SLURM_CONF_TYPED = {
 }
 
 CGROUP_CONF_KEYS = frozenset((
-    "AllowedRAMSpace", "AllowedSwapSpace", "CgroupMountpoint", "CgroupPlugin", "ConstrainCores",
+    "AllowedRAMSpace", "AllowedSwapSpace", "CgroupPlugin", "ConstrainCores",
     "ConstrainDevices", "ConstrainRAMSpace", "ConstrainSwapSpace", "EnableControllers", "EnableExtraControllers",
     "IgnoreSystemd", "IgnoreSystemdOnFailure", "MaxRAMPercent", "MaxSwapPercent", "MemorySwappiness",
     "MinRAMSpace", "SignalChildrenProcesses", "SystemdTimeout",
 ))
-CGROUP_CONF_OWNED = {}
+CGROUP_CONF_OWNED = {
+    # slurmd (root) creates and writes the job cgroups below it: the container's own tree, which the entrypoint
+    # makes writable for slurmd, and nothing else.
+    "CgroupMountpoint": "slurmd uses the container's /sys/fs/cgroup",
+}
 
 # Keys of one PartitionName line that spec.partitions[].config may set.
 PARTITION_KEYS = frozenset((
@@ -168,10 +180,17 @@ SSHD_OWNED = {
 SSHD_PERMIT_ROOT_LOGIN = ("prohibit-password", "forced-commands-only", "no")
 
 
-# slurm.conf keys naming a program Slurm runs, and as whom. A program run as root (or as SlurmUser, who owns the
-# job queue) is an administrator's choice: such a key makes whoever edits the SlurmCluster root on every node.
-# The installer may refuse them altogether (policy.py: allow_privileged_programs); a path users can write to is
-# refused always.
+# --- what Slurm runs, loads, writes -----------------------------------------------------------------------------
+# Every slurm.conf key that makes a Slurm daemon run, load or write a file (slurm.conf(5) of Slurm 24.11:
+# PARAMETERS, FILE AND DIRECTORY PERMISSIONS; cgroup.conf(5)). Keys the operator owns (PluginDir,
+# PlugStackConfig, Include, the log, pid and spool paths, AuthAltParameters' jwt_key) or that are not allowlisted
+# (SlurmctldPrimaryOnProg, SlurmctldPrimaryOffProg) are refused before these rules run.
+#
+# Programs run as root (slurmd, slurmstepd) or SlurmUser (slurmctld, who owns the job queue and reads the JWT key):
+# an administrator's choice, so whoever edits the SlurmCluster is root on every node through them. Such a program
+# comes only from where the images keep programs (policy.py: allowed_program_prefixes, default
+# IMAGE_PROGRAM_TREES), never from where users write (USER_WRITABLE_TREES) or a jail sub-mount; the installer may
+# refuse them altogether (allow_privileged_programs: false).
 PRIVILEGED_PROGRAM_KEYS = {
     "Prolog": "root on every node", "Epilog": "root on every node", "RebootProgram": "root on every node",
     "UnkillableStepProgram": "root on every node",
@@ -180,9 +199,140 @@ PRIVILEGED_PROGRAM_KEYS = {
     "ResumeFailProgram": "SlurmUser on the controller", "ResvProlog": "SlurmUser on the controller",
     "ResvEpilog": "SlurmUser on the controller", "MailProg": "SlurmUser on the controller",
 }
+# Programs run as the job's user (slurmstepd after it dropped to the user; srun): an absolute path is enough.
 USER_PROGRAM_KEYS = ("TaskProlog", "TaskEpilog", "SrunProlog", "SrunEpilog")
-# Where users (or jobs) can write: a program there is theirs, whoever runs it.
-USER_WRITABLE_TREES = (names.JAIL_MOUNT, "/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root")
+# Files a daemon writes as SlurmUser: a path users can write would let them point it (a symlink) at any file of
+# SlurmUser's, the controller's state included.
+WRITTEN_FILE_KEYS = {"SlurmSchedLogFile": "SlurmUser on the controller"}
+# JobCompLoc means what JobCompType makes of it: for jobcomp/script a program slurmctld runs as SlurmUser at every
+# job's end; for jobcomp/kafka a librdkafka configuration it loads (which may name plugin libraries: code); for
+# jobcomp/filetxt a file it writes; for elasticsearch a URL, for mysql a database (lua and none ignore it).
+JOBCOMP_LOC_USE = {"jobcomp/script": "program", "jobcomp/kafka": "loaded", "jobcomp/filetxt": "written",
+                   "jobcomp/elasticsearch": "url", "jobcomp/mysql": "database"}
+# Plugins that load a script, or a file naming programs, from the configuration directory (slurm.conf's). soperator
+# renders that directory (slurm.conf, cgroup.conf, gres.conf, plugstack.conf) and no field can add such a file, so
+# the plugin could only fail slurmctld or, were the file ever to appear, run code nobody validated: refused.
+# (key, plugin's short name) -> the file.
+CONFIG_DIR_SCRIPT_PLUGINS = {
+    ("JobSubmitPlugins", "lua"): "job_submit.lua (run by slurmctld as SlurmUser at every submission)",
+    ("CliFilterPlugins", "lua"): "cli_filter.lua (run by every client, root's included)",
+    ("BurstBufferType", "lua"): "burst_buffer.lua (run by slurmctld as SlurmUser)",
+    ("BurstBufferType", "datawarp"): "burst_buffer.conf (its GetSysState and GetSysStatus programs)",
+    ("JobCompType", "lua"): "jobcomp.lua (run by slurmctld as SlurmUser at every job's end)",
+    ("NodeFeaturesPlugins", "helpers"): "helpers.conf (its Helper programs, run by slurmd as root)",
+}
+# Options of a parameter list that name a file a daemon reads and trusts; refused with the reason.
+FILE_OPTIONS = {
+    "AccountingStorageParameters": ({"SSL_CERT", "SSL_CA", "SSL_CAPATH", "SSL_KEY"},
+                                    "certificates of a direct database connection: slurmctld talks to slurmdbd, "
+                                    "never to a database"),
+    "SwitchParameters": ({"fm_authdir"}, "the fabric manager's credentials are no file of the images"),
+}
+# The other keys of slurm.conf(5) that name a file or directory a daemon runs, loads or writes, all refused as
+# raw overrides: the operator owns these (SLURM_CONF_OWNED) ...
+OWNED_FILE_KEYS = ("PluginDir", "PlugStackConfig", "Include", "StateSaveLocation", "SlurmdSpoolDir",
+                   "SlurmctldLogFile", "SlurmdLogFile", "SlurmctldPidFile", "SlurmdPidFile", "AuthAltParameters",
+                   "AuthInfo")
+# ... and these are no allowlisted key (programs of a backup controller, which soperator does not run).
+UNLISTED_PROGRAM_KEYS = ("SlurmctldPrimaryOnProg", "SlurmctldPrimaryOffProg")
+# Where users (or jobs) can write, in the containers that run these programs: the jail (controller, workers,
+# logins), the homes and root's home mirrored from it, temporary and runtime trees, /proc (/proc/<pid>/root is
+# another process's root: a job's jail), the slurmd spool (job scripts belong to their users). A program or a
+# written file there is theirs, whoever runs it; the installer's prefixes cannot allow it.
+USER_WRITABLE_TREES = (names.JAIL_MOUNT, "/tmp", "/var/tmp", "/dev", "/run", "/var/run", "/var/lock", "/proc",
+                       "/home", "/root", names.SLURMD_SPOOL)
+# Where the images keep programs: trees of the image, written by nobody at run time, which no jail sub-mount may
+# take (SUB_MOUNT_SYSTEM_TREES) and the operator mounts nothing writable into. The default of the installer's
+# allowed_program_prefixes.
+IMAGE_PROGRAM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/etc", "/opt")
+
+
+def plugin_names(value):
+    """The short names of a comma-separated plugin list: ``job_submit/lua,require_timelimit`` -> lua, ..."""
+    return [item.strip().rsplit("/", 1)[-1].lower() for item in str(value).split(",") if item.strip()]
+
+
+def file_keys(slurm_conf):
+    """``{key: (use, who)}`` of the raw slurm.conf keys of ``slurm_conf`` that name a file a daemon runs
+    (``program``), loads as code or trusted configuration (``loaded``) or writes (``written``), as root or
+    SlurmUser; and the user programs (``user``, who: the job's user)."""
+    found = {}
+    for key in slurm_conf:
+        if key in PRIVILEGED_PROGRAM_KEYS:
+            found[key] = ("program", PRIVILEGED_PROGRAM_KEYS[key])
+        elif key in USER_PROGRAM_KEYS:
+            found[key] = ("user", "the job's user")
+        elif key in WRITTEN_FILE_KEYS:
+            found[key] = ("written", WRITTEN_FILE_KEYS[key])
+    use = JOBCOMP_LOC_USE.get(str(slurm_conf.get("JobCompType", "")))
+    if "JobCompLoc" in slurm_conf and use in ("program", "loaded", "written"):
+        found["JobCompLoc"] = (use, "SlurmUser on the controller")
+    return found
+
+
+# --- where a jail sub-mount may go ---------------------------------------------------------------------------------
+# A sub-mount is a volume jobs may write (an emptyDir, a claim, a writable host path) or whose files come from
+# outside the images. It is mounted in the jail, where setuid programs (sudo, su, their PAM modules, libraries and
+# configuration) and root's sessions execute, load and trust the operating system's trees, and the slurmd
+# container mirrors it at the same path for slurmstepd, where root processes (slurmd, its Prolog and health
+# program, the readiness probe the kubelet runs) do the same. So a sub-mount may not take, sit below, or hide (be
+# a parent of) a system tree: every top-level directory of a Debian system but /home, /media, /mnt and /srv (which
+# hold data), the system trees of other distributions a jail image may be built on, and soperator's jail mount.
+# The slurmd container's own mounts (/run/munge, /var/spool/slurmd, /etc/soperator, /opt/soperator, /dev/shm) all
+# lie inside these trees: a path the validator accepts is also one the entrypoint may mirror
+# (DAEMON_MIRROR_REFUSED_TREES, may_mirror).
+SUB_MOUNT_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/opt", "/proc", "/root", "/run", "/sbin", "/sys", "/tmp",
+                          "/usr", "/var", names.JAIL_MOUNT, "/nix", "/gnu", "/snap")
+# The loader's library trees are an open family (lib, lib32, lib64, libx32, libexec, lib.usr-is-merged, ...):
+# every top-level name starting with this is a system tree too.
+SUB_MOUNT_SYSTEM_NAME_PREFIX = "lib"
+# Directories whose children belong to users: a mount point below such a child could be replaced by its owner
+# with a symlink before a pod starts, and the runtime follows it (runc resolves a mount point inside the
+# container's root: a link to /usr/sbin would mount the volume over the slurmd container's /usr/sbin). Below
+# another sub-mount is the same (refused separately: its volume may be theirs).
+USER_OWNED_PARENTS = ("/home",)
+# Trees the slurmd container must never get a sub-mount's volume at: the same trees.
+DAEMON_MIRROR_REFUSED_TREES = SUB_MOUNT_SYSTEM_TREES
+
+
+def system_tree(path):
+    """The system tree ``path`` (a normalised absolute path) takes, lies below or would hide; None when it is
+    none's."""
+    first = path.split("/")[1] if path.startswith("/") else ""
+    if first.startswith(SUB_MOUNT_SYSTEM_NAME_PREFIX):
+        return "/" + first
+    for tree in SUB_MOUNT_SYSTEM_TREES:
+        if under(path, tree) or under(tree, path):
+            return tree
+    return None
+
+
+def sub_mount_problem(path, others=()):
+    """Why a jail sub-mount may not be mounted at ``path`` (normalised, absolute), or None. ``others``: the
+    mount paths of the cluster's other sub-mounts."""
+    tree = system_tree(path)
+    if tree is not None:
+        where = ("%s is a system tree" % path if path == tree else "%s is in %s, a system tree" % (path, tree)
+                 if under(path, tree) else "%s would hide %s, a system tree" % (path, tree))
+        return ("%s: privileged programs in the jail and in the slurmd container (which mounts every sub-mount at "
+                "the same path) run, load and trust files there; mount data elsewhere (/home, /scratch, /data, "
+                "/mnt/<name>, ...)" % where)
+    for parent in USER_OWNED_PARENTS:
+        if path.startswith(parent + "/") and "/" in path[len(parent) + 1:]:
+            return ("%s lies inside %s, a directory its user owns: they could replace the mount point with a "
+                    "link before a pod starts (mount at %s/<name> or outside %s)" % (
+                        path, "/".join(path.split("/")[:3]), parent, parent))
+    for other in others:
+        if other != path and under(path, other):
+            return ("%s lies inside the sub-mount %s, whose volume jobs may write: they could replace the mount "
+                    "point with a link before a pod starts" % (path, other))
+    return None
+
+
+def may_mirror(path):
+    """Whether the slurmd container may mount a jail path's volume at the same path: only outside
+    DAEMON_MIRROR_REFUSED_TREES (exactly where a sub-mount may go, so every accepted sub-mount may be mirrored)."""
+    return system_tree(path) is None
 
 
 def under(path, tree):

@@ -8,7 +8,9 @@ Pure: the adapter (``_converge.py``) observes the cluster (the live SlurmCluster
 StatefulSets and pods, Slurm's node table) and hands it to :func:`plan`; the operator runtime calls the same
 function on its watch caches to decide whether a run is needed at all. Time is passed in.
 
-No running job is ever killed by a plan (until a NodeSet's ``drainTimeout``):
+No running job is ever killed by a plan, unless a setting of the NodeSet says after how long (``drainTimeout`` with
+``onDrainTimeout: Proceed`` for scale-in, maintenance and removal; ``updateStrategy.proceedAfter`` for a rolling
+update, unset by default), and then with an Event (``DrainTimeoutExpired``) naming the node and its jobs:
 
 * a NodeSet that shrinks keeps the pods whose Slurm nodes are not drained and idle yet (StatefulSets remove
   their highest ordinals first); its victims are drained with ``soperator: scale-in``;
@@ -34,6 +36,7 @@ import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, projection, render, schema
 from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
 
@@ -52,6 +55,10 @@ REQUEUE_SLURM_UNREACHABLE = 30
 
 # Node states in which a registered node serves jobs (flags such as DRAIN are judged separately).
 _SERVING_STATES = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
+
+# The Event on a NodeSet when a node goes with its jobs, its drain older than the NodeSet's timeout.
+EVENT_DRAIN_TIMEOUT_EXPIRED = "DrainTimeoutExpired"
+_EVENT_JOBS = 50  # job ids an Event names (its message is at most 1024 bytes)
 
 PHASE_READY = "Ready"
 PHASE_PROGRESSING = "Progressing"
@@ -151,6 +158,7 @@ class Plan(object):
         self.nodesets = {}           # nodeset name -> facts for its status (see _nodeset_facts)
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
+        self.give_up = []            # dicts (give_up_node): busy nodes whose pods go now, past a drain timeout
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -171,6 +179,24 @@ class Plan(object):
         if node not in self.drain[reason]:
             self.drain[reason].append(node)
 
+    def give_up_node(self, nodeset, node, why, setting, value, since, pod_uid=None):
+        """Record that ``node`` (a pod of ``nodeset``) goes with its jobs now, its drain older than ``setting``.
+        ``pod_uid``: the pod is deleted (a rolling update), else the StatefulSet shrinks (scale-in, maintenance)."""
+        self.give_up.append({"nodeset": _name(nodeset), "nodeset_uid": (nodeset.get("metadata") or {}).get("uid"),
+                             "node": node, "why": why, "setting": setting, "value": value, "since": since,
+                             "pod_uid": pod_uid, "jobs": None})
+
+    def nodes_with_jobs(self):
+        """Nodes whose running jobs the status or an Event names: waited for by a rolling update, or given up."""
+        found = [w["node"] for facts in self.nodesets.values() for w in facts.get("waitingFor") or ()]
+        return sorted(set(found + [g["node"] for g in self.give_up]))
+
+    def set_jobs(self, jobs):
+        """Job ids per node (``{node: [ids]}``, a node absent: not known) into the waiting and given-up entries."""
+        for entry in [w for facts in self.nodesets.values() for w in facts.get("waitingFor") or ()] + self.give_up:
+            if entry["node"] in jobs:
+                entry["jobs"] = list(jobs[entry["node"]])
+
     @property
     def changes_slurm(self):
         return bool(self.drain or self.resume or self.delete_nodes)
@@ -185,7 +211,7 @@ def _victim_plan(slurm, victims, drain_timeout, now):
     return nodes_core.plan_scale_in(slurm, victims, now=now, drain_timeout=drain_timeout)
 
 
-def _shrink(p, slurm, statefulset, current, target, drain_timeout, now, reason, label):
+def _shrink(p, slurm, nodeset, statefulset, current, target, now, reason, label):
     """Replicas to render for a StatefulSet going from ``current`` to ``target`` pods, draining the victims."""
     if target >= current:
         return target
@@ -194,16 +220,25 @@ def _shrink(p, slurm, statefulset, current, target, drain_timeout, now, reason, 
                % (label, current, target))
         return current
     victims = nodes_core.scale_in_victims(current, target, statefulset)
-    entries = _victim_plan(slurm, victims, drain_timeout, now)
+    entries = _victim_plan(slurm, victims, _drain_timeout(nodeset), now)
     for entry in entries:
         if entry["action"] == nodes_core.DRAIN:
             p.drain_node(entry["name"], reason)
     removable = nodes_core.removable_replicas(entries)
+    _give_up_expired(p, nodeset, entries[:removable], slurm, "removal" if _deleting(nodeset) else "scale-in")
     replicas = current - removable
     if replicas > target:
         busy = [e["name"] for e in entries if not e["removable"]]
         p.wait(REQUEUE_DRAINING, "%s: %d -> %d waits for %s to drain" % (label, current, target, ", ".join(busy)))
     return replicas
+
+
+def _give_up_expired(p, nodeset, entries, slurm, why):
+    """The entries (of plan_scale_in) that go with their jobs because their drain is older than drainTimeout."""
+    for entry in entries:
+        if entry["expired"]:
+            p.give_up_node(nodeset, entry["name"], why, "spec.drainTimeout", nodeset["spec"]["drainTimeout"],
+                           slurm[entry["name"]]["reason_time"])
 
 
 def _resume_ours(p, slurm, node_names, reasons):
@@ -228,10 +263,26 @@ def _beyond(name, kept_ordinals, cluster_name=None):
 
 
 def _drain_timeout(nodeset):
-    """Seconds after which a drain gives up on a node's jobs; None: never (onDrainTimeout: Wait)."""
+    """Seconds after which a scale-in, maintenance or removal gives up on a drained node's jobs; None: never
+    (onDrainTimeout: Wait)."""
     if nodeset["spec"].get("onDrainTimeout") == "Wait":
         return None
     return durations.seconds(nodeset["spec"]["drainTimeout"])
+
+
+def _update_timeout(nodeset):
+    """Seconds after which a rolling update gives up on a drained node's jobs; None (the default): never.
+
+    Not ``drainTimeout``: a collection upgrade rolls every worker, and a timeout meant for a scale-in someone asked for
+    would kill every job longer than it, one ``maxUnavailable`` batch at a time."""
+    after = (nodeset["spec"].get("updateStrategy") or {}).get("proceedAfter")
+    return durations.seconds(after) if after else None
+
+
+def _drained_since(node, now):
+    """Epoch seconds of the drain Slurm recorded (scontrol's Reason time), ``now`` when not known (drained now)."""
+    when = (node or {}).get("reason_time")
+    return when if isinstance(when, int) else now
 
 
 def _template_hash(sts):
@@ -261,9 +312,10 @@ def pod_ready(pod):
 def _roll(p, nodeset, sts_name, sts, replicas, pods, slurm, now):
     """The rolling update of one NodeSet's workers (their StatefulSet is OnDelete): an outdated pod (another
     template revision than the StatefulSet's update revision) is replaced only once its Slurm node is drained
-    (REASON_UPDATE) and idle, or drained for longer than the drainTimeout (unless onDrainTimeout is Wait); at most
+    (REASON_UPDATE) and idle, or drained for longer than ``updateStrategy.proceedAfter`` when that is set; at most
     ``maxUnavailable`` nodes of the set are drained or replaced at a time; a replaced node is resumed once its new
-    pod is ready (its slurmd registered and answering). Returns (updated, outdated) pod counts."""
+    pod is ready (its slurmd registered and answering). The drained nodes with jobs go to the NodeSet's facts
+    (``waitingFor``, for its status). Returns (updated, outdated) pod counts."""
     set_name = _name(nodeset)
     status = sts.get("status") or {}
     revision = status.get("updateRevision")
@@ -289,17 +341,20 @@ def _roll(p, nodeset, sts_name, sts, replicas, pods, slurm, now):
         if ours and o in updated and pod_ready(pod) and _node_serves(node):
             p.resume.append("%s-%d" % (sts_name, o))  # replaced: its new pod's slurmd answers
             in_flight.discard(o)
+    facts = p.nodesets[set_name]
+    facts["waitingFor"] = []
     if not outdated:
         return len(updated), 0
     budget = nodeset["spec"]["updateStrategy"]["maxUnavailable"] - len(in_flight)
-    timeout = _drain_timeout(nodeset)
+    timeout = _update_timeout(nodeset)
     draining, blocked = [], []
     for o in sorted(outdated, reverse=True):  # the StatefulSet's own order: highest ordinal first
         name = "%s-%d" % (sts_name, o)
         pod = mine[o]
+        node = slurm.get(name)
         if pod["metadata"].get("deletionTimestamp"):
             continue
-        action, removable, dummy = nodes_core.plan_node(slurm.get(name), now=now, drain_timeout=timeout)
+        action, removable, expired = nodes_core.plan_node(node, now=now, drain_timeout=timeout)
         if o not in in_flight:
             if budget <= 0:
                 continue
@@ -307,27 +362,79 @@ def _roll(p, nodeset, sts_name, sts, replicas, pods, slurm, now):
             if action == nodes_core.DRAIN:
                 p.drain_node(name, REASON_UPDATE)
                 draining.append(name)
+                if node["busy"]:
+                    facts["waitingFor"].append(_waiting(name, now, timeout))
                 continue
         if removable:
             p.delete_pods.append((name, pod["metadata"].get("uid")))
+            if expired:
+                p.give_up_node(nodeset, name, "rolling update", "spec.updateStrategy.proceedAfter",
+                               nodeset["spec"]["updateStrategy"]["proceedAfter"], node["reason_time"],
+                               pod_uid=pod["metadata"].get("uid"))
         elif action == nodes_core.BLOCKED:
             blocked.append(name)  # drained by someone else, with jobs: theirs to finish
         else:
             draining.append(name)
+            facts["waitingFor"].append(_waiting(name, _drained_since(node, now), timeout))
+    facts["waitingFor"].sort(key=lambda w: w["node"])
     why = "NodeSet %s: rolling update, %d/%d nodes updated" % (set_name, len(updated), len(mine))
     if draining:
         why += "; waiting for %s to drain" % ", ".join(sorted(draining))
+    for entry in facts["waitingFor"]:
+        why += "; %s runs jobs, drained since %s, %s" % (
+            entry["node"], st.iso(entry["since"]), "no time limit" if entry["proceedAt"] is None else
+            "replaced with its jobs at %s (spec.updateStrategy.proceedAfter)" % st.iso(entry["proceedAt"]))
+    facts["note"] = _legacy_timeout_note(nodeset, facts["waitingFor"], timeout, now)
+    if facts["note"]:
+        why += "; " + facts["note"]
     if blocked:
         why += "; %s drained by an admin, with jobs" % ", ".join(sorted(blocked))
-    p.wait(REQUEUE_DRAINING if draining or blocked else REQUEUE_PROGRESSING, why)
+    requeue = REQUEUE_DRAINING if draining or blocked else REQUEUE_PROGRESSING
+    soonest = [w["proceedAt"] - now for w in facts["waitingFor"] if w["proceedAt"] is not None]
+    p.wait(max(1, min([requeue] + soonest)), why)
     return len(updated), len(outdated)
+
+
+def _waiting(node, since, timeout):
+    """A node a rolling update waits for: drained ``since`` (epoch seconds), replaced at ``proceedAt`` with its jobs
+    (None: never); ``jobs`` are filled in by the adapter (None: not known)."""
+    return {"node": node, "since": since, "proceedAt": None if timeout is None else since + int(timeout),
+            "jobs": None}
+
+
+def _legacy_timeout_note(nodeset, waiting, timeout, now):
+    """Before rolling updates had their own setting they ended at drainTimeout (onDrainTimeout: Proceed, the
+    default). A NodeSet that may count on that, and waits past it, is told why the roll still waits (not silently)."""
+    spec = nodeset["spec"]
+    if timeout is not None or spec.get("onDrainTimeout") != "Proceed" or not waiting:
+        return None
+    if all(now - w["since"] < durations.seconds(spec["drainTimeout"]) for w in waiting):
+        return None
+    return ("waiting past spec.drainTimeout (%s), which no longer ends a rolling update: set "
+            "spec.updateStrategy.proceedAfter to replace a node with its jobs after a time" % spec["drainTimeout"])
+
+
+def give_up_event(entry):
+    """(type, reason, message) of the Event that says a node went with its jobs (an entry of ``Plan.give_up``, its
+    ``jobs`` filled in by the adapter when Slurm named them)."""
+    jobs = entry["jobs"]
+    named = ", ".join((jobs or [])[:_EVENT_JOBS]) + (
+        " and %d more" % (len(jobs) - _EVENT_JOBS) if jobs and len(jobs) > _EVENT_JOBS else "")
+    killed = ("job(s) %s still running on it are killed" % named if jobs else
+              "its jobs still running are killed" if jobs is None else "no job was left on it")
+    action = "replaced by the rolling update" if entry["pod_uid"] else "removed by the %s" % entry["why"]
+    setting = "%s: %s" % (entry["setting"], entry["value"])
+    if entry["setting"] == "spec.drainTimeout":
+        setting += ", spec.onDrainTimeout: Proceed"
+    return ("Warning", EVENT_DRAIN_TIMEOUT_EXPIRED, "Pod %s %s: its Slurm node was drained at %s, longer ago than %s; "
+            "%s" % (entry["node"], action, st.iso(entry["since"]), setting, killed))
 
 
 def _keep_worker_objects(p, sts_name):
     p.keep += [("StatefulSet", sts_name), ("Service", sts_name), ("PodDisruptionBudget", sts_name)]
 
 
-_SINCE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_SINCE_FORMAT = st.TIME_FORMAT
 
 
 def _since(sts):
@@ -475,6 +582,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
       ``k8s_nodes_error``).
     * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
     * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
+    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database names
+      (``spec.database_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
+      Absent: not judged (the operator's cache check, which never applies anything).
 
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
     SlurmCluster itself is invalid.
@@ -489,6 +599,11 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     leaving_sets = [ns for ns in nodesets if _deleting(ns)]
     cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
                                           observed.get("owners"))
+    if observed.get("secrets") is not None:
+        # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
+        problems = specs.database_secret_errors(cluster_ok, observed["secrets"])
+        if problems:
+            raise SpecErrors(problems)
     p.cluster, p.valid_nodesets = cluster_ok, valid
     for name, errs in invalid.items():
         p.invalid[name] = "; ".join(str(e) for e in errs)
@@ -525,6 +640,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                 p.wait(REQUEUE_DRAINING, "maintenance waits for %s to drain" % ", ".join(busy))
             else:
                 maintenance_ready = True
+                sets = dict((names.worker_name(cluster_name, _name(ns)), ns) for ns in valid + leaving)
+                for entry in entries:
+                    _give_up_expired(p, sets[entry["name"].rpartition("-")[0]], [entry], slurm, "maintenance")
     elif slurm is not None:
         _resume_ours(p, slurm, worker_nodes, (REASON_MAINTENANCE,))
     if slurm is not None and not specs.health_enabled(spec):
@@ -568,7 +686,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
             replicas = target
         else:
             current = _replicas(sts)
-            replicas = _shrink(p, slurm, sts_name, current, target, _drain_timeout(ns), now, REASON_SCALE_IN,
+            replicas = _shrink(p, slurm, ns, sts_name, current, target, now, REASON_SCALE_IN,
                                "NodeSet %s" % set_name)
             if target >= current and slurm is not None:
                 _resume_ours(p, slurm, ["%s-%d" % (sts_name, o) for o in range(target)], (REASON_SCALE_IN,))

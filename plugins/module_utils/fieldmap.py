@@ -209,12 +209,25 @@ def user_field(cluster, nodesets, obj, field):
         monitor = "spec.exporter.serviceMonitor"
         found = monitor + (".labels" if field.startswith("metadata.labels") else ".interval" if "interval" in field
                            else "")
+    elif kind == "NetworkPolicy":
+        found = _network_field(cluster, component, field)
     elif kind == "ConfigMap":
         fields = {names.sshd_config_name(cluster_name): "spec.login.sshdConfig",
                   names.slurmdbd_config_name(cluster_name): "spec.accounting.slurmdbd.config",
                   names.health_config_name(cluster_name): "spec.healthChecks"}
         found = fields.get(obj["metadata"]["name"], "spec.slurm")
     return found or _root(component, nodeset)
+
+
+def _network_field(cluster, component, field):
+    """A NetworkPolicy's peers after the cluster's own pods (slurmrestd: the login and worker pods, first) are
+    restApiFrom's, the exporter's are exporterFrom's; the rest is spec.networkPolicies."""
+    peer = re.match(r"^spec\.ingress\[0\]\.from\[([0-9]+)\](.*)$", field)
+    if peer and component == names.COMPONENT_REST and int(peer.group(1)) >= 1:
+        return "spec.networkPolicies.restApiFrom[%d]%s" % (int(peer.group(1)) - 1, peer.group(2))
+    if peer and component == names.COMPONENT_EXPORTER and cluster["spec"]["networkPolicies"].get("exporterFrom"):
+        return "spec.networkPolicies.exporterFrom[%s]%s" % peer.groups()
+    return "spec.networkPolicies"
 
 
 def _storage(component, field):

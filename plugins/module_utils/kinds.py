@@ -30,6 +30,7 @@ OWNED = (
     Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", False, False),
     Kind("batch", "v1", "Job", "jobs", False, False),
     Kind("batch", "v1", "CronJob", "cronjobs", False, False),
+    Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", False, False),
     Kind("", "v1", "Secret", "secrets", True, False),
     Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, False),
     # prometheus-operator: the exporter's ServiceMonitor, rendered only when the cluster serves the kind.

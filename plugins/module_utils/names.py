@@ -58,6 +58,11 @@ SLURM_USER_BEFORE_ANNOTATION = "root"
 # grace period users' sessions on older login pods get before those pods are replaced.
 ANNOTATION_TEMPLATE_SINCE = GROUP + "/template-since"
 ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
+# On a Secret an External accounting database names (passwordSecretRef, tls.caSecretRef): the SlurmCluster it is
+# given to. slurmdbd mounts such a Secret and sends its value to the database host the SlurmCluster names, so only
+# a Secret whose owner marked it for that cluster (this label, value the cluster's name) is taken: an editor of
+# SlurmClusters cannot hand the database host any other Secret of the namespace.
+LABEL_DATABASE_SECRET = GROUP + "/database-secret-for"
 ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"
 GENERATE_SSH_HOST_KEYS = "ssh-host-keys"

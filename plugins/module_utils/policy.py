@@ -17,8 +17,17 @@ of a resource cannot loosen it. Keys (all optional):
     ``docker.io/library/...`` for a single name). Default: empty, any registry.
 ``allow_privileged_programs``
     Whether slurm.conf programs Slurm runs as root or SlurmUser (``Prolog``, ``Epilog``, ``RebootProgram``, ...,
-    and ``spec.slurm.healthCheckProgram``) may be set, and another command than the default for the NCCL check
-    (``spec.healthChecks.nccl.command``, run as SlurmUser). Default: true.
+    ``JobCompLoc`` of jobcomp/script and jobcomp/kafka, and ``spec.slurm.healthCheckProgram``) may be set, and
+    another command than the default for the NCCL check (``spec.healthChecks.nccl.command``, run as SlurmUser).
+    Default: true.
+``allowed_program_prefixes``
+    Directories those programs (and files they load as code) must be in (equal to or below one). Default:
+    ``config_keys.IMAGE_PROGRAM_TREES``, the images' own trees (``/usr``, ``/bin``, ...), which no jail sub-mount
+    may take. Where users write (``config_keys.USER_WRITABLE_TREES``) or a jail sub-mount is never allowed,
+    whatever the prefixes.
+``allowed_database_hosts``
+    Hosts an External accounting database may be at (``spec.accounting.database.host``): a host name or address,
+    or ``*.example.com`` for any host under that domain. Default: empty, any host.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,10 +39,13 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
 
-KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs")
-DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True}
+KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
+        "allowed_database_hosts")
+DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
+            "allowed_program_prefixes": list(config_keys.IMAGE_PROGRAM_TREES), "allowed_database_hosts": []}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
+_DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
 NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["properties"]["command"]["default"]
 # Who sets the policy, for the error messages.
 WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
@@ -58,7 +70,26 @@ def normalize(policy):
     result["allowed_registries"] = [r.rstrip("/") for r in registries]
     if not isinstance(result["allow_privileged_programs"], bool):
         raise ValueError("allow_privileged_programs must be a boolean")
+    programs = result["allowed_program_prefixes"]
+    if not isinstance(programs, list) or not all(isinstance(p, str) and _ABSOLUTE.fullmatch(p) for p in programs):
+        raise ValueError("allowed_program_prefixes must be a list of absolute paths without '.' components")
+    for prefix in programs:
+        for tree in config_keys.USER_WRITABLE_TREES:
+            if config_keys.under(prefix, tree):
+                raise ValueError("allowed_program_prefixes: %s is where users write (%s): no program there is ever "
+                                 "allowed" % (prefix, tree))
+    result["allowed_program_prefixes"] = list(programs)
+    hosts = result["allowed_database_hosts"]
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and _DB_HOST.fullmatch(h) for h in hosts):
+        raise ValueError("allowed_database_hosts must be a list of host names or addresses, or *.domain")
+    result["allowed_database_hosts"] = [h.lower() for h in hosts]
     return result
+
+
+def database_host_allowed(host, allowed):
+    """Whether ``host`` is one of ``allowed`` (normalized), or under one of its ``*.domain`` entries."""
+    host = host.lower()
+    return not allowed or any(host == a or (a.startswith("*.") and host.endswith(a[1:])) for a in allowed)
 
 
 def qualified_image(image):
@@ -99,24 +130,50 @@ def check(cluster, nodesets, policy):
                 "host path %s is not allowed by %s: %s" % (
                     path, WHERE, "allowed prefixes: %s" % ", ".join(prefixes) if prefixes else
                     "no host path is allowed (allowed_host_path_prefixes is empty)")))
+    database = spec["accounting"]["database"]
+    if spec["accounting"]["enabled"] and database["type"] == "External" and not database_host_allowed(
+            database["host"], policy["allowed_database_hosts"]):
+        errors.append(SpecError("spec.accounting.database.host", "database host %s is not allowed by %s: "
+                                "allowed hosts: %s" % (database["host"], WHERE,
+                                                       ", ".join(policy["allowed_database_hosts"]))))
     registries = policy["allowed_registries"]
     for path, image in _images(cluster, nodesets):
         if not image_allowed(image, registries):
             errors.append(SpecError(path, "image %s (%s) is not from a registry allowed by %s: %s"
                                     % (image, qualified_image(image), WHERE, ", ".join(registries))))
-    if not policy["allow_privileged_programs"]:
-        slurm = spec["slurm"]
-        for key in sorted(slurm.get("slurmConf") or {}):
-            if key in config_keys.PRIVILEGED_PROGRAM_KEYS:
-                errors.append(SpecError("spec.slurm.slurmConf.%s" % key, "%s runs as %s; %s does not allow such "
-                                        "programs (allow_privileged_programs: false)"
-                                        % (key, config_keys.PRIVILEGED_PROGRAM_KEYS[key], WHERE)))
-        if slurm.get("healthCheckProgram"):
-            errors.append(SpecError("spec.slurm.healthCheckProgram", "HealthCheckProgram runs as root on every node; "
-                                    "%s does not allow such programs (allow_privileged_programs: false)" % WHERE))
-        command = ((spec.get("healthChecks") or {}).get("nccl") or {}).get("command")
-        if command and command != NCCL_DEFAULT_COMMAND:
-            errors.append(SpecError("spec.healthChecks.nccl.command", "the NCCL check runs its command as SlurmUser "
-                                    "on every tested node; %s allows only the default %s "
-                                    "(allow_privileged_programs: false)" % (WHERE, NCCL_DEFAULT_COMMAND)))
+    errors.extend(_program_errors(spec, policy))
+    return errors
+
+
+def _program_errors(spec, policy):
+    """Programs Slurm runs as root or SlurmUser, and files it loads as code: refused altogether, or outside the
+    allowed prefixes."""
+    slurm = spec["slurm"]
+    slurm_conf = slurm.get("slurmConf") or {}
+    found = [("spec.slurm.slurmConf.%s" % key, key, str(slurm_conf[key]),
+              ("runs as " if use == "program" else "is loaded as code by ") + who)
+             for key, (use, who) in sorted(config_keys.file_keys(slurm_conf).items()) if use in ("program", "loaded")]
+    if slurm.get("healthCheckProgram"):
+        found.append(("spec.slurm.healthCheckProgram", "HealthCheckProgram", slurm["healthCheckProgram"],
+                      "runs as root on every node"))
+    command = ((spec.get("healthChecks") or {}).get("nccl") or {}).get("command")
+    if command and command != NCCL_DEFAULT_COMMAND:
+        found.append(("spec.healthChecks.nccl.command", "the NCCL check's command", command,
+                      "runs as SlurmUser on every tested node"))
+    errors = []
+    prefixes = policy["allowed_program_prefixes"]
+    for path, what, value, who in found:
+        if not policy["allow_privileged_programs"]:
+            if path == "spec.healthChecks.nccl.command":
+                errors.append(SpecError(path, "the NCCL check runs its command as SlurmUser on every tested node; "
+                                        "%s allows only the default %s (allow_privileged_programs: false)"
+                                        % (WHERE, NCCL_DEFAULT_COMMAND)))
+            else:
+                errors.append(SpecError(path, "%s %s; %s does not allow such programs "
+                                        "(allow_privileged_programs: false)" % (what, who, WHERE)))
+        elif not any(config_keys.under(value, prefix) for prefix in prefixes):
+            errors.append(SpecError(path, "%s %s: %s is not where the images keep programs; %s allows %s "
+                                    "(allowed_program_prefixes)" % (
+                                        what, who, value, WHERE,
+                                        ", ".join(prefixes) if prefixes else "none")))
     return errors

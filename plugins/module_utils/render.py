@@ -36,6 +36,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_health impo
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render_jail import jail_claim, populate_job
 from ansible_collections.soperator.slurm.plugins.module_utils.render_login import login, login_service
+from ansible_collections.soperator.slurm.plugins.module_utils.render_network import network_policies
 from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import rest_service, slurmrestd
 from ansible_collections.soperator.slurm.plugins.module_utils.render_worker import worker
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import (
@@ -53,8 +54,8 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
     name/namespace and optionally uid, spec). Both are validated and defaulted first: a SpecErrors lists every
     problem. ``served``: optional kinds the cluster serves (``ServiceMonitor``): rendered only then. Apply order:
-    Secrets, jail claim (and a mariadb-operator MariaDB), ConfigMaps, Services, populate Job, NCCL check CronJob,
-    StatefulSets, PDBs, ServiceMonitor.
+    Secrets, jail claim (and a mariadb-operator MariaDB), ConfigMaps, Services, NetworkPolicies, populate Job, NCCL
+    check CronJob, StatefulSets, PDBs, ServiceMonitor.
     """
     cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets)
@@ -94,6 +95,8 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     service = nccl_service(c)
     if service is not None:
         objects.append(service)
+    # Before the pods they protect start.
+    objects += network_policies(c)
     if not c.maintenance:
         objects.append(populate_job(c))
     cronjob = nccl_cronjob(c)

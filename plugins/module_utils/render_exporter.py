@@ -33,7 +33,8 @@ def exporter_service(c):
 
 
 def exporter_args(c):
-    args = [names.EXPORTER_BINARY, "--web.listen-address=:%d" % names.EXPORTER_PORT]
+    args = [names.EXPORTER_BINARY, "--web.listen-address=:%d" % names.EXPORTER_PORT,
+            "--collect.interval=%s" % c.spec["exporter"]["collectInterval"]]
     if not c.spec["accounting"]["enabled"]:
         args.append("--no-collector.fairshare")  # sshare answers only with accounting
     return args

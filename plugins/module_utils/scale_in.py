@@ -139,6 +139,29 @@ def parse_show_node(text):
     return result
 
 
+# The jobs on each node named as an argument (plain pod names, validated): one line "<node> <job id>" per job, and
+# "<node> ?" when squeue could not answer for that node.
+JOBS_SCRIPT = r"""for n do
+  squeue -h -w "$n" -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING -o "$n %i" || echo "$n ?"
+done
+"""
+_JOB_ID = re.compile(r"^[0-9]+(_[0-9]+|_\[[0-9,\-%]+\]|\+[0-9]+)?$")
+
+
+def parse_jobs(text, node_names):
+    """``{node: [job ids]}`` from JOBS_SCRIPT's output; nodes it could not answer for are left out."""
+    jobs = dict((name, []) for name in node_names)
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) != 2 or jobs.get(parts[0]) is None:
+            continue
+        if parts[1] == "?":
+            jobs[parts[0]] = None
+        elif _JOB_ID.match(parts[1]) and parts[1] not in jobs[parts[0]]:
+            jobs[parts[0]].append(parts[1])
+    return dict((name, ids) for name, ids in jobs.items() if ids is not None)
+
+
 def is_ours(reason, prefix=names.DRAIN_REASON_PREFIX):
     return bool(reason) and reason.strip().startswith(prefix)
 

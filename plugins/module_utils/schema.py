@@ -541,10 +541,53 @@ def _rest_api_schema():
               }, default={})
 
 
+NETWORK_PEER_RULE = "a peer is an ipBlock, or a podSelector and/or a namespaceSelector"
+# The shortest exporter collection interval: each collection is a set of Slurm RPCs (sinfo, squeue, sshare, sdiag).
+EXPORTER_MIN_INTERVAL_SECONDS = 5
+
+
+def _network_peers(description):
+    cidr = _s("A CIDR, e.g. 203.0.113.0/24.", maxLength=64, pattern=CIDR_PATTERN)
+    peer = _o("Where clients may connect from (a NetworkPolicyPeer).", {
+        "podSelector": _label_selector("Pods by label, in the cluster's namespace unless namespaceSelector is set "
+                                       "too ({}: every pod)."),
+        "namespaceSelector": _label_selector("Namespaces by label ({}: every namespace), all their pods unless "
+                                             "podSelector is set too."),
+        "ipBlock": _o("Addresses outside the pod network (hosts, a load balancer's clients).", {
+            "cidr": cidr,
+            "except": _a("Parts of cidr left out.", cidr, 16),
+        }, required=["cidr"]),
+    }, **{"x-kubernetes-validations": [_rule(
+        "has(self.ipBlock) != (has(self.podSelector) || has(self.namespaceSelector))", NETWORK_PEER_RULE)]})
+    return _a(description, peer, 16)
+
+
+def _network_policies_schema():
+    return _o("NetworkPolicies of the services that hold or reach the accounting data and of the exporter: each "
+              "accepts connections only from the clients that need it. The in-cluster MariaDB: slurmdbd. slurmdbd: "
+              "slurmctld, and the login, worker and slurmrestd pods (sacct, sacctmgr and the REST API ask it "
+              "directly). slurmrestd: the login and worker pods, and restApiFrom. The exporter: exporterFrom. "
+              "Enforced by the cluster's network plugin, where it implements NetworkPolicy.", {
+                  "enabled": _b("Render the NetworkPolicies.", default=True),
+                  "restApiFrom": _network_peers(
+                      "Further clients of slurmrestd (a Service of type NodePort or LoadBalancer reaches it from "
+                      "outside the pod network: name those clients' addresses with an ipBlock)."),
+                  "exporterFrom": _network_peers(
+                      "Who may scrape the exporter. Empty: the pods of the cluster's namespace. A Prometheus in "
+                      "another namespace: e.g. namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: "
+                      "monitoring}}."),
+              }, default={})
+
+
 def _exporter_schema():
     return _o("A Prometheus exporter of Slurm's state (nodes, jobs, partitions, drains, fairshare, scheduler), "
               "with a Service and, when the cluster serves monitoring.coreos.com/v1, a ServiceMonitor.", {
                   "enabled": _b("Run the exporter.", default=False),
+                  "collectInterval": _s("How often the exporter asks Slurm (one set of sinfo, squeue, sshare and "
+                                        "sdiag calls per interval, however many scrapes come); every scrape is "
+                                        "answered with the last result. A duration of at least %ds (30s, 1m)."
+                                        % EXPORTER_MIN_INTERVAL_SECONDS, maxLength=32,
+                                        pattern=GO_DURATION_PATTERN, default="30s"),
                   "resources": resources_schema("Resources of the exporter."),
                   "placement": placement_schema("Where the exporter runs."),
                   "serviceMonitor": _o("The ServiceMonitor, made only when the cluster serves the CRD.", {
@@ -577,7 +620,9 @@ def slurm_cluster_schema():
 
     sub_mount = _o("A volume mounted inside the jail on login and worker nodes.", {
         "name": _s("Name of the mount (a DNS label, unique).", maxLength=40, pattern=DNS_LABEL_PATTERN),
-        "mountPath": _s("Absolute path inside the jail (not '/', no '.' or '..' components).",
+        "mountPath": _s("Absolute path inside the jail (not '/', no '.' or '..' components) of a data directory "
+                        "(/home, /scratch, /data, /mnt/<name>, ...): never in, above or below a system tree (/usr, "
+                        "/etc, /var, /opt, /lib*, /root, ...), inside another sub-mount or inside a user's home.",
                         maxLength=MAX_PATH, pattern=JAIL_PATH_PATTERN),
         "readOnly": _b("Mount read-only. Default: true for hostPath, false for the other sources."),
         "hostPath": _s("Source: a directory of the Kubernetes node (must exist), under a prefix the installer "
@@ -651,9 +696,10 @@ def slurm_cluster_schema():
                        minimum=0, maximum=65533, default=30),
         "healthCheckInterval": _i("Slurm HealthCheckInterval, seconds (0 = no health check).", minimum=0,
                                   maximum=86400),
-        "healthCheckProgram": _s("Slurm HealthCheckProgram: absolute path inside the worker image. Runs as root on "
-                                 "every node: an administrator's setting (the installer may refuse it: "
-                                 "cluster_policy.allow_privileged_programs).",
+        "healthCheckProgram": _s("Slurm HealthCheckProgram: absolute path inside the worker image (by default "
+                                 "below /usr, /bin, /sbin, /lib, /etc or /opt). Runs as root on every node: an "
+                                 "administrator's setting (the installer may refuse it or move those prefixes: "
+                                 "cluster_policy.allow_privileged_programs, allowed_program_prefixes).",
                                  maxLength=MAX_PATH, pattern=PROGRAM_PATH_PATTERN),
         "maxJobCount": _i("Slurm MaxJobCount.", minimum=1, maximum=2500000, default=10000),
         "disableRootJobs": _b("Slurm DisableRootJobs: root may not run jobs (set false to allow them; a root "
@@ -719,6 +765,7 @@ def slurm_cluster_schema():
                   "accounting": accounting,
                   "restApi": rest_api,
                   "exporter": exporter,
+                  "networkPolicies": _network_policies_schema(),
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
                   "healthChecks": health_checks_schema(),
@@ -780,17 +827,25 @@ def nodeset_schema():
                          _s("A partition name of the cluster.", maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
                          64, **{"x-kubernetes-list-type": "set"}),
         "placement": placement_schema("Where the nodes' pods run (merged over the cluster-wide placement)."),
-        "drainTimeout": _s("How long a scale-in, a rolling update or the NodeSet's removal waits for a draining "
-                           "node's jobs; then onDrainTimeout applies.",
+        "drainTimeout": _s("How long a scale-in, maintenance or the NodeSet's removal waits for a draining node's "
+                           "jobs; then onDrainTimeout applies. Not rolling updates: see "
+                           "updateStrategy.proceedAfter.",
                            maxLength=32, pattern=GO_DURATION_PATTERN, default="30m"),
-        "onDrainTimeout": _s("Proceed: once drainTimeout has passed, the node's pod is removed or replaced even with "
-                             "jobs on it (they are killed). Wait: never; the node waits for its jobs.",
+        "onDrainTimeout": _s("Proceed: once drainTimeout has passed, the node's pod is removed even with jobs on it "
+                             "(they are killed; an Event DrainTimeoutExpired names them). Wait: never; the node "
+                             "waits for its jobs.",
                              enum=["Proceed", "Wait"], default="Proceed"),
         "updateStrategy": _o("How a changed pod template (image, resources, settings) reaches the running nodes: "
                              "each outdated node is drained (reason 'soperator: update'), its pod replaced once "
-                             "the node is idle, and the new node resumed.", {
+                             "the node is idle, and the new node resumed. A node's running jobs are waited for "
+                             "as long as they run, unless proceedAfter says otherwise.", {
                                  "maxUnavailable": _i("Nodes of this set drained or being replaced at the same "
                                                       "time.", minimum=1, maximum=65000, default=1),
+                                 "proceedAfter": _s(
+                                     "Replace an outdated node's pod this long after its drain even with jobs on "
+                                     "it: they are killed, and an Event DrainTimeoutExpired names the node and its "
+                                     "jobs. Unset (the default): a rolling update waits as long as the jobs run.",
+                                     maxLength=32, pattern=GO_DURATION_PATTERN),
                              }, default={}),
         "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
                     pattern=IMAGE_PATTERN),
@@ -814,6 +869,20 @@ def nodeset_schema():
             "updatedReplicas": _i("Pods on the current template.", minimum=0),
             "outdatedReplicas": _i("Pods on an older template, waiting to be replaced by the rolling update.",
                                    minimum=0),
+            "rollingUpdate": _o("Present while a rolling update waits for jobs: the nodes it drained that still run "
+                                "jobs.", {
+                                    "waitingFor": _a("One entry per drained outdated node with jobs.", _o(
+                                        "A node the rolling update waits for.", {
+                                            "node": _s("The Slurm node (= pod) name.", maxLength=253),
+                                            "jobs": _a("Slurm job ids running on it (absent: not known; the "
+                                                       "first 1024).", _s("A job id.", maxLength=64), 1024),
+                                            "since": _s("When it was drained (RFC 3339).", format="date-time"),
+                                            "proceedAt": _s("When its pod is replaced even with jobs (only with "
+                                                            "spec.updateStrategy.proceedAfter).",
+                                                            format="date-time"),
+                                        }), 65000),
+                                    "summary": _s("The same in one line (kubectl get nodeset).", maxLength=1024),
+                                }),
             "conditions": _conditions_schema(),
         },
     }
@@ -867,6 +936,7 @@ def crds():
         {"name": "Mixed", "type": "integer", "jsonPath": ".status.mixed"},
         {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
         {"name": "Down", "type": "integer", "jsonPath": ".status.down", "priority": 1},
+        {"name": "Roll Waits For", "type": "string", "jsonPath": ".status.rollingUpdate.summary"},
         copy.deepcopy(age),
     ], scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
               "labelSelectorPath": ".status.selector"})

@@ -7,7 +7,8 @@ The schema and the typed values of ``config_keys`` catch most mistakes; what onl
 combinations, ``SelectTypeParameters`` words, plugins missing from this build) is checked by running, in the
 slurmctld container, ``scontrol`` on the candidate files (it parses every line and exits non-zero naming the key,
 without contacting slurmctld) and by looking for each configured plugin's shared object. The candidate files travel
-base64-encoded as arguments of a fixed script: nothing of them is ever interpreted by a shell.
+base64-encoded on the exec's standard input (not its argv: the API server's audit log records an exec's argv) to a
+fixed script: nothing of them is ever interpreted by a shell.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,14 +23,17 @@ from ansible_collections.soperator.slurm.plugins.module_utils import config_keys
 _PLUGIN = re.compile(r"^[a-z][a-z0-9_]*/[a-z0-9_]+$")
 _PLUGIN_KEY = re.compile(r"(Type|Plugin|Plugins)$")
 
-# $1 slurm.conf, $2 cgroup.conf (base64), then the plugin shared objects the configuration names.
+# stdin: slurm.conf, then cgroup.conf, one base64 line each (`read` takes no byte more than its line), then the
+# plugin shared objects the configuration names on one line (names of [a-z0-9_] only: split on spaces).
 SCRIPT = r"""set -eu
+IFS= read -r conf
+IFS= read -r cgroup
+IFS= read -r sos
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
-printf %s "$1" | base64 -d > "$d/slurm.conf"
-printf %s "$2" | base64 -d > "$d/cgroup.conf"
-shift 2
-for so in "$@"; do
+printf %s "$conf" | base64 -d > "$d/slurm.conf"
+printf %s "$cgroup" | base64 -d > "$d/cgroup.conf"
+for so in $sos; do
   found=no
   for dir in /usr/lib/*/slurm-wlm /usr/lib/*/slurm /usr/lib/slurm /usr/lib64/slurm; do
     [ -e "$dir/$so" ] && found=yes
@@ -64,11 +68,13 @@ def plugins(conf_text):
 
 
 def command(files):
-    """argv that checks ``files`` (``{"slurm.conf": text, "cgroup.conf": text, ...}``) in the controller container."""
+    """(argv, stdin) that check ``files`` (``{"slurm.conf": text, "cgroup.conf": text, ...}``) in the controller
+    container: nothing of the files is in argv."""
     def b64(name):
         return base64.b64encode(files.get(name, "").encode("utf-8")).decode("ascii")
-    return ["sh", "-c", SCRIPT, "soperator-check-config", b64("slurm.conf"), b64("cgroup.conf")] + sorted(
-        plugins(files.get("slurm.conf", "")))
+    return (["sh", "-c", SCRIPT, "soperator-check-config"],
+            "%s\n%s\n%s\n" % (b64("slurm.conf"), b64("cgroup.conf"), " ".join(sorted(plugins(files.get(
+                "slurm.conf", ""))))))
 
 
 def field_of(key, cluster_spec):

@@ -22,7 +22,7 @@ import copy
 import ipaddress
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, schema
+from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, durations, names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.quantity import QUANTITY_PATTERN, parse_quantity
@@ -392,6 +392,13 @@ def _external_only(database, path):
     return []
 
 
+@_twin(schema.NETWORK_PEER_RULE)
+def _network_peer(peer, path):
+    if ("ipBlock" in peer) == ("podSelector" in peer or "namespaceSelector" in peer):
+        return _cel_error(path, schema.NETWORK_PEER_RULE)
+    return []
+
+
 @_twin("healthCheckInterval requires healthCheckProgram")
 def _health_check(slurm, path):
     if slurm.get("healthCheckInterval") and "healthCheckProgram" not in slurm:
@@ -416,7 +423,7 @@ def health_enabled(cluster_spec):
 
 
 # ---------------------------------------------------------------------------------------------------- Slurm rules
-def _check_raw_keys(mapping, path, allowed, owned, typed, what, errors, values=None):
+def _check_raw_keys(mapping, path, allowed, owned, typed, what, errors, values=None, refused=None):
     for key in sorted(mapping):
         key_path = child_path(path, key)
         rule = (values or {}).get(key)
@@ -426,12 +433,14 @@ def _check_raw_keys(mapping, path, allowed, owned, typed, what, errors, values=N
         if problem:
             errors.append(SpecError(key_path, "%s value %r for %s: must be %s" % (what, str(mapping[key]), key,
                                                                                   problem)))
-        if key in owned:
+        if key in (refused or {}):
+            errors.append(SpecError(key_path, "%s key %s is not accepted: %s" % (what, key, refused[key])))
+        elif key in owned:
             errors.append(SpecError(key_path, "%s key %s is set by the operator (%s)" % (what, key, owned[key])))
         elif key in typed:
             errors.append(SpecError(key_path, "%s key %s has a typed field: use %s" % (what, key, typed[key])))
         elif key not in allowed:
-            hint = config_keys.suggest(key, list(allowed) + list(owned) + list(typed))
+            hint = config_keys.suggest(key, list(allowed) + list(owned) + list(typed) + list(refused or ()))
             errors.append(SpecError(key_path, "unknown %s key %r%s" % (
                 what, key, " (did you mean %s?)" % hint if hint else "")))
 
@@ -440,7 +449,7 @@ def _cluster_rules(spec, errors):
     slurm = spec.get("slurm") or {}
     _check_raw_keys(slurm.get("slurmConf") or {}, "spec.slurm.slurmConf", config_keys.SLURM_CONF_KEYS,
                     config_keys.SLURM_CONF_OWNED, config_keys.SLURM_CONF_TYPED, "slurm.conf", errors,
-                    config_keys.SLURM_CONF_VALUES)
+                    config_keys.SLURM_CONF_VALUES, config_keys.SLURM_CONF_REFUSED)
     _check_raw_keys(slurm.get("cgroupConf") or {}, "spec.slurm.cgroupConf", config_keys.CGROUP_CONF_KEYS,
                     config_keys.CGROUP_CONF_OWNED, {}, "cgroup.conf", errors, config_keys.CGROUP_CONF_VALUES)
     for index, partition in enumerate(spec.get("partitions") or ()):
@@ -460,14 +469,16 @@ def _cluster_rules(spec, errors):
     if "PermitRootLogin" in sshd and sshd["PermitRootLogin"] not in config_keys.SSHD_PERMIT_ROOT_LOGIN:
         errors.append(SpecError("spec.login.sshdConfig.PermitRootLogin", "must be one of %s (no password logins)"
                                 % ", ".join(config_keys.SSHD_PERMIT_ROOT_LOGIN)))
-    _program_rules(slurm.get("slurmConf") or {}, errors)
-    program = slurm.get("healthCheckProgram")
-    if isinstance(program, str) and any(config_keys.under(program, tree) for tree in config_keys.USER_WRITABLE_TREES):
-        errors.append(SpecError("spec.slurm.healthCheckProgram", "HealthCheckProgram runs as root on every node: "
-                                                                 "%s is where users can write" % program))
-    _component_rules(spec, errors)
-    _health_rules(spec, errors)
     jail = spec.get("jail") or {}
+    sub_mounts = _sub_mount_paths_of(jail)
+    _program_rules(slurm.get("slurmConf") or {}, sub_mounts, errors)
+    program = slurm.get("healthCheckProgram")
+    problem = matches(schema.PROGRAM_PATH_PATTERN, program) and where_users_write(program, sub_mounts)
+    if problem:
+        errors.append(SpecError("spec.slurm.healthCheckProgram", "HealthCheckProgram runs as root on every node: "
+                                + problem))
+    _component_rules(spec, errors)
+    _health_rules(spec, sub_mounts, errors)
     if "size" in jail:
         _positive_size(jail["size"], "spec.jail.size", errors)
     _sub_mount_rules(jail.get("subMounts"), "spec.jail.subMounts", errors)
@@ -723,14 +734,13 @@ def _placement_rules(placement, path, errors):
 
 # Paths inside the jail a sub-mount may not take: the jail plugin binds the node's /proc, /sys, /dev, /tmp and
 # /run over them for every task (a sub-mount there would be hidden in jobs, or hide what the jobs need); the
-# pods mount the Slurm spool there; /etc/slurm is the configless configuration.
+# pods mount the Slurm spool there; /etc/slurm is the configless configuration. Every other system tree is
+# config_keys.sub_mount_problem's.
 JAIL_RESERVED_TREES = ("/proc", "/sys", "/dev", "/run", "/tmp", names.SLURMD_SPOOL, names.SLURM_CONFIG_DIR)
-# ... and directories a sub-mount would hide the jail's own system under (below them is fine: /usr/local/cuda).
-JAIL_SYSTEM_DIRS = ("/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/usr", "/var",
-                    "/var/spool", "/mnt")
 
 
 def _sub_mount_rules(mounts, path, errors):
+    targets = [m.get("mountPath") for m in mounts or () if matches(schema.JAIL_PATH_PATTERN, m.get("mountPath"))]
     for index, mount in enumerate(mounts or ()):
         target = mount.get("mountPath")
         if not matches(schema.JAIL_PATH_PATTERN, target):
@@ -742,8 +752,9 @@ def _sub_mount_rules(mounts, path, errors):
                                         % (target, tree)))
                 break
         else:
-            if target in JAIL_SYSTEM_DIRS:
-                errors.append(SpecError(where, "%s would hide the jail's own %s: mount below it" % (target, target)))
+            problem = config_keys.sub_mount_problem(target, targets)
+            if problem:
+                errors.append(SpecError(where, problem))
 
 
 def _component_rules(spec, errors):
@@ -759,6 +770,71 @@ def _component_rules(spec, errors):
     storage = database.get("storage") or {}
     if "size" in storage:
         _positive_size(storage["size"], "spec.accounting.database.storage.size", errors)
+    interval = (spec.get("exporter") or {}).get("collectInterval")
+    if matches(schema.GO_DURATION_PATTERN, interval) and durations.seconds(
+            interval) < schema.EXPORTER_MIN_INTERVAL_SECONDS:
+        errors.append(SpecError("spec.exporter.collectInterval", "Invalid value: %r: at least %ds (each collection "
+                                "is a set of Slurm calls)" % (interval, schema.EXPORTER_MIN_INTERVAL_SECONDS)))
+    for field in ("restApiFrom", "exporterFrom"):
+        for index, peer in enumerate((spec.get("networkPolicies") or {}).get(field) or ()):
+            _network_peer_rules(peer, "spec.networkPolicies.%s[%d]" % (field, index), errors)
+
+
+def _network_peer_rules(peer, path, errors):
+    """A NetworkPolicyPeer as the API server wants it: selectors' keys and operators, an ipBlock's CIDRs with its
+    exceptions strictly inside."""
+    for key in ("podSelector", "namespaceSelector"):
+        if isinstance(peer.get(key), dict):
+            _label_selector_rules(peer[key], "%s.%s" % (path, key), errors)
+    block = peer.get("ipBlock")
+    if not isinstance(block, dict) or not matches(schema.CIDR_PATTERN, block.get("cidr")):
+        return
+    try:
+        network = ipaddress.ip_network(block["cidr"], strict=False)
+    except ValueError:
+        errors.append(SpecError(path + ".ipBlock.cidr", "Invalid value: %r: not a CIDR" % block["cidr"]))
+        return
+    for index, text in enumerate(block.get("except") or ()):
+        try:
+            inner = ipaddress.ip_network(text, strict=False) if matches(schema.CIDR_PATTERN, text) else None
+        except ValueError:
+            inner = None
+        if inner is None or inner.prefixlen <= network.prefixlen or inner.network_address not in network:
+            errors.append(SpecError("%s.ipBlock.except[%d]" % (path, index), "Invalid value: %r: must be a CIDR "
+                                    "strictly inside cidr %s" % (text, block["cidr"])))
+
+
+def database_secret_refs(cluster_spec):
+    """``(field, Secret name)`` of the Secrets an External database hands to slurmdbd (the password, which slurmdbd
+    sends to the database host, and the CA it trusts). None for the other databases: their Secret is the cluster's."""
+    accounting = (cluster_spec or {}).get("accounting") or {}
+    database = accounting.get("database") or {}
+    if accounting.get("enabled") is not True or database.get("type") != "External":
+        return []
+    refs = [("spec.accounting.database.passwordSecretRef.name", (database.get("passwordSecretRef") or {}).get("name")),
+            ("spec.accounting.database.tls.caSecretRef.name",
+             ((database.get("tls") or {}).get("caSecretRef") or {}).get("name"))]
+    return [(path, name) for path, name in refs if isinstance(name, str) and name]
+
+
+def database_secret_errors(cluster, secrets):
+    """The Secrets of :func:`database_secret_refs` that are missing or not marked for ``cluster``: their owner gives
+    one to a cluster with the label ``names.LABEL_DATABASE_SECRET`` = the cluster's name. ``secrets``: ``{name:
+    the Secret's labels}`` (a name left out: it does not exist)."""
+    name = cluster["metadata"]["name"]
+    mark = "%s=%s" % (names.LABEL_DATABASE_SECRET, name)
+    errors = []
+    for path, secret in database_secret_refs(cluster.get("spec")):
+        labels = secrets.get(secret)
+        if labels is None:
+            errors.append(SpecError(path, "Secret %s does not exist; an External database takes only a Secret "
+                                    "labelled %s" % (secret, mark)))
+        elif labels.get(names.LABEL_DATABASE_SECRET) != name:
+            errors.append(SpecError(path, "Secret %s is not marked for SlurmCluster %s: slurmdbd would send its "
+                                    "value to the database host, so an External database takes only a Secret its "
+                                    "owner labelled %s (kubectl label secret %s %s)"
+                                    % (secret, name, mark, secret, mark)))
+    return errors
 
 
 # The standard cron schedule of a CronJob as the API server parses it (robfig/cron's standard parser): five fields,
@@ -815,7 +891,7 @@ def cron_problem(schedule):
     return None
 
 
-def _health_rules(spec, errors):
+def _health_rules(spec, sub_mounts, errors):
     """The NCCL check: a schedule the API server takes, a partition of the cluster, sizes in order, and its command
     (run as SlurmUser on every tested node) not where users write."""
     nccl = (spec.get("healthChecks") or {}).get("nccl") or {}
@@ -833,29 +909,74 @@ def _health_rules(spec, errors):
     if all(matches(schema.NCCL_SIZE_PATTERN, size) for size in sizes) and _bytes(sizes[0]) > _bytes(sizes[1]):
         errors.append(SpecError(path + ".minBytes", "minBytes %s is more than maxBytes %s" % tuple(sizes)))
     command = nccl.get("command")
-    if isinstance(command, str) and any(config_keys.under(command, tree) for tree in config_keys.USER_WRITABLE_TREES):
+    problem = matches(schema.PROGRAM_PATH_PATTERN, command) and where_users_write(command, sub_mounts)
+    if problem:
         errors.append(SpecError(path + ".command", "the NCCL check runs its command as SlurmUser (%s) on every "
-                                "tested node: %s is where users can write" % (names.SLURM_USER, command)))
+                                "tested node: %s" % (names.SLURM_USER, problem)))
 
 
 def _bytes(size):
     return int(size.rstrip("KMG")) * 1024 ** ("KMG".find(size[-1]) + 1 if size[-1] in "KMG" else 0)
 
 
-def _program_rules(slurm_conf, errors):
-    for key in sorted(slurm_conf):
-        if key not in config_keys.PRIVILEGED_PROGRAM_KEYS and key not in config_keys.USER_PROGRAM_KEYS:
-            continue
+def where_users_write(path, sub_mounts):
+    """Why ``path`` (absolute) is where users can write, or None. ``sub_mounts``: ``[(field, mount path)]`` of the
+    jail's sub-mounts (their volumes are the jobs' to write, and the slurmd container mounts them at the same
+    path)."""
+    for tree in config_keys.USER_WRITABLE_TREES:
+        if config_keys.under(path, tree):
+            return "%s is where users can write (%s)" % (path, tree)
+    for field, mount_path in sub_mounts:
+        if config_keys.under(path, mount_path):
+            return "%s is where users can write (the jail sub-mount %s, %s)" % (path, mount_path, field)
+    return None
+
+
+def _sub_mount_paths_of(jail):
+    return [("spec.jail.subMounts[%d]" % index, sub["mountPath"])
+            for index, sub in enumerate(jail.get("subMounts") or ()) if matches(schema.JAIL_PATH_PATTERN,
+                                                                               sub.get("mountPath"))]
+
+
+_USES = {"program": "runs as", "loaded": "is a file loaded (it may name code) as", "written": "is a file written as"}
+
+
+def _program_rules(slurm_conf, sub_mounts, errors):
+    """Every raw slurm.conf key that makes a daemon run, load or write a file (config_keys.file_keys): an absolute
+    path, never where users write; plugins that would load a script soperator cannot render; options naming files
+    a daemon trusts."""
+    for key, (use, who) in sorted(config_keys.file_keys(slurm_conf).items()):
         value = str(slurm_conf[key])
         where = "spec.slurm.slurmConf.%s" % key
         if not matches(schema.SLURM_VALUE_PATTERN, value):
             continue  # the schema already refused it: one error per field
         if not matches(schema.PROGRAM_PATH_PATTERN, value):
             errors.append(SpecError(where, "%s must be an absolute path (no '.' components)" % key))
-        elif key in config_keys.PRIVILEGED_PROGRAM_KEYS and any(
-                config_keys.under(value, tree) for tree in config_keys.USER_WRITABLE_TREES):
-            errors.append(SpecError(where, "%s runs as %s: %s is where users can write (use a program of the image)"
-                                    % (key, config_keys.PRIVILEGED_PROGRAM_KEYS[key], value)))
+            continue
+        problem = use != "user" and where_users_write(value, sub_mounts)
+        if problem:
+            errors.append(SpecError(where, "%s %s %s: %s%s" % (key, _USES[use], who, problem, "" if use == "written"
+                                                                else " (use a program of the image)")))
+    jobcomp = str(slurm_conf.get("JobCompType", ""))
+    use = config_keys.JOBCOMP_LOC_USE.get(jobcomp)
+    if use in ("program", "loaded") and "JobCompLoc" not in slurm_conf:
+        errors.append(SpecError("spec.slurm.slurmConf.JobCompType", "%s needs JobCompLoc (the %s)" % (
+            jobcomp, "script to run" if use == "program" else "librdkafka configuration file")))
+    location = str(slurm_conf.get("JobCompLoc", ""))
+    if use == "url" and "@" in location.partition("://")[2].partition("/")[0]:
+        errors.append(SpecError("spec.slurm.slurmConf.JobCompLoc", "JobCompLoc carries credentials (user@ in the "
+                                "URL): slurm.conf is served to every node and readable by every user of the jail"))
+    for (key, plugin), loaded in sorted(config_keys.CONFIG_DIR_SCRIPT_PLUGINS.items()):
+        if key in slurm_conf and plugin in config_keys.plugin_names(slurm_conf[key]):
+            errors.append(SpecError("spec.slurm.slurmConf.%s" % key, "%s=%s loads %s from the configuration "
+                                    "directory, which soperator renders: no field can put that file there, and code "
+                                    "Slurm runs as root or SlurmUser comes only from the images"
+                                    % (key, slurm_conf[key], loaded)))
+    for key, (options, reason) in sorted(config_keys.FILE_OPTIONS.items()):
+        named = set(item.partition("=")[0].strip().lower() for item in str(slurm_conf.get(key, "")).split(","))
+        for option in sorted(o for o in options if o.lower() in named):
+            errors.append(SpecError("spec.slurm.slurmConf.%s" % key, "%s option %s names a file a daemon reads and "
+                                    "trusts: %s" % (key, option, reason)))
 
 
 # ---------------------------------------------------------------------------------------------------- entry points

@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
+
 MAX_MESSAGE = 32768
 
 REASON_RECONCILED = "Reconciled"
@@ -29,6 +31,8 @@ REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold 
 
 # Conditions of the optional components (converge._components), present while the component is enabled.
 COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady")
+
+MAX_JOBS = 1024  # job ids per node in status.rollingUpdate (the schema's maxItems)
 
 COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
 
@@ -126,6 +130,41 @@ def cluster_status(old, obj, plan, now):
     return status
 
 
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # RFC 3339, UTC, as Kubernetes writes its times
+
+
+def iso(epoch):
+    return time.strftime(TIME_FORMAT, time.gmtime(epoch))
+
+
+def rolling_summary(waiting):
+    """One line for `kubectl get nodeset`: each node a rolling update waits for, its jobs, since when, until when."""
+    parts = []
+    for entry in waiting:
+        jobs = entry.get("jobs")
+        text = entry["node"]
+        if jobs:
+            text += " (job%s %s)" % ("s" if len(jobs) > 1 else "", ",".join(jobs))
+        text += " since " + iso(entry["since"])
+        if entry.get("proceedAt") is not None:
+            text += ", replaced at " + iso(entry["proceedAt"])
+        parts.append(text)
+    return "; ".join(parts)[:1024]
+
+
+def rolling_update_status(waiting):
+    """``status.rollingUpdate`` of a NodeSet from the planner's ``waitingFor`` entries (epoch seconds)."""
+    entries = []
+    for entry in waiting:
+        shown = {"node": entry["node"], "since": iso(entry["since"])}
+        if entry.get("jobs") is not None:
+            shown["jobs"] = list(entry["jobs"])[:MAX_JOBS]
+        if entry.get("proceedAt") is not None:
+            shown["proceedAt"] = iso(entry["proceedAt"])
+        entries.append(shown)
+    return {"waitingFor": entries, "summary": rolling_summary(waiting)}
+
+
 def invalid_cluster_status(old, obj, message, now, reason=REASON_INVALID_SPEC, phase="Invalid"):
     """The SlurmCluster's spec is invalid (or, with ``reason``, the cluster cannot be converged safely): nothing was
     applied; the generation was judged."""
@@ -168,11 +207,23 @@ def nodeset_status(old, obj, plan, facts, selector, now):
         conds = set_condition(conds, "Ready", "True" if ready else "False", reason, message, gen, now)
         if facts.get("outdatedReplicas") is not None:
             outdated = facts["outdatedReplicas"]
+            proceed = ((obj.get("spec") or {}).get("updateStrategy") or {}).get("proceedAfter")
+            message = "every pod on the current template"
+            if outdated:
+                message = ("%d of %d pods on an older template: each is replaced once its Slurm node is drained and "
+                           "idle" % (outdated, outdated + facts["updatedReplicas"]))
+                if proceed:
+                    message += ", or %s after its drain with its jobs (spec.updateStrategy.proceedAfter)" % proceed
+                if facts.get("waitingFor"):
+                    message += "; waiting for " + rolling_summary(facts["waitingFor"])
+                if facts.get("note"):
+                    message += "; " + facts["note"]
             conds = set_condition(conds, "UpToDate", "False" if outdated else "True",
-                                  REASON_ROLLING if outdated else REASON_RECONCILED,
-                                  "%d of %d pods on an older template: each is replaced once its Slurm node is "
-                                  "drained and idle" % (outdated, outdated + facts["updatedReplicas"]) if outdated else
-                                  "every pod on the current template", gen, now)
+                                  REASON_ROLLING if outdated else REASON_RECONCILED, message, gen, now)
+        if facts.get("waitingFor"):
+            status["rollingUpdate"] = rolling_update_status(facts["waitingFor"])
+        elif "waitingFor" in facts and status.get("rollingUpdate") is not None:
+            status["rollingUpdate"] = None  # a merge patch removes it
         status["replicas"] = facts["currentReplicas"]
         status["readyReplicas"] = facts["readyReplicas"]
         for key in COUNT_KEYS:

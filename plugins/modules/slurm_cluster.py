@@ -20,13 +20,16 @@ description:
     NodeSet's replicas, selector and Slurm node counts)."
   - "No running job is killed: a NodeSet that shrinks, a NodeSet being removed and C(maintenance: true) drain
     their nodes first (reasons C(soperator: scale-in), C(soperator: maintenance)) and remove only pods whose
-    nodes are idle, or drained for longer than the NodeSet's C(drainTimeout). Drains with any other reason
-    belong to an administrator and are never touched. What needs slurmctld while it does not answer is left
+    nodes are idle, or drained for longer than the NodeSet's C(drainTimeout) (with C(onDrainTimeout: Proceed),
+    the default; a C(DrainTimeoutExpired) Event on the NodeSet names the node and its jobs). Drains with any
+    other reason belong to an administrator and are never touched. What needs slurmctld while it does not answer is left
     as it is and reported in RV(pending); everything else is still applied."
   - "Worker StatefulSets are C(OnDelete): a changed pod template (image, resources, C(killWait), placement, ...)
     replaces no pod by itself. Each outdated worker is drained (reason C(soperator: update)), its pod deleted once
-    its node is idle (or drained for longer than C(drainTimeout), unless C(onDrainTimeout: Wait)), and its node
-    resumed when the new pod's slurmd answers; at most the NodeSet's C(updateStrategy.maxUnavailable) at a time."
+    its node is idle, and its node resumed when the new pod's slurmd answers; at most the NodeSet's
+    C(updateStrategy.maxUnavailable) at a time. Running jobs are waited for as long as they run (the NodeSet's
+    C(status.rollingUpdate) names them), unless C(updateStrategy.proceedAfter) is set: then the pod is replaced that
+    long after its drain, with a C(DrainTimeoutExpired) Event on the NodeSet naming the node and its jobs."
   - "A changed slurm.conf is first parsed by the running controller's own C(scontrol) (and its plugins looked up
     in the image's Slurm build): a refusal fails before anything is written, naming the field."
   - "A NodeSet that fails validation is left as it is and marked C(Degraded); the others converge. An invalid
@@ -149,8 +152,28 @@ options:
           - Whether C(spec.slurm.healthCheckProgram) and the slurm.conf programs Slurm runs as root or as
             SlurmUser (C(Prolog), C(Epilog), C(RebootProgram), C(PrologSlurmctld), ...) may be set, and another
             command than the default for the NCCL check (C(spec.healthChecks.nccl.command), run as SlurmUser).
+          - C(JobCompLoc) counts as such a program with C(JobCompType=jobcomp/script) (run as SlurmUser) and
+            C(jobcomp/kafka) (a file slurmctld loads).
         type: bool
         default: true
+      allowed_program_prefixes:
+        description:
+          - Directories those programs must be equal to or below.
+          - "Unset: where the images keep programs, which no jail sub-mount may take: C(/usr), C(/bin), C(/sbin),
+            C(/lib), C(/etc), C(/opt)."
+          - Where users write (the jail C(/mnt/jail), C(/home), C(/root), C(/tmp), C(/var/tmp), C(/dev), C(/run),
+            C(/proc), the slurmd spool) and the jail's sub-mounts are never allowed, whatever the prefixes; a prefix
+            there is refused.
+        type: list
+        elements: str
+      allowed_database_hosts:
+        description:
+          - Hosts an External accounting database (C(spec.accounting.database.host)) may be at, where slurmdbd
+            sends its password; host names or addresses, or C(*.example.com) for any host under that domain.
+            Any host when empty.
+        type: list
+        elements: str
+        default: []
   delete_volumes:
     description:
       - With O(state=absent), delete the jail and spool claims. Unset, the SlurmCluster's
@@ -261,7 +284,8 @@ counts:
   type: dict
 slurm:
   description: Slurm nodes C(drained), C(resumed), C(deleted_nodes); StatefulSets C(scaled); NodeSets C(released);
-    worker pods C(replaced_pods) by the rolling update.
+    worker pods C(replaced_pods) by the rolling update; the messages of the C(events) recorded (a node that went
+    with its jobs past a drain timeout).
   returned: with O(state=present)
   type: dict
 nodesets:
@@ -341,6 +365,8 @@ def argument_spec():
             allowed_host_path_prefixes=dict(type="list", elements="str", default=[]),
             allowed_registries=dict(type="list", elements="str", default=[]),
             allow_privileged_programs=dict(type="bool", default=True),
+            allowed_program_prefixes=dict(type="list", elements="str"),
+            allowed_database_hosts=dict(type="list", elements="str", default=[]),
         )),
         delete_volumes=dict(type="bool"),
         delete_secrets=dict(type="bool"),

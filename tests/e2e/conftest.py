@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 import pytest
 import yaml
@@ -122,9 +123,10 @@ class E2E:
         return "\n".join(out)
 
     # --- the collection ---------------------------------------------------------------------------------
-    def definition(self, replicas=None, slurm=None, extra_nodeset=None, login=None, health_checks=None):
+    def definition(self, replicas=None, slurm=None, extra_nodeset=None, login=None, health_checks=None, nodeset=None):
         """The local example, in this suite's namespace (workers on ``self.worker_image`` when set), ``slurm``
-        merged into its spec.slurm; with ``extra_nodeset``, a second NodeSet of that name and one worker."""
+        merged into its spec.slurm, ``nodeset`` into its NodeSet's spec; with ``extra_nodeset``, a second NodeSet
+        of that name and one worker."""
         with open(EXAMPLE) as f:
             docs = [d for d in yaml.safe_load_all(f) if d]
         for doc in docs:
@@ -137,6 +139,8 @@ class E2E:
             docs[0]["spec"]["login"].update(login)
         if health_checks:
             docs[0]["spec"]["healthChecks"] = health_checks
+        if nodeset:
+            docs[1]["spec"].update(nodeset)
         if self.worker_image:
             docs[1]["spec"]["image"] = self.worker_image
         if extra_nodeset:
@@ -180,6 +184,33 @@ class E2E:
         if check:
             assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
         return res
+
+    def events(self, name, reason):
+        """The Events on object ``name`` of this suite's namespace with ``reason``."""
+        found = self.kubectl("get", "events", "-n", self.namespace, "-o", "json", "--field-selector",
+                             "involvedObject.name=%s,reason=%s" % (name, reason)).stdout
+        return json.loads(found)["items"]
+
+    def audit_offset(self):
+        """Where the API server's audit log ends now (hack/localcluster.py writes one: Metadata level)."""
+        return os.path.getsize(os.path.join(self.state_dir, "logs", "audit.log"))
+
+    def exec_commands(self, pod, since_offset):
+        """The argv of every exec into ``pod`` (this suite's namespace) that the audit log recorded since
+        ``since_offset``: an exec's argv is in its request URI, which every audit level records."""
+        path = "/api/v1/namespaces/%s/pods/%s/exec?" % (self.namespace, pod)
+        commands = {}
+        with open(os.path.join(self.state_dir, "logs", "audit.log")) as f:
+            f.seek(since_offset)
+            for line in f:
+                if path not in line:
+                    continue
+                event = json.loads(line)
+                uri = event.get("requestURI") or ""
+                if uri.startswith(path):
+                    query = urllib.parse.parse_qs(uri.split("?", 1)[1], keep_blank_values=True)
+                    commands[event["auditID"]] = query.get("command", [])
+        return list(commands.values())
 
     def wait_idle(self, nodes, timeout=240):
         return wait_until(lambda: all(self.sinfo().get(n) == "idle" for n in nodes) and self.sinfo(), timeout,

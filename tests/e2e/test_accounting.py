@@ -199,16 +199,26 @@ def test_the_rest_api_answers_with_a_token_and_refuses_without(acct):
                               "slurmrestd ping after reconfigure", acct.explain)
 
 
+def _collections(url):
+    """The exporter's count of collections from Slurm (None while it does not answer)."""
+    status, text = _get(url)
+    return value(parse_exposition(text), "slurm_exporter_collections_total") if status == 200 else None
+
+
 def test_the_exporter_reports_what_sinfo_and_squeue_report(acct):
+    url = acct.service_url("acct-exporter", 9341, "/metrics")
     held = acct.as_user("sbatch --parsable --hold -o /dev/null --wrap true").stdout.strip()
     running = acct.as_user("sbatch --parsable -w acct-cpu-0 -o /dev/null --wrap \"sleep 300\"").stdout.strip()
     # A drained node (an admin's, with a reason): the drain-reason series exist only while one is drained.
     assert acct.slurm("scontrol update nodename=acct-cpu-1 state=drain reason=e2e-exporter").returncode == 0
     try:
         wait_until(lambda: "RUNNING" in acct.slurm("squeue -h -j %s -o %%T" % running).stdout, 60, "a running job")
-        url = acct.service_url("acct-exporter", 9341, "/metrics")
-        status, text = wait_until(lambda: (lambda r: r[0] == 200 and r)(_get(url)), 120, "the exporter",
-                                  acct.explain)
+        # Scrapes are answered from the last collection (one per spec.exporter.collectInterval, 30 s): judged on the
+        # second collection from now, the first to begin after the jobs and the drain were there.
+        now = wait_until(lambda: _collections(url), 120, "the exporter's first collection", acct.explain)
+        status, text = wait_until(
+            lambda: (lambda r: r[0] == 200 and value(parse_exposition(r[1]), "slurm_exporter_collections_total")
+                     >= now + 2 and r)(_get(url)), 150, "a collection after the setup", acct.explain)
         samples = parse_exposition(text)
         nodes = set(acct.slurm("sinfo -h -N -o %N").stdout.split())
         assert value(samples, "slurm_nodes_total") == len(nodes) == 2

@@ -4,6 +4,7 @@ The tests share one cluster and run in file order; each leaves it as the example
 except the last, which tears it down.
 """
 
+import calendar
 import os
 import re
 import subprocess
@@ -11,7 +12,7 @@ import time
 
 from conftest import ROOT, wait_until
 
-from ansible_collections.soperator.slurm.plugins.module_utils import login_check
+from ansible_collections.soperator.slurm.plugins.module_utils import login_check, slurm_check
 
 
 def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):
@@ -83,8 +84,25 @@ def test_ssh_into_the_login_service_lands_in_the_jail_and_submits(e2e, tmp_path)
 
 def _login_sessions(e2e):
     """The login pod's open sessions, counted as the converge counts them."""
-    return e2e.kubectl("exec", "-n", e2e.namespace, "demo-login-0", "-c", "sshd", "--",
-                       *login_check.sessions_command(), check=False).stdout.strip()
+    res = e2e.kubectl("exec", "-n", e2e.namespace, "demo-login-0", "-c", "sshd", "--",
+                      *login_check.sessions_command(), check=False)
+    return login_check.parse_sessions(res.returncode, res.stdout)
+
+
+FORGED = "sshd-session: alice [priv]"
+
+
+def _forged(e2e):
+    """(pid, parent pid) of a process of the login pod's sshd container titled like a session's and not root's (a
+    session's own is root's), or None."""
+    script = ('for d in /proc/[0-9]*; do case "$(tr "\\000" " " < $d/cmdline 2>/dev/null)" in "%s"*) '
+              'echo ${d#/proc/} $(sed -n "s/^PPid:[[:space:]]*//p; s/^Uid:[[:space:]]*\\([0-9]*\\).*/\\1/p" '
+              '$d/status) ;; esac; done' % FORGED)
+    for line in e2e.exec("demo-login-0", "sshd", script).stdout.splitlines():
+        pid, ppid, uid = line.split()
+        if uid != "0":
+            return pid, ppid
+    return None
 
 
 def test_a_login_change_waits_for_open_sessions_then_replaces_the_login_pod(e2e, tmp_path):
@@ -96,18 +114,29 @@ def test_a_login_change_waits_for_open_sessions_then_replaces_the_login_pod(e2e,
     wait_until(lambda: subprocess.run(argv + ["true"], capture_output=True, stdin=subprocess.DEVNULL,
                                       timeout=60).returncode == 0, 60, "ssh to the login Service")
     before = e2e.get("pod", "demo-login-0")["metadata"]["uid"]
+    # A process alice leaves behind at logout, titled like a session: the container's PID 1 (the sshd listener)
+    # adopts it. Counting titles would see a session for as long as it runs; the count does not.
+    left = subprocess.run(argv + ["setsid bash -c 'exec -a \"%s\" sleep 900' </dev/null >/dev/null 2>&1 &" % FORGED],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert left.returncode == 0, left.stderr
+    forged = wait_until(lambda: _forged(e2e), 30, "the forged process", e2e.explain)
+    assert forged[1] == "1", forged
+    wait_until(lambda: _login_sessions(e2e) == 0, 60, "alice's session closed")
     config = e2e.get("configmap", "demo-sshd-config")["data"]
     # sshd -t, by the login pod's own sshd, refuses the value before anything is written.
+    audited = e2e.audit_offset()
     res = e2e.site(e2e.definition(login={"sshdConfig": {"ClientAliveInterval": "soon"}}), check=False)
     assert res.returncode != 0 and "spec.login.sshdConfig.ClientAliveInterval" in res.stdout, res.stdout[-3000:]
     assert "invalid time value" in res.stdout, res.stdout[-3000:]
+    _assert_candidates_not_audited(e2e, "demo-login-0", audited, "soperator-sshd-test",
+                                   login_check.sshd_test_command("")[0], ("ClientAliveInterval", "soon"))
     assert e2e.get("configmap", "demo-sshd-config")["data"] == config
     assert e2e.get("pod", "demo-login-0")["metadata"]["uid"] == before
     # A session held open until the test ends it; then a valid change.
     session = subprocess.Popen(argv + ["sleep 600"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: _login_sessions(e2e) == "1", 60, "the session open")
+        wait_until(lambda: _login_sessions(e2e) == 1, 60, "the session open")
         e2e.site(e2e.definition(login={"sshdConfig": {"ClientAliveInterval": "30"}}))
         assert "ClientAliveInterval 30" in e2e.get("configmap", "demo-sshd-config")["data"]["sshd_config"]
         status = e2e.get("slurmcluster", "demo")["status"]
@@ -120,7 +149,8 @@ def test_a_login_change_waits_for_open_sessions_then_replaces_the_login_pod(e2e,
     finally:
         session.terminate()
         session.wait(timeout=30)
-    wait_until(lambda: _login_sessions(e2e) == "0", 60, "the session closed")
+    wait_until(lambda: _login_sessions(e2e) == 0, 60, "the session closed")
+    assert _forged(e2e) == forged  # still there: it holds nothing
     t0 = time.monotonic()
     e2e.site(e2e.definition(login={"sshdConfig": {"ClientAliveInterval": "30"}}))
     replaced = e2e.get("pod", "demo-login-0")
@@ -271,24 +301,59 @@ def _rolled(e2e, before):
     return all(now[n].get("uid") not in (None, before[n]["uid"]) for n in now) and now
 
 
-def test_a_setting_change_rolls_each_worker_only_after_its_job_ends(e2e):
+def _waiting_for(e2e, node):
+    """The NodeSet's status.rollingUpdate entry of ``node`` once it names the node's jobs, else None."""
+    waiting = ((e2e.get("nodeset", "cpu") or {}).get("status") or {}).get("rollingUpdate") or {}
+    return next((w for w in waiting.get("waitingFor") or () if w["node"] == node and w.get("jobs")), None)
+
+
+def _up_to_date(e2e):
+    conds = ((e2e.get("nodeset", "cpu") or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "UpToDate"), {})
+
+
+def _epoch(stamp):
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def test_a_roll_waits_for_a_job_longer_than_drain_timeout(e2e):
     """killWait changes the workers' pod template (their grace period): OnDelete, so each worker is drained
-    ('soperator: update'), replaced once idle and resumed; a running job finishes; the queue survives slurmctld's
-    restart on the new slurm.conf."""
+    ('soperator: update'), replaced once idle and resumed. The NodeSet's drainTimeout (10 s here) is scale-in's: a
+    job that runs past it is waited for, and the NodeSet's status and `kubectl get nodeset` say for what and since
+    when. The job ends when the test says so; the queue survives slurmctld's restart on the new slurm.conf."""
     held = _held_job(e2e)
     controller = _controller_uid(e2e)
     login = e2e.get("pod", "demo-login-0")["metadata"]["uid"]
     before = _worker_pods(e2e)
-    submit = e2e.jail("cd /root && rm -f long.out && sbatch --parsable -w demo-cpu-1 -o /root/long.out "
-                      "--wrap 'sleep 45; echo finished'")
+    e2e.jail("rm -f /root/roll-release /root/long.out")
+    submit = e2e.jail("cd /root && sbatch --parsable -w demo-cpu-1 -o /root/long.out "
+                      "--wrap 'while [ ! -e /root/roll-release ]; do sleep 1; done; echo finished'")
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.strip()
     wait_until(lambda: _job_field(e2e, job, "JobState") == "RUNNING", 60, "the long job running", e2e.explain)
     t0 = time.monotonic()
-    e2e.site(e2e.definition(slurm={"killWait": 45}))
+    converge = e2e.site(e2e.definition(slurm={"killWait": 45}, nodeset={"drainTimeout": "10s"}), background=True)
+    try:
+        waiting = wait_until(lambda: _waiting_for(e2e, "demo-cpu-1"), 300, "the roll waiting for the job",
+                             e2e.explain)
+        assert waiting["jobs"] == [job] and "proceedAt" not in waiting, waiting
+        table = e2e.kubectl("get", "nodeset", "cpu", "-n", e2e.namespace).stdout
+        assert "ROLL WAITS FOR" in table and re.search(r"demo-cpu-1 \(job %s\) since \S+Z" % job, table), table
+        # A pass after the 10 s decided to wait on, and said why (the old rolls ended at drainTimeout).
+        wait_until(lambda: "waiting past spec.drainTimeout (10s)" in _up_to_date(e2e).get("message", ""), 120,
+                   "a pass past drainTimeout", e2e.explain)
+        waited = time.time() - _epoch(waiting["since"])
+        assert waited > 10, waited
+        assert _job_field(e2e, job, "JobState") == "RUNNING"
+        assert e2e.get("pod", "demo-cpu-1")["metadata"]["uid"] == before["demo-cpu-1"]["uid"]
+        print("\ne2e: the roll still waited for job %s %.0f s after its drain (drainTimeout 10s)" % (job, waited))
+    finally:
+        e2e.jail("touch /root/roll-release")
+    output, _ = converge.communicate(timeout=600)
+    assert converge.returncode == 0, output[-5000:]
     after = wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced", e2e.explain)
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
-    print("\ne2e: rolled 2 workers, one running a 45 s job, in %.1f s" % (time.monotonic() - t0))
+    print("e2e: rolled 2 workers, one running a job past drainTimeout, in %.1f s" % (time.monotonic() - t0))
     # The job ran to its end on the old pod: complete output, exit 0, and its node's new pod is younger than its end.
     assert _job_field(e2e, job, "JobState") == "COMPLETED" and _job_field(e2e, job, "ExitCode") == "0:0"
     assert e2e.jail("cat /root/long.out").stdout.strip() == "finished"
@@ -303,24 +368,51 @@ def test_a_setting_change_rolls_each_worker_only_after_its_job_ends(e2e):
     assert re.search(r"^KillWait\s*=\s*45 sec", shown.stdout, re.M), shown.stdout
     assert _job_field(e2e, held, "JobState") == "PENDING"
     status = e2e.get("nodeset", "cpu")["status"]
-    assert status["updatedReplicas"] == 2 and status["outdatedReplicas"] == 0, status
-    # A rebuilt worker image under a new tag (killWait back to its default in the same change), a job running
-    # on the other worker this time: the same drain-then-replace, the image the new pods run.
+    assert status["updatedReplicas"] == 2 and status["outdatedReplicas"] == 0 and "rollingUpdate" not in status, status
+    assert e2e.events("cpu", "DrainTimeoutExpired") == []
+    assert e2e.get("pod", "demo-login-0")["metadata"]["uid"] == login
+
+
+def test_proceed_after_replaces_a_busy_node_only_after_its_time_and_says_so(e2e):
+    """spec.updateStrategy.proceedAfter is the explicit choice to stop waiting: a rebuilt worker image under a new
+    tag (killWait back to its default in the same change), a job that would run for an hour on demo-cpu-0. The pod
+    is replaced no sooner than proceedAfter after its drain, the job is killed, and a DrainTimeoutExpired Event on
+    the NodeSet names the node and the job. Then back to the release's image, no job running: the idle roll."""
+    login = e2e.get("pod", "demo-login-0")["metadata"]["uid"]
     e2e.worker_image = e2e.retag_image("soperator/slurm-worker:0.1.0", "0.1.0-rebuilt")
-    before = after
-    submit = e2e.jail("cd /root && rm -f image.out && sbatch --parsable -w demo-cpu-0 -o /root/image.out "
-                      "--wrap 'sleep 20; echo finished'")
+    before = _worker_pods(e2e)
+    submit = e2e.jail("cd /root && rm -f image.out && sbatch --parsable --no-requeue -w demo-cpu-0 -o /root/image.out "
+                      "--wrap 'sleep 3600; echo finished'")
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.strip()
     wait_until(lambda: _job_field(e2e, job, "JobState") == "RUNNING", 60, "the job running", e2e.explain)
     t0 = time.monotonic()
-    e2e.site(e2e.definition())
+    converge = e2e.site(e2e.definition(nodeset={"updateStrategy": {"maxUnavailable": 1, "proceedAfter": "15s"}}),
+                        background=True)
+    waiting = wait_until(lambda: _waiting_for(e2e, "demo-cpu-0"), 300, "the roll waiting for the job", e2e.explain)
+    assert waiting["jobs"] == [job] and _epoch(waiting["proceedAt"]) == _epoch(waiting["since"]) + 15, waiting
+    output, _ = converge.communicate(timeout=600)
+    assert converge.returncode == 0, output[-5000:]
     after = wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced again", e2e.explain)
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
-    print("e2e: rolled 2 workers to a new image tag, one running a 20 s job, in %.1f s" % (time.monotonic() - t0))
-    assert _job_field(e2e, job, "JobState") == "COMPLETED" and _job_field(e2e, job, "ExitCode") == "0:0"
-    assert e2e.jail("cat /root/image.out").stdout.strip() == "finished"
-    assert after["demo-cpu-0"]["creationTimestamp"].rstrip("Z") >= _job_field(e2e, job, "EndTime")
+    print("\ne2e: rolled 2 workers to a new image tag, one busy past proceedAfter (15s), in %.1f s"
+          % (time.monotonic() - t0))
+    # Replaced with its job, and no sooner than its time: the Event, then the new pod.
+    events = e2e.events("cpu", "DrainTimeoutExpired")
+    assert len(events) == 1 and events[0]["type"] == "Warning", events
+    said = re.fullmatch(r"Pod demo-cpu-0 replaced by the rolling update: its Slurm node was drained at (\S+Z), "
+                        r"longer ago than spec.updateStrategy.proceedAfter: 15s; job\(s\) %s still running on it "
+                        r"are killed" % job, events[0]["message"])
+    assert said, events[0]["message"]
+    drained = _epoch(said.group(1))  # Slurm's time of the drain (the status's first look may say a second sooner)
+    assert drained >= _epoch(waiting["since"]), (said.group(1), waiting)
+    assert _epoch(events[0]["firstTimestamp"]) >= drained + 15, events[0]
+    assert _epoch(after["demo-cpu-0"]["creationTimestamp"]) >= drained + 15, after["demo-cpu-0"]
+    killed = wait_until(lambda: (lambda s: s not in (None, "RUNNING", "COMPLETING", "PENDING", "CONFIGURING") and s)(
+        _job_field(e2e, job, "JobState")), 120, "the job ended", e2e.explain)
+    assert killed != "COMPLETED" and "finished" not in e2e.jail("cat /root/image.out").stdout, killed
+    print("e2e: job %s killed (%s): its pod replaced %.0f s after its node's drain" % (
+        job, killed, _epoch(events[0]["firstTimestamp"]) - drained))
     for name in ("demo-cpu-0", "demo-cpu-1"):
         assert e2e.get("pod", name)["spec"]["containers"][0]["image"] == e2e.worker_image
     # Back to the release's image, no job running: the idle roll.
@@ -331,7 +423,8 @@ def test_a_setting_change_rolls_each_worker_only_after_its_job_ends(e2e):
     wait_until(lambda: _rolled(e2e, before), 300, "both workers replaced a third time", e2e.explain)
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
     print("e2e: rolled 2 idle workers in %.1f s" % (time.monotonic() - t0))
-    # The login pod is the same pod (not only unrestarted) through all three changes.
+    assert len(e2e.events("cpu", "DrainTimeoutExpired")) == 1
+    # The login pod is the same pod (not only unrestarted) through these changes.
     assert e2e.get("pod", "demo-login-0")["metadata"]["uid"] == login
 
 
@@ -371,6 +464,7 @@ def test_a_slurm_setting_slurm_refuses_is_rejected_before_anything_restarts(e2e)
     controller = _controller_uid(e2e)
     config = e2e.get("configmap", "demo-slurm-config")["data"]
     workers = _worker_pods(e2e)
+    audited = e2e.audit_offset()
     for raw, field, says, by_slurm in (
             ({"MinJobAge": "soon"}, "spec.slurm.slurmConf.MinJobAge", "must be a whole number", False),
             ({"PreemptMode": "SOMETIMES"}, "spec.slurm.slurmConf.PreemptMode", "PreemptMode=SOMETIMES invalid", True),
@@ -383,9 +477,23 @@ def test_a_slurm_setting_slurm_refuses_is_rejected_before_anything_restarts(e2e)
             assert ready["status"] == "False" and field in ready["message"], ready
     assert e2e.get("configmap", "demo-slurm-config")["data"] == config
     assert _controller_uid(e2e) == controller and _worker_pods(e2e) == workers
+    _assert_candidates_not_audited(e2e, "demo-controller-0", audited, "soperator-check-config",
+                                   slurm_check.command({})[0], ("SOMETIMES", "switch/bogus", "switch_bogus"))
     e2e.site(e2e.definition())
     assert _controller_uid(e2e) == controller
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+
+def _assert_candidates_not_audited(e2e, pod, since, name, fixed_argv, words):
+    """The checks of candidate files exec'd into ``pod`` (their script called ``name``) are in the API server's audit
+    log (which records an exec's argv: its URI) with exactly their fixed argv, and none of the candidates' ``words``
+    is anywhere in an audited exec's argv."""
+    commands = e2e.exec_commands(pod, since)
+    checks = [c for c in commands if name in c]
+    assert checks, "no audited exec of %s into %s: %s" % (name, pod, commands)
+    assert all(c == fixed_argv for c in checks), checks
+    assert not [c for c in commands if any(w in " ".join(c) for w in words)], commands
+    print("\ne2e: %d exec(s) of %s audited, argv fixed, candidate not in it" % (len(checks), name))
 
 
 def test_a_deleted_slurmctld_pod_comes_back_with_its_queue(e2e):

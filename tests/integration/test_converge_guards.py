@@ -7,7 +7,11 @@ refused naming the user's field.
 - names another cluster's objects (or NodeSets) already take are refused naming both owners; clusterRef is
   immutable;
 - a deleted munge key is not generated anew under running pods;
-- site.yml writes the status, so READY/PHASE show and the scale subresource serves its selector.
+- site.yml writes the status, so READY/PHASE show and the scale subresource serves its selector;
+- an External database takes only Secrets marked for the cluster: an unmarked one is refused before any write,
+  through site.yml and through a stored SlurmCluster alike;
+- the NetworkPolicies of accounting, the REST API and the exporter are accepted by the API server, and a second
+  converge leaves them as they are.
 
 The module's work is called in this process (``_converge.execute``, as its action plugin does). kwok pods run
 nothing: no slurmctld answers, which these tests do not need.
@@ -20,7 +24,7 @@ import pytest
 import yaml
 from kubernetes import client, dynamic
 
-from ansible_collections.soperator.slurm.plugins.module_utils import _converge, errors, fieldmap, render, spec
+from ansible_collections.soperator.slurm.plugins.module_utils import _converge, errors, fieldmap, names, render, spec
 from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import Applier
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -266,3 +270,68 @@ def test_a_definition_with_a_document_it_does_not_understand_writes_nothing(kube
     failure = refused(kubeconfig, definition=definition)
     assert failure.reason == errors.INVALID_SPEC and failure.details["field"] == "definition[1] (Nodeset cpu)"
     assert written(k8s, namespace) == []
+
+
+# --- an External database's Secrets ------------------------------------------------------------------------------
+EXTERNAL = {"enabled": True, "database": {"type": "External", "host": "db.example.org",
+                                          "passwordSecretRef": {"name": "db-password", "key": "password"}}}
+
+
+def everything_written(k8s, namespace):
+    """written() and the workloads and NetworkPolicies: nothing of the cluster may exist."""
+    return written(k8s, namespace) + client.AppsV1Api(k8s).list_namespaced_stateful_set(namespace).items + \
+        client.NetworkingV1Api(k8s).list_namespaced_network_policy(namespace).items
+
+
+def test_an_external_database_with_an_unmarked_secret_is_refused_before_any_write(kubeconfig, k8s, namespace,
+                                                                                  crds):
+    core = client.CoreV1Api(k8s)
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "db-password"},
+                                              "stringData": {"password": "an-apps-password"}})
+    field = "spec.accounting.database.passwordSecretRef.name"
+    # site.yml: the definition itself is not written.
+    failure = refused(kubeconfig, definition=docs(namespace, accounting=EXTERNAL))
+    assert failure.reason == errors.INVALID_SPEC and failure.details["field"] == field, failure.msg
+    assert "not marked for SlurmCluster demo" in failure.msg and "an-apps-password" not in failure.msg
+    assert everything_written(k8s, namespace) == []
+    # As the operator meets it: stored by someone allowed to edit SlurmClusters, converged by name.
+    for doc in docs(namespace, accounting=EXTERNAL):
+        custom(k8s).create_namespaced_custom_object(GROUP, VERSION, namespace, doc["kind"].lower() + "s", doc)
+    failure = refused(kubeconfig, name="demo", namespace=namespace)
+    assert failure.details["field"] == field
+    assert [o for o in everything_written(k8s, namespace) if not isinstance(o, dict)] == []  # only the CR itself
+    assert "not marked" in condition(status_of(k8s, namespace, "slurmclusters", "demo"), "Ready")["message"]
+    # Marked for another cluster: still refused. Marked for this one: slurmdbd gets it.
+    core.patch_namespaced_secret("db-password", namespace,
+                                 {"metadata": {"labels": {names.LABEL_DATABASE_SECRET: "someone-else"}}})
+    assert refused(kubeconfig, name="demo", namespace=namespace).details["field"] == field
+    core.patch_namespaced_secret("db-password", namespace, {"metadata": {"labels": {names.LABEL_DATABASE_SECRET:
+                                                                                   "demo"}}})
+    converge(kubeconfig, name="demo", namespace=namespace)
+    slurmdbd = client.AppsV1Api(k8s).read_namespaced_stateful_set("demo-accounting", namespace)
+    assert "db-password" in [v.secret.secret_name for v in slurmdbd.spec.template.spec.volumes if v.secret]
+
+
+# --- NetworkPolicies ---------------------------------------------------------------------------------------------
+def test_the_network_policies_are_accepted_and_a_second_converge_leaves_them(kubeconfig, k8s, namespace, crds):
+    peers = {"restApiFrom": [{"ipBlock": {"cidr": "203.0.113.0/24", "except": ["203.0.113.8/29"]}}],
+             "exporterFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                               "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]}
+    definition = docs(namespace, accounting={"enabled": True}, restApi={"enabled": True},
+                      exporter={"enabled": True}, networkPolicies=peers)
+    converge(kubeconfig, definition=definition)
+    stored = {p.metadata.name: p for p in client.NetworkingV1Api(k8s).list_namespaced_network_policy(namespace).items}
+    assert sorted(stored) == ["demo-accounting", "demo-accounting-db", "demo-exporter", "demo-rest"]
+    rest = stored["demo-rest"].spec.ingress[0]
+    assert rest.ports[0].port == names.SLURMRESTD_PORT and rest._from[1].ip_block.cidr == "203.0.113.0/24"
+    exporter = stored["demo-exporter"].spec.ingress[0]._from[0]
+    assert exporter.namespace_selector.match_labels == {"kubernetes.io/metadata.name": "monitoring"}
+    database = stored["demo-accounting-db"].spec.ingress[0]._from[0].pod_selector.match_expressions[0]
+    assert database.values == ["accounting"]
+    again = converge(kubeconfig, definition=definition)
+    policies = [o for o in again["objects"] if o["kind"] == "NetworkPolicy"]
+    assert len(policies) == 4 and {o["action"] for o in policies} == {"unchanged"}, policies
+    # Opting out removes them.
+    definition[0]["spec"]["networkPolicies"] = {"enabled": False}
+    converge(kubeconfig, definition=definition)
+    assert client.NetworkingV1Api(k8s).list_namespaced_network_policy(namespace).items == []

@@ -1,6 +1,8 @@
 """The converge adapter's projection against a real kube-apiserver: a worker pod's SlurmNodeReady condition written
-through pods/status (and not rewritten when unchanged), and the Kubernetes nodes of the pods read for their cordon."""
+through pods/status (and not rewritten when unchanged), and the Kubernetes nodes of the pods read for their cordon; a
+rolling update's wait in a NodeSet's status and its printer column, and the Event of a node given up with its jobs."""
 
+import json
 import time
 
 import pytest
@@ -8,9 +10,11 @@ from kubernetes import client, dynamic
 from prerequisites import unavailable
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, projection, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils._converge import Converger
 
 pytestmark = pytest.mark.cluster
+NOW = "2026-11-24T00:00:00Z"
 
 LINE = ("NodeName=demo-cpu-0 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 State=IDLE+DRAIN+DYNAMIC_NORM "
         "Reason=soperator: node cordoned [root@1700000000]")
@@ -89,3 +93,47 @@ def test_moving_an_unhealthy_worker_cordons_its_node_and_evicts_the_pod(k8s, nam
     finally:
         core.patch_node(host, {"spec": {"unschedulable": None},
                                "metadata": {"annotations": {names.ANNOTATION_CORDONED: None}}})
+
+
+def test_a_rolls_wait_shows_in_the_nodesets_status_and_table_and_a_given_up_node_in_an_event(k8s, namespace,
+                                                                                              apply_crds):
+    apply_crds("projection-test")
+    custom = client.CustomObjectsApi(k8s)
+    nodeset = custom.create_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.NODESET_PLURAL, {
+        "apiVersion": names.API_VERSION, "kind": names.NODESET_KIND, "metadata": {"name": "cpu"},
+        "spec": {"clusterRef": {"name": "demo"}, "replicas": 2, "updateStrategy": {"proceedAfter": "90s"}}})
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    plan = converge.Plan()
+    facts = {"statefulset": "demo-cpu", "replicas": 2, "desired": 2, "readyReplicas": 2, "currentReplicas": 2,
+             "serving": 1, "leaving": False, "updatedReplicas": 1, "outdatedReplicas": 1, "note": None,
+             "waitingFor": [{"node": "demo-cpu-0", "since": 1700000000, "proceedAt": 1700000090, "jobs": ["41"]}]}
+    conv.patch_status(names.NODESET_KIND, "cpu", lambda old, obj: st.nodeset_status(old, obj, plan, facts, "", NOW))
+    stored = custom.get_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.NODESET_PLURAL, "cpu")
+    assert stored["status"]["rollingUpdate"]["waitingFor"] == [
+        {"node": "demo-cpu-0", "jobs": ["41"], "since": "2023-11-14T22:13:20Z", "proceedAt": "2023-11-14T22:14:50Z"}]
+    # What `kubectl get nodeset` prints: the API server's table, from the CRD's printer columns.
+    request = k8s.param_serialize("GET", "/apis/%s/%s/namespaces/%s/%s/cpu" % (
+        names.GROUP, names.VERSION, namespace, names.NODESET_PLURAL),
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}, auth_settings=["BearerToken"])
+    response = k8s.call_api(*request)
+    response.read()
+    table = json.loads(response.data)
+    row = dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"]))
+    assert row["Roll Waits For"] == ("demo-cpu-0 (job 41) since 2023-11-14T22:13:20Z, replaced at "
+                                     "2023-11-14T22:14:50Z"), row
+    # Given up: the Event on the NodeSet, accepted by the API server as the converge writes it.
+    entry = {"nodeset": "cpu", "nodeset_uid": nodeset["metadata"]["uid"], "node": "demo-cpu-0",
+             "why": "rolling update", "setting": "spec.updateStrategy.proceedAfter", "value": "90s",
+             "since": 1700000000, "pod_uid": "u", "jobs": [str(n) for n in range(400)]}
+    message = conv.record_event(entry)
+    assert conv.warnings == []
+    events = client.CoreV1Api(k8s).list_namespaced_event(
+        namespace, field_selector="involvedObject.name=cpu,reason=DrainTimeoutExpired").items
+    assert len(events) == 1 and events[0].type == "Warning" and events[0].involved_object.uid == nodeset[
+        "metadata"]["uid"]
+    assert events[0].message == message and message.startswith("Pod demo-cpu-0 replaced by the rolling update")
+    # The wait is over: the merge patch removes it.
+    facts["waitingFor"] = []
+    conv.patch_status(names.NODESET_KIND, "cpu", lambda old, obj: st.nodeset_status(old, obj, plan, facts, "", NOW))
+    stored = custom.get_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.NODESET_PLURAL, "cpu")
+    assert "rollingUpdate" not in stored["status"]

@@ -349,6 +349,47 @@ def test_cron_schedules_are_read_as_the_api_server_reads_them(api, schedule):
         assert api_accepts == (spec.cron_problem(schedule) is None), (schedule, spec.cron_problem(schedule))
 
 
+CIDRS = ["10.0.0.0/8", "10.1.0.0/16", "10.0.0.1/8", "11.0.0.0/16", "10.1.2.3/32", "0.0.0.0/0", "fd00::/8",
+         "fd00:1::/32", "10.0.0.0/33", "256.0.0.0/8"]
+NETWORK_PEERS = st.fixed_dictionaries({}, optional={
+    "podSelector": st.sampled_from([{}, {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                                    {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]},
+                                    {"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["a"]}]},
+                                    {"matchExpressions": [{"key": "app", "operator": "NotIn"}]}]),
+    "namespaceSelector": st.sampled_from([{}, {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}]),
+    "ipBlock": st.fixed_dictionaries({"cidr": st.sampled_from(CIDRS)},
+                                     optional={"except": st.lists(st.sampled_from(CIDRS), max_size=2)}),
+})
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(peer=NETWORK_PEERS)
+def test_network_peers_are_judged_as_the_api_server_judges_them(api, peer):
+    """spec.networkPolicies' peers go into NetworkPolicies as they are: the validator accepts a peer exactly when
+    the API server accepts both the SlurmCluster holding it and the NetworkPolicy rendered with it."""
+    k8s, dyn, namespace = api
+    from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
+    from ansible_collections.soperator.slurm.plugins.module_utils.render_network import network_policies
+
+    cluster = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "SlurmCluster",
+               "metadata": {"name": "c", "namespace": namespace},
+               "spec": {"jail": {"existingClaim": "jail"}, "exporter": {"enabled": True},
+                        "networkPolicies": {"exporterFrom": [peer]}}}
+    try:
+        spec.validate_cluster(copy.deepcopy(cluster))
+        validator_accepts = True
+    except SpecErrors:
+        validator_accepts = False
+    resource_accepted = resources_refused(k8s, namespace, [cluster]) == []
+    # The NetworkPolicy the peer would make, rendered past the validator.
+    plain = spec.validate_cluster(dict(cluster, spec=dict(cluster["spec"], networkPolicies={})))
+    plain["spec"]["networkPolicies"]["exporterFrom"] = [copy.deepcopy(peer)]
+    [policy] = network_policies(ClusterContext(plain, []))
+    policy_accepted = rendered_refused(dyn, namespace, [policy]) == []
+    assert validator_accepts == (resource_accepted and policy_accepted), (peer, resource_accepted, policy_accepted)
+
+
 def test_the_generator_visits_both_sides():
     """A guard on the property's worth: the definitions drawn are neither all valid nor all invalid."""
     from hypothesis import find

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 
@@ -180,23 +181,40 @@ def test_linking_shadow_too_would_lock_out_users_created_by_useradd(site, alice)
 
 def test_open_sessions_are_counted_and_sshd_t_names_a_refused_field(site, login, alice):
     """What the converge asks a login pod before replacing it (open sessions) and before writing a changed
-    sshd_config (sshd -t), answered by the real sshd: a logged-in session counts until it ends.
+    sshd_config (sshd -t), answered by the real sshd: a logged-in session counts until it ends; a connection that
+    has not authenticated does not, nor a process a user titled like a session.
 
     In a pod the script sees its container's processes only (its own PID namespace); here sshd shares the host's,
     where other sshds (other suites', pods') run too. So the script walks a /proc holding this sshd's processes
-    only: their real command lines, copied."""
-    def count():
-        return _sessions_below(login.proc.pid, tmp_path / "proc")
+    only: their real status and command lines, copied."""
+    proc_copy = login.workdir / "sessions" / "proc"
 
-    tmp_path = login.workdir / "sessions"
+    def count():
+        return _sessions_below(login, proc_copy)
+
     assert count() == 0
-    session = subprocess.Popen(login.ssh_args(USER, site.user_key, "RequestTTY=no") + ["sleep 6"],
+    # A client connected but not authenticated (it sent its banner and waits): a connection process of the listener,
+    # but no session.
+    with socket.create_connection(("127.0.0.1", login.port), timeout=10) as raw:
+        raw.sendall(b"SSH-2.0-soperator-test\r\n")
+        assert raw.recv(64).startswith(b"SSH-2.0-")
+        deadline = time.monotonic() + 5
+        while not _below(login.proc.pid, 2) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _below(login.proc.pid, 2), "no connection process"
+        assert count() == 0
+    # A session whose command titles itself as sshd titles a session's privileged process (exec -a): still one.
+    session = subprocess.Popen(login.ssh_args(USER, site.user_key, "RequestTTY=no")
+                               + ["bash -c 'exec -a \"sshd: %s [priv]\" sleep 6'" % USER],
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 5
         while count() != 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert count() == 1
+        # Positive control: the forged title is there, so a count of titles would have seen two sessions.
+        titles = [(d / "cmdline").read_bytes().split(b"\0")[0] for d in proc_copy.iterdir()]
+        assert titles.count(b"sshd: %s [priv]" % USER.encode()) == 2, titles
     finally:
         session.wait(timeout=30)
     assert session.returncode == 0, session.stderr.read()
@@ -207,20 +225,20 @@ def test_open_sessions_are_counted_and_sshd_t_names_a_refused_field(site, login,
 
     config = host_sshd_config(rendered_sshd_config(), free_port(), site.host_keys)
     # In the login node's namespace (the container's layout: /run/sshd, the host keys' mount).
-    ok = subprocess.run(login._in_namespace(*login_check.sshd_test_command(config)), env=login._env(),
-                        capture_output=True, text=True)
+    argv, stdin = login_check.sshd_test_command(config)
+    ok = subprocess.run(login._in_namespace(*argv), env=login._env(), input=stdin, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     bad = config.replace("ClientAliveInterval 60", "ClientAliveInterval soon")
-    refused = subprocess.run(login._in_namespace(*login_check.sshd_test_command(bad)), env=login._env(),
-                             capture_output=True, text=True)
+    argv, stdin = login_check.sshd_test_command(bad)
+    refused = subprocess.run(login._in_namespace(*argv), env=login._env(), input=stdin, capture_output=True,
+                             text=True)
     field, message = login_check.sshd_problem(refused.returncode, refused.stderr, bad,
                                               {"sshdConfig": {"ClientAliveInterval": "soon"}})
     assert field == "spec.login.sshdConfig.ClientAliveInterval", message
     assert "invalid time value" in message
 
 
-def _sessions_below(pid, proc_copy):
-    """The session script's answer over a /proc that holds ``pid`` and its descendants (command lines copied)."""
+def _children():
     children = {}
     for entry in os.listdir("/proc"):
         try:
@@ -228,20 +246,38 @@ def _sessions_below(pid, proc_copy):
                 children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
         except (OSError, ValueError, IndexError):
             continue
+    return children
+
+
+def _below(pid, depth):
+    """Processes ``depth`` generations below ``pid``."""
+    level, children = [pid], _children()
+    for _generation in range(depth):
+        level = [c for p in level for c in children.get(p, [])]
+    return level
+
+
+def _sessions_below(login, proc_copy):
+    """The session script's answer over a /proc that holds sshd's process and its descendants (status and command
+    lines copied), run in the login node's namespace (its /etc/passwd is the jail's, as in the login container)."""
+    children = _children()
     if proc_copy.exists():
         shutil.rmtree(proc_copy)
-    todo = [pid]
+    todo = [login.proc.pid]
     while todo:
         current = todo.pop()
         try:
             with open("/proc/%d/cmdline" % current, "rb") as f:
                 cmdline = f.read()
+            with open("/proc/%d/status" % current, "rb") as f:
+                status = f.read()
         except OSError:
             continue
         (proc_copy / str(current)).mkdir(parents=True)
         (proc_copy / str(current) / "cmdline").write_bytes(cmdline)
+        (proc_copy / str(current) / "status").write_bytes(status)
         todo += children.get(current, [])
     argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind "$0" /proc && exec "$@"',
-            str(proc_copy)] + login_check.sessions_command()
-    res = subprocess.run(argv, capture_output=True, text=True)
+            str(proc_copy)] + login._in_namespace(*login_check.sessions_command())
+    res = subprocess.run(argv, env=login._env(), capture_output=True, text=True)
     return login_check.parse_sessions(res.returncode, res.stdout)

@@ -5,8 +5,11 @@ rendered slurmdbd.conf, the pods' users).
 Must show: a finished job is in ``sacct`` with its state and elapsed time; ``sshare`` shows fairshare for two
 accounts; the history survives a slurmctld restart; a wrong database password ends slurmdbd's container with a
 reason that becomes the SlurmCluster's AccountingReady condition; slurmrestd answers with a token and refuses
-without one. slurmctld and slurmdbd run as SlurmUser (``slurm``), slurmdbd without any capability, and tokens
-still work after ``scontrol reconfigure`` re-executes slurmctld. Every command is bounded (``timeout``).
+without one. The database is External with TLS: slurmdbd reaches it only over TLS verified against the CA of
+``tls.caSecretRef``; a server certificate of another CA, or of the CA for another host, is refused before anything
+is sent; a server that asks for the password in clear text gets nothing (a default client hands it over).
+slurmctld and slurmdbd run as SlurmUser (``slurm``), slurmdbd without any capability, and tokens still work after
+``scontrol reconfigure`` re-executes slurmctld. Every command is bounded (``timeout``).
 """
 
 from __future__ import annotations
@@ -17,11 +20,21 @@ import urllib.error
 import urllib.request
 
 import pytest
-from accounting_cluster import ACCOUNTS, CLUSTER, AccountingCluster, accounting_spec
+from accounting_cluster import (
+    ACCOUNTS,
+    CLUSTER,
+    DB_CA_KEY,
+    DB_HOST,
+    DB_NAME,
+    OTHER_DB_HOST,
+    AccountingCluster,
+    _pem,
+    accounting_spec,
+)
 from dynamic_cluster import node_name
 from slurm_cluster import USER, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names
+from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, slurm_conf
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
 from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import slurmrestd
 
@@ -133,7 +146,8 @@ def test_a_wrong_database_password_ends_slurmdbd_with_the_reason_the_status_show
                           user=names.SLURM_USER)
     assert res.returncode == 1, res.output
     message = (acct.root / termination.lstrip("/")).read_text().strip()
-    assert message.startswith("DatabaseAccessDenied: the database at 127.0.0.1:%d refused user slurm" % acct.db_port)
+    assert message.startswith("DatabaseAccessDenied: the database at %s:%d refused user slurm" % (DB_HOST,
+                                                                                                 acct.db_port))
     assert "not-the-password" not in message + res.output  # never in a log
     assert not (root / "run/slurmdbd/client.cnf").exists()  # the client file with the password is gone
     # What the reconciler makes of that pod (its status as the kubelet reports a crash loop).
@@ -161,6 +175,97 @@ def fake_pod(acct: AccountingCluster, fake: str):
         (root / name).touch()
         (root / name).chmod(0o666)
     return root
+
+
+# --- an External database: TLS verified, no clear-text authentication ---------------------------------------------
+def test_slurmdbd_reaches_the_database_only_over_tls_and_loads_no_password_revealing_plugin(acct):
+    """The server refuses every TCP client without TLS (require_secure_transport), yet slurmdbd stores and answers:
+    its connection is TLS, verified against the CA (StorageParameters=SSL_CA, which the client library checks:
+    the refusals below). Its MariaDB client library may load only challenge-response authentication plugins."""
+    plain = acct.run(["mariadb", "--skip-ssl", "-h", DB_HOST, "-P", str(acct.db_port), "-u", "slurm",
+                      "-p" + acct.password, "-e", "select 1"])
+    assert plain.returncode != 0 and "secure transport" in plain.output.lower(), plain.output
+    assert acct.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"]).check().stdout.strip() == CLUSTER
+    conf = acct.run(["cat", names.SLURMDBD_RUN_DIR + "/slurmdbd.conf"]).check().stdout
+    assert "StorageHost=%s\n" % DB_HOST in conf
+    assert "StorageParameters=SSL_CA=%s/%s\n" % (names.DB_CA_MOUNT, DB_CA_KEY) in conf
+    pid = acct.run(["pgrep", "-xo", "slurmdbd"]).check().stdout.strip()
+    environ = dict(v.split("=", 1) for v in acct.run(["cat", "/proc/%s/environ" % pid]).check().stdout.split("\0")
+                   if "=" in v)
+    plugins = acct.run(["ls", environ["MARIADB_PLUGIN_DIR"]]).check().stdout.split()
+    assert plugins == ["client_ed25519.so", "parsec.so"]
+
+
+def dbd_pod(acct: AccountingCluster, fake: str, password: str, **database):
+    """A second slurmdbd pod's files under ``fake``: the slurmdbd.conf rendered for ``database`` (at this host's
+    database port) and the password Secret."""
+    root = fake_pod(acct, fake)
+    template = slurm_conf.render_slurmdbd_conf(accounting_spec(**database)).replace(
+        "StoragePort=3306\n", "StoragePort=%d\n" % acct.db_port)
+    (root / "etc/soperator/slurmdbd/slurmdbd.conf").write_text(template)
+    acct.secret_file(names.DB_PASSWORD_MOUNT + "/password", (password + "\n").encode(), root)
+    return root
+
+
+def run_dbd_pod(acct: AccountingCluster, fake: str):
+    res = acct.entrypoint(["/usr/sbin/slurmdbd", "-D"], {"SOPERATOR_ROOT": fake, "SOPERATOR_DB_WAIT_TIMEOUT": "10",
+                                                          "SOPERATOR_TERMINATION_LOG": fake + "/t"},
+                          user=names.SLURM_USER)
+    return res, (acct.root / fake.lstrip("/") / "t").read_text().strip()
+
+
+def test_a_server_certificate_another_ca_signed_is_refused_before_the_password(acct):
+    fake = "/tmp/other-ca-root"
+    dbd_pod(acct, fake, acct.password, tls={"caSecretRef": {"name": "db-ca", "key": "other.pem"}})
+    acct.write("%s/other.pem" % names.DB_CA_MOUNT, _pem(acct.other_ca[1]).decode(), 0o444)
+    res, message = run_dbd_pod(acct, fake)
+    assert res.returncode == 1, res.output
+    assert message.startswith("DatabaseCertificateRefused: the database at %s:%d has no certificate for %s signed "
+                              "by the CA of spec.accounting.database.tls.caSecretRef" % (DB_HOST, acct.db_port,
+                                                                                          DB_HOST)), message
+    assert acct.password not in res.output + message
+
+
+def test_a_certificate_of_the_ca_for_another_host_is_refused(acct):
+    """MariaDB listens on OTHER_DB_HOST too, with its certificate for DB_HOST: the right CA, the wrong name."""
+    fake = "/tmp/other-host-root"
+    dbd_pod(acct, fake, acct.password, host=OTHER_DB_HOST)
+    res, message = run_dbd_pod(acct, fake)
+    assert res.returncode == 1, res.output
+    assert message.startswith("DatabaseCertificateRefused: the database at %s:%d" % (OTHER_DB_HOST, acct.db_port))
+    assert "Hostname verification failed" in message, message
+
+
+def test_a_server_asking_for_the_password_in_clear_text_gets_nothing(acct):
+    """A database user authenticated by PAM with pam_use_cleartext_plugin: the server asks the client for the
+    password itself (mysql_clear_password), and PAM (pam_exec) writes down what it got. slurmdbd's entrypoint refuses
+    and the server gets nothing; the stock client, the positive control, hands the password over."""
+    captured = "/tmp/captured-password"
+    acct.write("/usr/local/sbin/capture-password", "#!/bin/sh\ntr -d '\\000' >%s\n" % captured, 0o755)
+    acct.write("/etc/pam.d/soperator-clear", "auth required pam_exec.so expose_authtok quiet "
+               "/usr/local/sbin/capture-password\naccount required pam_permit.so\n", 0o644)
+    # As root over MariaDB's socket (no TLS needed there).
+    acct.run(["mariadb", "--socket=/run/mysqld/mysqld.sock", "--skip-ssl", "-e",
+              "CREATE USER IF NOT EXISTS clear@'%' IDENTIFIED VIA pam USING 'soperator-clear'; "
+              "GRANT ALL ON {0}.* TO clear@'%'".format(DB_NAME)]).check()
+    target = acct.root / captured.lstrip("/")
+    fake = "/tmp/clear-text-root"
+    secret = "never-sent-" + acct.password
+    dbd_pod(acct, fake, secret, user="clear")
+    target.unlink(missing_ok=True)
+    res, message = run_dbd_pod(acct, fake)
+    assert res.returncode == 1, res.output
+    assert message.startswith("DatabaseAuthenticationRefused: the database at %s:%d asks user clear for an "
+                              "authentication that would hand it the password" % (DB_HOST, acct.db_port)), message
+    assert "mysql_clear_password" in message
+    # PAM ran (the server's authentication failed without a password from the client), and got nothing.
+    got = target.read_text() if target.exists() else ""
+    assert got == "" and secret not in res.output + message, got
+    # The positive control: the same server, the same user, the stock client (TLS verified against the same CA).
+    control = acct.run(["mariadb", "-h", DB_HOST, "-P", str(acct.db_port), "-u", "clear", "-psent-by-default",
+                        "--ssl-ca=%s/%s" % (names.DB_CA_MOUNT, DB_CA_KEY), "-e", "select 1"])
+    assert control.returncode == 0, control.output
+    assert target.read_text() == "sent-by-default"
 
 
 def test_a_password_slurmdbd_conf_cannot_hold_is_refused_by_name(acct):

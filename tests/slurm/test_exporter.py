@@ -2,6 +2,9 @@
 its /metrics reports the node and job counts sinfo and squeue report, drain reasons, fairshare, scheduler figures;
 and every metric name the Grafana dashboard queries is one the exporter (or the operator) really serves.
 
+Scrapes never reach Slurm: counted with slurmctld's own RPC statistics (sdiag, by user), 200 concurrent scrapes make
+no Slurm call and each gets the last collection, and a flood of scrapes leaves one set of calls per interval.
+
 SOPERATOR_RECORD_FIXTURES=1 rewrites exporter/testdata/*.txt from what the Slurm commands print here: the Go unit
 tests of the parsers read those recordings.
 """
@@ -9,9 +12,13 @@ tests of the parsers read those recordings.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,6 +26,7 @@ from accounting_cluster import accounting_spec
 from dynamic_cluster import STATEFULSET, node_name
 from slurm_cluster import REPO, free_ports, wait_for
 
+from ansible_collections.soperator.slurm.plugins.module_utils import schema
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
 from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import exporter_args
 
@@ -47,14 +55,34 @@ COMMANDS = {
 
 
 @pytest.fixture(scope="module")
-def scrape(acct):
+def binary():
+    return subprocess.run([str(REPO / "hack" / "build-binaries.sh"), "slurm-exporter"], check=True,
+                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
+
+
+def get(port: int, path: str = "/metrics") -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+
+
+def collected(port: int, timeout: float = 120) -> str:
+    """The first scrape that carries a collection (/healthz answers 200 once the first one is in)."""
+    wait_for(lambda: get(port, "/healthz")[0] == 200, timeout, "the exporter's first collection")
+    status, text = get(port)
+    assert status == 200
+    return text
+
+
+@pytest.fixture(scope="module")
+def scrape(acct, binary):
     """The exporter with the rendered arguments (accounting on: fairshare included) over a cluster with a running
-    job, pending jobs (held, and waiting for a start time) and a node drained by a health check."""
-    binary = subprocess.run([str(REPO / "hack" / "build-binaries.sh"), "slurm-exporter"], check=True,
-                            capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    job, pending jobs (held, and waiting for a start time) and a node drained by a health check: started once they
+    are there (its first collection is what scrapes get until the next one, 30 s later)."""
     port = free_ports(1)[0]
     args = exporter_args(ClusterContext(accounting_spec(), []))
-    proc = acct.start_exporter(binary, args, port)
     acct.run(["scontrol", "update", "nodename=%s" % node_name(1), "state=drain", "reason=%s" % HEALTH_REASON]).check()
     running = acct.run(["sbatch", "--parsable", "-o", "/dev/null", "-w", node_name(0), "--wrap", "sleep 120"]).check()
     held = acct.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"]).check()
@@ -68,9 +96,9 @@ def scrape(acct):
         for name, argv in COMMANDS.items():
             out = acct.run(argv).check().stdout
             (TESTDATA / f"{name}.txt").write_text(out)
+    proc = acct.start_exporter(binary, args, port)
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=60) as response:
-            text = response.read().decode()
+        text = collected(port)
         yield parse_exposition(text), text
     finally:
         acct.run(["scancel", *jobs])
@@ -139,3 +167,86 @@ def test_the_dashboard_queries_only_metrics_that_are_served(scrape):
     board = dashboard()
     assert any("soperator: health" in t["expr"] for p in board["panels"] for t in p.get("targets", []))
     assert Path(DASHBOARD).stat().st_size < 200_000
+
+
+# --- scrapes never reach Slurm -------------------------------------------------------------------------------------
+FLOOD_USER = "daemon"  # the flood tests' exporter runs as its own user: sdiag counts its RPCs apart
+
+
+def rpcs_of(acct, user: str) -> int:
+    """RPCs slurmctld counted from ``user`` since it started (sdiag's statistics by user; sdiag runs as root)."""
+    out = acct.run(["sdiag"]).check().stdout
+    section = out.split("Remote Procedure Call statistics by user", 1)[1].split("\n\n", 1)[0]
+    found = re.search(r"^\s*%s\s+\(\s*[0-9]+\) count:([0-9]+)" % re.escape(user), section, re.M)
+    return int(found.group(1)) if found else 0
+
+
+def flood_exporter(acct, binary, interval: str):
+    """The exporter rendered with ``spec.exporter.collectInterval: interval``, as FLOOD_USER, on a port of its own."""
+    cluster = accounting_spec()
+    cluster["spec"]["exporter"]["collectInterval"] = interval
+    args = exporter_args(ClusterContext(cluster, []))
+    assert "--collect.interval=%s" % interval in args
+    port = free_ports(1)[0]
+    return acct.start_exporter(binary, args, port, user=FLOOD_USER, log="exporter-flood.log"), port
+
+
+def slurm_samples(text: str) -> dict:
+    """The Slurm values of a scrape: everything but the exporter's own process and the age of the values."""
+    return {name: sorted(map(repr, values)) for name, values in parse_exposition(text).items()
+            if name.startswith("slurm_") and name != "slurm_exporter_last_collection_age_seconds"}
+
+
+def burst(port: int, count: int = 200) -> list[tuple[int, str]]:
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(lambda _i: get(port), range(count)))
+
+
+def test_200_concurrent_scrapes_make_no_slurm_call_and_each_gets_the_last_collection(acct, binary):
+    """An interval longer than the test: after the first collection only a scrape could make slurmctld count an RPC
+    from the exporter's user."""
+    assert rpcs_of(acct, FLOOD_USER) == 0  # nothing else of the cluster runs as this user
+    proc, port = flood_exporter(acct, binary, "1h")
+    try:
+        first = collected(port)
+        one_collection = rpcs_of(acct, FLOOD_USER)
+        assert one_collection >= len(COMMANDS), one_collection  # at least one RPC per command
+        answers = burst(port)
+        print("one collection: %d RPCs; after 200 concurrent scrapes: %d" % (one_collection, rpcs_of(acct, FLOOD_USER)))
+        assert rpcs_of(acct, FLOOD_USER) == one_collection
+        assert [status for status, _text in answers] == [200] * 200
+        for _status, text in answers:
+            assert value(parse_exposition(text), "slurm_exporter_collections_total") == 1
+            assert slurm_samples(text) == slurm_samples(first)
+        assert value(parse_exposition(first), "slurm_nodes_total") == 2
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_flood_of_scrapes_leaves_one_set_of_slurm_calls_per_interval(acct, binary):
+    """Rounds of 200 concurrent scrapes over several intervals of the shortest interval the API allows: slurmctld
+    counts at most one collection's RPCs per interval begun (the first collection's count is one set), and every
+    scrape is answered, with collections that only ever go forward."""
+    before = rpcs_of(acct, FLOOD_USER)
+    proc, port = flood_exporter(acct, binary, "%ds" % schema.EXPORTER_MIN_INTERVAL_SECONDS)
+    try:
+        collected(port)
+        start, one_set = time.monotonic(), rpcs_of(acct, FLOOD_USER) - before
+        scrapes, seen = 0, []
+        while time.monotonic() - start < 3 * schema.EXPORTER_MIN_INTERVAL_SECONDS:
+            answers = burst(port)
+            assert [status for status, _text in answers] == [200] * len(answers)
+            scrapes += len(answers)
+            seen.append(max(value(parse_exposition(text), "slurm_exporter_collections_total") for _s, text in answers))
+        elapsed = time.monotonic() - start
+        calls = rpcs_of(acct, FLOOD_USER) - before - one_set
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    intervals_begun = int(elapsed // schema.EXPORTER_MIN_INTERVAL_SECONDS) + 1
+    print("%d scrapes in %.1f s (%d intervals begun): %d RPCs after the first collection (%d each), collections "
+          "seen %s" % (scrapes, elapsed, intervals_begun, calls, one_set, seen))
+    assert scrapes >= 400 and seen == sorted(seen) and seen[-1] > 1, (scrapes, seen)
+    assert calls <= one_set * intervals_begun, (calls, one_set, elapsed, scrapes)
+    assert calls >= one_set * (seen[-1] - 1)  # each collection the scrapes saw was one whole set

@@ -198,6 +198,22 @@ def test_expired_drain_and_down_nodes_are_removable(dyn, slurm, recorder):
     dyn.run(["scancel", job])
 
 
+def test_the_jobs_on_each_node_are_named_by_squeue(dyn, slurm):
+    """What a rolling update's status and a DrainTimeoutExpired Event name: the jobs on each node, a job on two
+    nodes under both, a node Slurm does not know left out (not reported empty)."""
+    one = submit(dyn, node_name(2), 30)
+    out = dyn.run(["sbatch", "--parsable", "-N2", "-w", f"{node_name(0)},{node_name(1)}", "-o", "/dev/null",
+                   "--wrap", "srun sleep 30"]).check().stdout
+    two = out.strip().split(";")[0]
+    wait_for(lambda: job_state(dyn, two) == "RUNNING", 15, f"job {two} running")
+    try:
+        jobs = slurm.jobs_on([node_name(0), node_name(1), node_name(2), f"{STATEFULSET}-9"])
+        assert jobs == {node_name(0): [two], node_name(1): [two], node_name(2): [one]}, jobs
+    finally:
+        dyn.run(["scancel", one, two])
+    wait_for(lambda: slurm.jobs_on([node_name(2)]) == {node_name(2): []}, 15, "no job left")
+
+
 def test_module_against_real_slurm(dyn, slurm, recorder, monkeypatch, capsys):
     from ansible.module_utils.testing import patch_module_args
 

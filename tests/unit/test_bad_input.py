@@ -180,7 +180,7 @@ def test_sub_mounts_colliding_with_what_soperator_mounts_or_the_system(mount_pat
     assert "spec.jail.subMounts[0].mountPath" in errors
 
 
-@pytest.mark.parametrize("mount_path", ["/home", "/scratch", "/usr/local/cuda", "/var/lib/data", "/opt/x"])
+@pytest.mark.parametrize("mount_path", ["/home", "/scratch", "/data/sets", "/mnt/nvme", "/srv/x", "/home/shared"])
 def test_sub_mounts_elsewhere_are_fine(mount_path):
     spec.validate_cluster(make_cluster({"jail": {"storageClassName": "s", "size": "1Gi", "subMounts": [
         {"name": "x", "mountPath": mount_path, "emptyDir": True}]}}))

@@ -141,8 +141,24 @@ def test_scale_in_removes_only_from_the_top_what_is_drained_and_idle():
 def test_scale_in_gives_a_job_up_only_after_drain_timeout():
     busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_SCALE_IN, when=NOW - 601, cpus_alloc=1)
     obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), busy))
-    assert rendered_replicas(converge.plan(cluster(), [nodeset(1, drainTimeout="10m")], obs, NOW), "demo-cpu") == 1
-    assert rendered_replicas(converge.plan(cluster(), [nodeset(1, drainTimeout="11m")], obs, NOW), "demo-cpu") == 2
+    p = converge.plan(cluster(), [nodeset(1, drainTimeout="10m")], obs, NOW)
+    assert rendered_replicas(p, "demo-cpu") == 1
+    # Said: the node that goes with its jobs, the setting that let it, since when it was drained.
+    assert [(g["nodeset"], g["node"], g["why"], g["setting"], g["value"], g["since"], g["pod_uid"])
+            for g in p.give_up] == [("cpu", "demo-cpu-1", "scale-in", "spec.drainTimeout", "10m", NOW - 601, None)]
+    p.set_jobs({"demo-cpu-1": ["41", "42"]})
+    kind, reason, message = converge.give_up_event(p.give_up[0])
+    assert (kind, reason) == ("Warning", "DrainTimeoutExpired")
+    assert message == ("Pod demo-cpu-1 removed by the scale-in: its Slurm node was drained at 2023-11-14T22:03:19Z, "
+                       "longer ago than spec.drainTimeout: 10m, spec.onDrainTimeout: Proceed; job(s) 41, 42 still "
+                       "running on it are killed")
+    p = converge.plan(cluster(), [nodeset(1, drainTimeout="11m")], obs, NOW)
+    assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == []
+    p = converge.plan(cluster(), [nodeset(1, drainTimeout="10m", onDrainTimeout="Wait")], obs, NOW)
+    assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == []
+    # A rolling update's setting is not the scale-in's: proceedAfter changes nothing here.
+    p = converge.plan(cluster(), [nodeset(1, drainTimeout="11m", updateStrategy={"proceedAfter": "1s"})], obs, NOW)
+    assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == []
 
 
 def test_scale_in_without_slurm_keeps_every_pod_and_still_applies_the_rest():
@@ -360,18 +376,96 @@ def test_a_drained_idle_outdated_node_has_its_pod_replaced_and_no_second_node_is
     assert p.drain == {}
 
 
-def test_a_node_with_a_job_is_never_replaced_before_the_job_ends_or_the_drain_timeout():
+def test_a_node_with_a_job_is_never_replaced_by_default_however_long_it_runs():
+    """A collection upgrade rolls every worker: by default the roll waits for each node's jobs, with no limit.
+    What it waits for, and since when, is in the NodeSet's facts (its status)."""
     busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 60, cpus_alloc=1)
     p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"), busy)), NOW)
-    assert p.delete_pods == [] and p.drain == {}
+    assert p.delete_pods == [] and p.drain == {} and p.give_up == []
     assert any("waiting for demo-cpu-1 to drain" in w for w in p.pending)
-    late = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 3600, cpus_alloc=1)
-    p = converge.plan(cluster(), [nodeset(2, drainTimeout="30m")],
+    assert p.nodesets["cpu"]["waitingFor"] == [{"node": "demo-cpu-1", "since": NOW - 60, "proceedAt": None,
+                                                "jobs": None}]
+    assert p.nodesets["cpu"]["note"] is None and p.nodes_with_jobs() == ["demo-cpu-1"]
+    # A week later, with the NodeSet's scale-in timeout (30m, onDrainTimeout Proceed: the defaults) long past.
+    late = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 7 * 86400, cpus_alloc=1)
+    for ns, timeout in ((nodeset(2), "30m"), (nodeset(2, drainTimeout="1m", onDrainTimeout="Proceed"), "1m")):
+        p = converge.plan(cluster(), [ns], dict(rolled(), slurm=slurm(line("demo-cpu-0"), late)), NOW)
+        assert p.delete_pods == [] and p.give_up == [] and p.requeue_after == converge.REQUEUE_DRAINING
+        # Not silently: a NodeSet that may count on the old behaviour is told why the roll still waits.
+        note = p.nodesets["cpu"]["note"]
+        assert note.startswith("waiting past spec.drainTimeout (%s), which no longer ends a rolling update"
+                               % timeout) and "spec.updateStrategy.proceedAfter" in note
+        assert any(note in w for w in p.pending)
+    p = converge.plan(cluster(), [nodeset(2, onDrainTimeout="Wait")],
                       dict(rolled(), slurm=slurm(line("demo-cpu-0"), late)), NOW)
-    assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")]
-    p = converge.plan(cluster(), [nodeset(2, drainTimeout="30m", onDrainTimeout="Wait")],
-                      dict(rolled(), slurm=slurm(line("demo-cpu-0"), late)), NOW)
-    assert p.delete_pods == []
+    assert p.delete_pods == [] and p.nodesets["cpu"]["note"] is None
+
+
+def test_with_proceed_after_a_node_is_replaced_with_its_jobs_only_once_that_long_drained():
+    strategy = {"maxUnavailable": 1, "proceedAfter": "2h"}
+    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 7199, cpus_alloc=1)
+    p = converge.plan(cluster(), [nodeset(2, updateStrategy=strategy)],
+                      dict(rolled(), slurm=slurm(line("demo-cpu-0"), busy)), NOW)
+    assert p.delete_pods == [] and p.give_up == []
+    assert p.nodesets["cpu"]["waitingFor"] == [{"node": "demo-cpu-1", "since": NOW - 7199, "proceedAt": NOW + 1,
+                                                "jobs": None}]
+    assert p.requeue_after == 1  # looked at again when it is due, not a requeue period later
+    assert any("replaced with its jobs at 2023-11-14T22:13:21Z (spec.updateStrategy.proceedAfter)" in w
+               for w in p.pending)
+    due = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_UPDATE, when=NOW - 7200, cpus_alloc=1)
+    p = converge.plan(cluster(), [nodeset(2, updateStrategy=strategy)],
+                      dict(rolled(), slurm=slurm(line("demo-cpu-0"), due)), NOW)
+    assert p.delete_pods == [("demo-cpu-1", "uid-demo-cpu-1")] and p.nodesets["cpu"]["waitingFor"] == []
+    assert [(g["node"], g["why"], g["setting"], g["value"], g["since"], g["pod_uid"], g["nodeset_uid"])
+            for g in p.give_up] == [("demo-cpu-1", "rolling update", "spec.updateStrategy.proceedAfter", "2h",
+                                     NOW - 7200, "uid-demo-cpu-1", "n-uid-cpu")]
+    assert p.nodes_with_jobs() == ["demo-cpu-1"]
+    p.set_jobs({"demo-cpu-1": ["7"]})
+    assert converge.give_up_event(p.give_up[0])[2] == (
+        "Pod demo-cpu-1 replaced by the rolling update: its Slurm node was drained at 2023-11-14T20:13:20Z, longer "
+        "ago than spec.updateStrategy.proceedAfter: 2h; job(s) 7 still running on it are killed")
+    # Jobs not known (slurmctld did not name them), or gone meanwhile: said so.
+    assert converge.give_up_event(dict(p.give_up[0], jobs=None))[2].endswith("its jobs still running are killed")
+    assert converge.give_up_event(dict(p.give_up[0], jobs=[]))[2].endswith("no job was left on it")
+    many = converge.give_up_event(dict(p.give_up[0], jobs=[str(n) for n in range(400)]))[2]
+    assert many.endswith("job(s) 0, 1, 2, %s, 49 and 350 more still running on it are killed"
+                         % ", ".join(str(n) for n in range(3, 49))) and len(many) < 1024
+    # An admin's drain is never given up on, whatever the setting.
+    admin = line("demo-cpu-1", "MIXED+DRAIN", "admin: disk check", when=NOW - 86400, cpus_alloc=1)
+    p = converge.plan(cluster(), [nodeset(2, updateStrategy=strategy)],
+                      dict(rolled(), slurm=slurm(line("demo-cpu-0"), admin)), NOW)
+    assert p.delete_pods == [] and p.give_up == []
+
+
+def test_a_node_drained_by_this_pass_with_jobs_is_waited_for_from_now():
+    running = line("demo-cpu-1", "MIXED", cpus_alloc=1)
+    p = converge.plan(cluster(), [nodeset(2, updateStrategy={"maxUnavailable": 1, "proceedAfter": "90s"})],
+                      dict(rolled(), slurm=slurm(line("demo-cpu-0"), running)), NOW)
+    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-1"]}
+    assert p.nodesets["cpu"]["waitingFor"] == [{"node": "demo-cpu-1", "since": NOW, "proceedAt": NOW + 90,
+                                                "jobs": None}]
+    p.set_jobs({"demo-cpu-1": ["3", "4_1"], "demo-cpu-0": []})
+    assert p.nodesets["cpu"]["waitingFor"][0]["jobs"] == ["3", "4_1"]
+    # An idle node drained now has nothing to wait for.
+    p = converge.plan(cluster(), [nodeset(2)], dict(rolled(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1"))),
+                      NOW)
+    assert p.drain == {converge.REASON_UPDATE: ["demo-cpu-1"]} and p.nodesets["cpu"]["waitingFor"] == []
+
+
+def test_maintenance_and_removal_give_up_jobs_only_past_drain_timeout_and_say_so():
+    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_MAINTENANCE, when=NOW - 601, cpus_alloc=1)
+    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0", "IDLE+DRAIN", converge.REASON_MAINTENANCE), busy))
+    p = converge.plan(cluster(maintenance=True), [nodeset(2, drainTimeout="10m")], obs, NOW)
+    assert p.phase == converge.PHASE_MAINTENANCE
+    assert [(g["node"], g["why"]) for g in p.give_up] == [("demo-cpu-1", "maintenance")]
+    p = converge.plan(cluster(maintenance=True), [nodeset(2, drainTimeout="11m")], obs, NOW)
+    assert p.phase != converge.PHASE_MAINTENANCE and p.give_up == []
+    leaving = nodeset(2, drainTimeout="10m")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"
+    busy = line("demo-cpu-1", "MIXED+DRAIN", converge.REASON_SCALE_IN, when=NOW - 601, cpus_alloc=1)
+    obs = dict(steady(2), slurm=slurm(line("demo-cpu-0"), busy))
+    p = converge.plan(cluster(), [leaving], obs, NOW)
+    assert [(g["node"], g["why"]) for g in p.give_up] == [("demo-cpu-1", "removal")]
 
 
 def test_a_replaced_node_is_resumed_once_its_new_pod_is_ready_and_the_next_one_drains():

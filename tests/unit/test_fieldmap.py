@@ -121,6 +121,8 @@ FULL = make_cluster({
     "restApi": {"enabled": True, "service": {"type": "NodePort"}, "resources": {"limits": {"memory": "128Mi"}}},
     "exporter": {"enabled": True, "placement": {"tolerations": [{"key": "mon", "operator": "Exists"}]}},
     "healthChecks": {"nccl": {"schedule": "0 3 * * 0"}},
+    "networkPolicies": {"restApiFrom": [{"ipBlock": {"cidr": "203.0.113.0/24"}}], "exporterFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]},
 })
 FULL_SETS = [make_nodeset("gpu", {"gpu": {"count": 8, "type": "h100"},
                                    "healthChecks": {"ncclMinBusBandwidthGBps": 300}})]
@@ -169,6 +171,13 @@ def full():
     ("CronJob", "demo-nccl-check", "spec.concurrencyPolicy", "spec.healthChecks.nccl"),
     ("Service", "demo-nccl-check", "spec.clusterIP", "spec.healthChecks.nccl"),
     ("ConfigMap", "demo-health-checks", "data", "spec.healthChecks"),
+    ("NetworkPolicy", "demo-rest", "spec.ingress[0].from[1].ipBlock.cidr",
+     "spec.networkPolicies.restApiFrom[0].ipBlock.cidr"),
+    ("NetworkPolicy", "demo-rest", "spec.ingress[0].from[0].podSelector", "spec.networkPolicies"),
+    ("NetworkPolicy", "demo-exporter", "spec.ingress[0].from[0].namespaceSelector.matchLabels",
+     "spec.networkPolicies.exporterFrom[0].namespaceSelector.matchLabels"),
+    ("NetworkPolicy", "demo-accounting", "spec.podSelector", "spec.networkPolicies"),
+    ("NetworkPolicy", "demo-accounting-db", "spec.ingress[0].ports[0].port", "spec.networkPolicies"),
 ])
 def test_fields_of_the_optional_components_map_back(full, kind, name, field, expected):
     cluster, nodesets, objects = full

@@ -24,7 +24,7 @@ def test_the_renderer_produces_no_kind_missing_from_the_table(example):
 def test_prune_kinds_are_the_applied_ones_and_data_is_never_pruned():
     assert kinds.prune_kinds() == ["apps/v1/StatefulSet", "v1/Service", "v1/ConfigMap",
                                    "policy/v1/PodDisruptionBudget", "batch/v1/Job", "batch/v1/CronJob",
-                                   "monitoring.coreos.com/v1/ServiceMonitor"]
+                                   "networking.k8s.io/v1/NetworkPolicy", "monitoring.coreos.com/v1/ServiceMonitor"]
     assert {k.kind for k in kinds.data()} == {"Secret", "PersistentVolumeClaim", "MariaDB"}
     # The operator caches (watches) only the kinds every cluster serves.
     assert "ServiceMonitor" not in {k.kind for k in kinds.applied()}

@@ -318,6 +318,29 @@ def test_local_transport(tmp_path):
     assert _slurm.LocalTransport(["sh", "-c"])(["echo out; echo err >&2; exit 3"]) == (3, "out\n", "err\n")
     assert _slurm.LocalTransport([], timeout=0.2)(["sleep", "5"])[0] == 124
     assert _slurm.LocalTransport()([str(tmp_path / "missing")])[0] == 127
+    assert _slurm.LocalTransport(["sh", "-c"])(["read -r a; echo got $a"], "line\n") == (0, "got line\n", "")
+    assert _slurm.LocalTransport(["sh", "-c"])(["cat"]) == (0, "", "")  # no stdin: an empty one, never the caller's
+
+
+def test_the_jobs_on_nodes_come_from_squeue_per_node(tmp_path):
+    """The script under a real shell, squeue stubbed with what it prints for `-h -w <node> -o '<node> %i'`."""
+    (tmp_path / "squeue").write_text('#!/bin/sh\ncase "$3" in\n  demo-cpu-1) echo "demo-cpu-1 41"; echo "demo-cpu-1 '
+                                     '42_3" ;;\n  demo-cpu-9) echo "squeue: error: Invalid node name specified" >&2; '
+                                     'exit 1 ;;\nesac\n')
+    (tmp_path / "squeue").chmod(0o755)
+    transport = _slurm.LocalTransport(["env", "PATH=%s:/usr/bin:/bin" % tmp_path])
+    jobs = _slurm.Slurm(transport).jobs_on(["demo-cpu-0", "demo-cpu-1", "demo-cpu-9"])
+    assert jobs == {"demo-cpu-0": [], "demo-cpu-1": ["41", "42_3"]}  # demo-cpu-9: not known, left out
+    assert _slurm.Slurm(lambda argv: (127, "", "sh: not found")).jobs_on(["demo-cpu-0"]) == {}
+    assert _slurm.Slurm(lambda argv: (0, "", "")).jobs_on([]) == {}
+    with pytest.raises(ValueError):
+        _slurm.Slurm(transport).jobs_on(["demo-cpu-[0-9]"])
+
+
+def test_parse_jobs_takes_only_job_ids_of_the_nodes_asked_for():
+    text = "demo-cpu-1 41\ndemo-cpu-1 41\ndemo-cpu-2 7\ndemo-cpu-1 $(x)\ndemo-cpu-3 ?\ndemo-cpu-3 8\nnoise\n"
+    assert scale_in.parse_jobs(text, ["demo-cpu-1", "demo-cpu-3", "demo-cpu-4"]) == {
+        "demo-cpu-1": ["41"], "demo-cpu-4": []}
 
 
 # ---- the Kubernetes exec transport, with the websocket faked ----------------------------------------------
@@ -336,6 +359,9 @@ class FakeWs(object):
 
     def read_stderr(self):
         return self.err
+
+    def write_stdin(self, data):
+        self.stdin = getattr(self, "stdin", "") + data
 
     def close(self):
         self.closed = True
@@ -376,6 +402,18 @@ def test_exec_transport_runs_argv_without_shell(monkeypatch):
     assert _slurm.Slurm(t).show_nodes()[N2]["reason"] == REASON
     assert seen["command"] == SHOW and seen["container"] == "slurmctld" and seen["tty"] is False
     assert (seen["pod"], seen["namespace"]) == ("demo-controller-0", "slurm") and ws.closed
+
+
+def test_exec_transport_sends_stdin_on_the_stream_not_in_the_command(monkeypatch):
+    ws = FakeWs("ok")
+    t, seen = exec_transport(monkeypatch, ws)
+    assert t(["sh", "-c", "read -r x"], "secret-candidate\n") == (0, "ok", "")
+    assert seen["stdin"] is True and ws.stdin == "secret-candidate\n"
+    assert seen["command"] == ["sh", "-c", "read -r x"]
+    ws = FakeWs("ok")
+    t, seen = exec_transport(monkeypatch, ws)
+    t(["true"])
+    assert seen["stdin"] is False and not hasattr(ws, "stdin")
 
 
 @pytest.mark.parametrize("ws, expect", [

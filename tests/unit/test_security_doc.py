@@ -1,4 +1,5 @@
-"""docs/security.md and the rendered manifests cannot drift: its tables are compared with both examples' pods."""
+"""docs/security.md and the code cannot drift: its container tables are compared with both examples' pods, its
+tables of system trees and of keys naming files with config_keys."""
 
 import os
 
@@ -6,6 +7,7 @@ import pytest
 import yaml
 
 from ansible_collections.soperator.slurm.plugins.module_utils import (
+    config_keys,
     names,
     render,
     render_common,
@@ -161,3 +163,53 @@ def test_doc_table_parser_reads_cells_and_refuses_a_missing_table():
         doc_table("t", "<!-- security-table: t -->\nno table\n")
     with pytest.raises(AssertionError):
         doc_table("other", text)
+
+
+# --- nothing a job user writes is run, loaded or trusted by a privileged process -----------------------------------
+def _code(cell):
+    """The first `code` span of a cell."""
+    return cell.split("`")[1]
+
+
+def test_doc_lists_exactly_the_system_trees_no_sub_mount_may_take():
+    header, rows = doc_table("system-trees")
+    assert header == ["tree", "what privileged programs find there"]
+    documented = [_code(row[0]) for row in rows]
+    assert len(documented) == len(set(documented))
+    assert set(documented) == set(config_keys.SUB_MOUNT_SYSTEM_TREES) | {
+        "/%s*" % config_keys.SUB_MOUNT_SYSTEM_NAME_PREFIX}
+
+
+def _key_of(cell):
+    """``Key`` or ``Key=plugin`` (the plugin's short name, as config_keys spells it)."""
+    key, _, value = _code(cell).partition("=")
+    return "%s=%s" % (key, config_keys.plugin_names(value)[0]) if value else key
+
+
+def test_doc_classifies_every_key_that_names_a_file_as_config_keys_does():
+    header, rows = doc_table("program-keys")
+    assert header == ["key", "what Slurm does with it", "as whom", "rule"]
+    documented = set((_key_of(row[0]), row[3]) for row in rows)
+    assert len(documented) == len(rows)
+    expected = set((key, "program") for key in config_keys.PRIVILEGED_PROGRAM_KEYS)
+    expected |= {("HealthCheckProgram", "program")}
+    expected |= set(("JobCompLoc", use) for use in config_keys.JOBCOMP_LOC_USE.values()
+                    if use in ("program", "loaded", "written"))
+    expected |= set((key, "written") for key in config_keys.WRITTEN_FILE_KEYS)
+    expected |= set((key, "user") for key in config_keys.USER_PROGRAM_KEYS)
+    expected |= set(("%s=%s" % (key, plugin), "refused") for key, plugin in config_keys.CONFIG_DIR_SCRIPT_PLUGINS)
+    expected |= set(("%s=%s" % (key, option.lower()), "refused") for key, (options, _) in
+                    config_keys.FILE_OPTIONS.items() for option in options)
+    expected |= set((key, "refused") for key in config_keys.OWNED_FILE_KEYS + config_keys.UNLISTED_PROGRAM_KEYS)
+    expected |= set((key, "refused") for key in config_keys.CGROUP_CONF_OWNED)
+    assert documented == expected, "docs/security.md differs from config_keys:\nnot in the doc: %s\nnot in the code: " \
+        "%s" % (sorted(expected - documented), sorted(documented - expected))
+
+
+def test_the_keys_the_doc_calls_owned_or_unlisted_are_refused_as_raw_keys():
+    for key in config_keys.OWNED_FILE_KEYS:
+        assert key in config_keys.SLURM_CONF_OWNED, key
+    for key in config_keys.UNLISTED_PROGRAM_KEYS + config_keys.OWNED_FILE_KEYS:
+        assert key not in config_keys.SLURM_CONF_KEYS, key
+    for key in config_keys.CGROUP_CONF_OWNED:
+        assert key not in config_keys.CGROUP_CONF_KEYS, key

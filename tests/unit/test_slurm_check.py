@@ -28,14 +28,20 @@ def test_the_plugins_a_config_names_become_shared_object_names():
         "select_cons_tres.so": "SelectType", "switch_bogus.so": "SwitchType"}
 
 
-def test_the_files_travel_as_base64_arguments_of_a_fixed_script():
+def test_the_files_travel_as_base64_lines_on_stdin_of_a_fixed_script():
+    """Nothing of the candidate is in argv (an exec's argv is in its URL, which the audit log records)."""
     files = {"slurm.conf": CONF + "Epilog=/x;$(touch /tmp/pwned)\n", "cgroup.conf": "CgroupPlugin=autodetect\n"}
-    argv = slurm_check.command(files)
-    assert argv[:3] == ["sh", "-c", slurm_check.SCRIPT]
-    assert base64.b64decode(argv[4]).decode() == files["slurm.conf"]
-    assert base64.b64decode(argv[5]).decode() == files["cgroup.conf"]
-    assert argv[6:] == sorted(slurm_check.plugins(CONF))
-    assert "$(touch" not in " ".join(argv[:4])
+    argv, stdin = slurm_check.command(files)
+    assert argv == ["sh", "-c", slurm_check.SCRIPT, "soperator-check-config"]
+    conf, cgroup, sos, end = stdin.split("\n")
+    assert base64.b64decode(conf).decode() == files["slurm.conf"]
+    assert base64.b64decode(cgroup).decode() == files["cgroup.conf"]
+    assert sos.split() == sorted(slurm_check.plugins(CONF)) and end == ""
+
+
+def _run(files, env):
+    argv, stdin = slurm_check.command(files)
+    return subprocess.run(argv, env=env, capture_output=True, text=True, input=stdin)
 
 
 def test_the_script_decodes_the_files_and_stops_at_a_missing_plugin(tmp_path):
@@ -44,12 +50,15 @@ def test_the_script_decodes_the_files_and_stops_at_a_missing_plugin(tmp_path):
     (tmp_path / "scontrol").chmod(0o755)
     env = {"PATH": "%s:/usr/bin:/bin" % tmp_path}
     files = {"slurm.conf": "MinJobAge=300\n", "cgroup.conf": ""}
-    ok = subprocess.run(slurm_check.command(files), env=env, capture_output=True, text=True)
+    ok = _run(files, env)
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "seen.conf").read_text() == "MinJobAge=300\n"
-    missing = subprocess.run(slurm_check.command({"slurm.conf": "SwitchType=switch/bogus\n"}), env=env,
-                             capture_output=True, text=True)
+    missing = _run({"slurm.conf": "SwitchType=switch/bogus\n"}, env)
     assert missing.returncode == 3 and "plugin switch_bogus.so is not in this Slurm build" in missing.stderr
+    # What a shell would expand stays text: the file scontrol reads is the candidate, byte for byte.
+    tricky = "Epilog=/x;$(touch %s/pwned) `id` \\n\n" % tmp_path
+    assert _run({"slurm.conf": tricky}, env).returncode == 0
+    assert (tmp_path / "seen.conf").read_text() == tricky and not (tmp_path / "pwned").exists()
 
 
 SPEC = {"slurm": {"slurmConf": {"PreemptMode": "SOMETIMES", "SwitchType": "switch/bogus"},

@@ -72,6 +72,41 @@ def test_nodeset_status_counts_and_selector():
     assert "idle" not in st.nodeset_status({}, nodeset, plan_for(), without_slurm, "", "T")
 
 
+def test_what_a_rolling_update_waits_for_is_in_the_status_until_it_waits_no_more():
+    nodeset = with_generation(make_nodeset("cpu"), 2)
+    facts = {"statefulset": "demo-cpu", "replicas": 2, "desired": 2, "readyReplicas": 2, "currentReplicas": 2,
+             "serving": 1, "leaving": False, "updatedReplicas": 0, "outdatedReplicas": 2, "note": None,
+             "waitingFor": [{"node": "demo-cpu-1", "since": NOW - 60, "proceedAt": None, "jobs": ["12", "13"]},
+                            {"node": "demo-cpu-0", "since": NOW, "proceedAt": NOW + 90, "jobs": None}]}
+    s = st.nodeset_status({}, nodeset, plan_for(ready=False), facts, "a=b", "T")
+    assert s["rollingUpdate"] == {
+        "waitingFor": [{"node": "demo-cpu-1", "since": "2023-11-14T22:12:20Z", "jobs": ["12", "13"]},
+                       {"node": "demo-cpu-0", "since": "2023-11-14T22:13:20Z", "proceedAt": "2023-11-14T22:14:50Z"}],
+        "summary": "demo-cpu-1 (jobs 12,13) since 2023-11-14T22:12:20Z; demo-cpu-0 since 2023-11-14T22:13:20Z, "
+                   "replaced at 2023-11-14T22:14:50Z"}
+    up_to_date = conds(s)["UpToDate"]
+    assert up_to_date["status"] == "False" and up_to_date["message"] == (
+        "2 of 2 pods on an older template: each is replaced once its Slurm node is drained and idle; waiting for "
+        + s["rollingUpdate"]["summary"])
+    # The NodeSet's proceedAfter and the planner's note are in the condition too.
+    proceeding = with_generation(make_nodeset("cpu", {"updateStrategy": {"proceedAfter": "90s"}}), 2)
+    note = "waiting past spec.drainTimeout (30m), which no longer ends a rolling update: ..."
+    message = conds(st.nodeset_status({}, proceeding, plan_for(ready=False), dict(facts, note=note), "a=b",
+                                      "T"))["UpToDate"]["message"]
+    assert "or 90s after its drain with its jobs (spec.updateStrategy.proceedAfter)" in message
+    assert message.endswith("; " + note)
+    # Not known this pass (slurmctld did not answer: no waitingFor): the last status stays.
+    unknown = {k: v for k, v in facts.items() if k != "waitingFor"}
+    assert st.nodeset_status(s, nodeset, plan_for(ready=False), unknown, "a=b", "T")["rollingUpdate"] == \
+        s["rollingUpdate"]
+    # Nothing to wait for any more: removed (null in the merge patch), and absent once the stored status has none.
+    done = st.nodeset_status(s, nodeset, plan_for(), dict(facts, waitingFor=[]), "a=b", "T")
+    assert "rollingUpdate" in done and done["rollingUpdate"] is None
+    stored = {k: v for k, v in done.items() if k != "rollingUpdate"}
+    again = st.nodeset_status(stored, nodeset, plan_for(), dict(facts, waitingFor=[]), "a=b", "T")
+    assert "rollingUpdate" not in again and st.same_status(stored, again)
+
+
 def test_label_selector_and_conditions_helpers():
     assert st.label_selector({"b": "2", "a": "1"}) == "a=1,b=2"
     conditions = st.set_condition([], "X", "True", "R", "m", 1, "T")
