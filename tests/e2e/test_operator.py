@@ -500,6 +500,20 @@ def _find_key(value, key, wanted):
     return isinstance(value, list) and any(_find_key(v, key, wanted) for v in value)
 
 
+def _key_verdict(op):
+    """(the kind refused, its message), ("", "") when both the SlurmCluster and the NodeSet were taken; None while
+    a verdict on their current generations is missing."""
+    cluster = _verdict(op, "slurmcluster", "evilkeys")
+    if cluster and cluster["type"] == "Failure":
+        return "SlurmCluster", cluster["message"]
+    nodeset = op.get("nodeset", "evilkeysnodes") or {}
+    status = nodeset.get("status") or {}
+    if not cluster or status.get("observedGeneration") != nodeset["metadata"]["generation"]:
+        return None
+    degraded = [c for c in status.get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"]
+    return ("NodeSet", degraded[0]["message"]) if degraded else ("", "")
+
+
 def _names(message, kind, path, key):
     """Whether the operator's refusal names the field of ``key`` in the map at ``path`` of the ``kind``."""
     field = re.escape(child_path(_dotted(path), key)) + ": "
@@ -530,6 +544,7 @@ def test_template_payloads_in_keys_are_never_evaluated(op, evaluation_shows):
         doc["metadata"]["name"] = "evilkeys" if doc["kind"] == "SlurmCluster" else "evilkeysnodes"
     base[1]["spec"]["clusterRef"]["name"] = "evilkeys"
     base[0]["spec"]["maintenance"] = True  # nothing needs to run: the verdicts are about rendering and applying
+    base[0]["spec"]["partitions"] = [{"name": "main", "default": True}]  # the default, written: partitions[0] exists
     schemas = dict((doc["kind"], _crd_schema(doc["kind"])) for doc in base)
     maps = [(doc["kind"], path) for doc in base for path in [("metadata", "labels"), ("metadata", "annotations")]
             + [("spec",) + p for p in _maps(schemas[doc["kind"]]["properties"]["spec"])]]
@@ -572,15 +587,19 @@ def test_template_payloads_in_keys_are_never_evaluated(op, evaluation_shows):
     pending, by_operator = list(accepted), []
     for _ in range(len(accepted) + 1):
         kubectl_apply(op, docs)
-        verdict = wait_until(lambda: _verdict(op, "slurmcluster", "evilkeys"), 180,
-                             "the operator's verdict on the cluster with payload keys", op.explain)
-        if verdict["type"] == "Successful":
+        # the cluster's verdict; a cluster that is valid converges without a NodeSet that is not, which is refused
+        # on its own status
+        refused, message = wait_until(lambda: _key_verdict(op), 180, "the operator's verdicts on the resources with "
+                                      "payload keys", op.explain)
+        if not refused:
             break
-        named = [t for t in pending if _names(verdict["message"], *t)]
-        assert named, "refused, naming no payload key: %s" % verdict["message"][:3000]
+        named = [t for t in pending if _names(message, *t)]
+        assert named, "refused, naming no payload key: %s" % message[:3000]
+        selector = "slurm.soperator.dev/%s" % ("cluster=evilkeys" if refused == "SlurmCluster" else
+                                               "nodeset=evilkeysnodes")
         written = [o["metadata"]["name"] for kind in ("statefulset", "configmap", "service", "secret")
-                   for o in op.get(kind, "-l", "slurm.soperator.dev/cluster=evilkeys")["items"]]
-        assert written == [], "written before the refusal: %s" % written
+                   for o in op.get(kind, "-l", selector)["items"]]
+        assert written == [], "%s written before its refusal: %s" % (refused, written)
         for kind, path, key in named:
             del _map_at(docs[0 if kind == "SlurmCluster" else 1], schemas[kind], path)[key]
             pending.remove((kind, path, key))
