@@ -5,6 +5,7 @@
     hack/localcluster.py down                              stop exactly the recorded PIDs, remove the state
     hack/localcluster.py status                            what runs, and whether the API answers
     hack/localcluster.py kubeconfig                        print the kubeconfig path
+    hack/localcluster.py env                               shell lines: the pinned kubectl on PATH, KUBECONFIG
     hack/localcluster.py nodes N [--gpu-nodes M]           (re)size the fake kwok node pool
     hack/localcluster.py import-image TAR                  load a docker-archive/OCI tar into the real node
 
@@ -226,6 +227,7 @@ def run(*argv, check=True, input_data=None, env=None):
 # Every name of the modules is one of the package's (tests and the benchmarks use them as localcluster.<name>).
 from .commands import (  # noqa: E402,F401
     cmd_down,
+    cmd_env,
     cmd_kubeconfig,
     cmd_nodes,
     cmd_status,
@@ -233,6 +235,7 @@ from .commands import (  # noqa: E402,F401
     external_kubeconfig,
     main,
     running,
+    shell_env,
     stop_pid,
 )
 from .fakenodes import node_manifest, nodes_ready, set_nodes  # noqa: E402,F401

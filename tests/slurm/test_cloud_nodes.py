@@ -7,11 +7,11 @@ Slurm asks for exactly the nodes a job needs, and that a node that never comes u
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 from cloud_cluster import CloudCluster, CloudConfig, CloudSet, Operator, node_name
+from prerequisites import require_root
 from slurm_cluster import running, wait_for
 
 NODES = [node_name("gpu", i) for i in range(3)]
@@ -19,8 +19,7 @@ NODES = [node_name("gpu", i) for i in range(3)]
 
 @pytest.fixture(scope="module")
 def cloud():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+    require_root("real-Slurm tests: namespaces, chroot and mounts")
     config = CloudConfig(cloud_sets=[CloudSet("gpu", 3)])
     config.power.update(SuspendTime=10, SuspendTimeout=5, ResumeTimeout=20)
     with running(CloudCluster(config)) as c:

@@ -9,10 +9,9 @@ shows what 24.11 does with names that do not exist when the topology is read.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from cloud_cluster import CloudCluster, CloudConfig, CloudSet, node_name
+from prerequisites import require_root
 from slurm_cluster import running, wait_for
 
 LEAVES = {"leaf1": ["demo-gpu-0", "demo-gpu-2", "demo-cpu-0"], "leaf2": ["demo-gpu-1", "demo-gpu-3"]}
@@ -28,8 +27,7 @@ GPUS = [node_name("gpu", i) for i in range(4)]
 
 @pytest.fixture(scope="module")
 def topo():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+    require_root("real-Slurm tests: namespaces, chroot and mounts")
     config = CloudConfig(cloud_sets=[CloudSet("gpu", 4)], dynamic_sets=["cpu"], power={},
                          topology_plugin="topology/tree", topology=TOPOLOGY)
     with running(CloudCluster(config)) as c:
@@ -106,8 +104,7 @@ def test_relabel_applies_by_reconfigure_without_restart(topo):
 
 @pytest.fixture(scope="module")
 def blocks():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+    require_root("real-Slurm tests: namespaces, chroot and mounts")
     config = CloudConfig(cloud_sets=[CloudSet("gpu", 4)], power={}, topology_plugin="topology/block",
                          topology="BlockName=b1 Nodes=demo-gpu-[0,2]\nBlockName=b2 Nodes=demo-gpu-[1,3]\n"
                                   "BlockSizes=2,4\n")
