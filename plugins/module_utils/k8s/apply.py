@@ -173,14 +173,23 @@ class _Run(object):
         self.record(obj, "would-prune" if self.check_mode else "pruned", obj, None)
 
 
-def _prepare(run, manifests):
-    """Validate, and drop a namespace given on a cluster-scoped object (identity must match live copies)."""
+def _prepare(run, manifests, skip_unserved=()):
+    """Validate, and drop a namespace given on a cluster-scoped object (identity must match live copies).
+
+    Returns (the objects to apply, the objects of ``skip_unserved`` kinds the cluster does not serve)."""
     problems = objects.check_manifests(manifests)
     if problems:
         raise KubernetesError("invalid manifests: " + "; ".join(problems), problems=problems)
-    out = []
+    try:
+        optional = set(objects.parse_kind(k) for k in skip_unserved)
+    except ValueError as e:
+        raise KubernetesError("skip_unserved: %s" % e)
+    out, skipped = [], []
     for obj in manifests:
         resource = run.resource(obj["apiVersion"], obj["kind"], required=False)
+        if resource is None and (obj["apiVersion"], obj["kind"]) in optional:
+            skipped.append(obj)
+            continue
         obj = objects.without_applied_hash(obj)
         md = obj["metadata"]
         if resource is not None and not resource.namespaced:
@@ -189,7 +198,7 @@ def _prepare(run, manifests):
             raise KubernetesError("%s: metadata.namespace is required for a namespaced %s" % (
                 objects.describe(obj), obj["kind"]))
         out.append(obj)
-    return out
+    return out, skipped
 
 
 # In ``prune_namespaces``: every namespace (one cluster-wide list per kind).
@@ -232,7 +241,7 @@ class Applier(object):
 
     def __init__(self, client, manifests, field_manager, prune_selector=None, prune_kinds=None,
                  prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
-                 force_conflicts=False, diff=False, on_secret=None, keep=()):
+                 force_conflicts=False, diff=False, on_secret=None, keep=(), skip_unserved=()):
         self.run_state = _Run(client, field_manager, check_mode, force_conflicts, diff, on_secret)
         self.prune_selector = prune_selector
         self.prune_kinds = prune_kinds
@@ -240,7 +249,7 @@ class Applier(object):
         self.protect = protect
         self.keep = keep
         self.want_diff = diff
-        self.desired = _prepare(self.run_state, manifests)
+        self.desired, self.skipped = _prepare(self.run_state, manifests, skip_unserved)
         self.live: Dict[Any, Any] = {}
         self.observed = False
         self.listed = {}
@@ -376,7 +385,7 @@ class Applier(object):
         for entry in run.objects:
             counts[base.get(entry["action"], entry["action"])] += 1
         result = {"changed": any(e["action"] != "unchanged" for e in run.objects), "objects": run.objects,
-                  "counts": counts}
+                  "counts": counts, "skipped": [objects.describe(o) for o in self.skipped]}
         if self.want_diff:
             result["diff"] = run.diff
         return result
@@ -384,7 +393,8 @@ class Applier(object):
 
 def apply_manifests(client, manifests, field_manager, prune_selector=None, prune_kinds=None,
                     prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
-                    force_conflicts=False, diff=False, on_secret=None, keep=(), dry_run_first=False):
+                    force_conflicts=False, diff=False, on_secret=None, keep=(), dry_run_first=False,
+                    skip_unserved=()):
     """Server-side apply ``manifests`` in order as ``field_manager``, then prune (see the module docstring).
 
     ``prune_selector``: label selector of the objects this set owns; when given, objects of ``prune_kinds``
@@ -398,10 +408,14 @@ def apply_manifests(client, manifests, field_manager, prune_selector=None, prune
     ``dry_run_first``: every write is first sent as a server-side dry run; any refusal raises DryRunRefused
     (listing all of them) before anything is written.
 
+    ``skip_unserved``: kinds (``apiVersion/Kind``) whose objects are left out, not refused, where the cluster does
+    not serve them (another project's CRD, e.g. a PodMonitor): the lookup is this call's own, confirmed with the
+    server, so a stale discovery cache of another client cannot make it fail.
+
     Returns ``{changed, objects, counts[, diff]}``; raises KubernetesError.
     """
     applier = Applier(client, manifests, field_manager, prune_selector, prune_kinds, prune_namespaces, protect,
-                      check_mode, force_conflicts, diff, on_secret, keep).observe()
+                      check_mode, force_conflicts, diff, on_secret, keep, skip_unserved).observe()
     if dry_run_first:
         refusals = applier.preflight()
         if refusals:
