@@ -273,6 +273,57 @@ def test_the_renew_deadline_counts_from_the_renewal_sent_not_from_its_answer():
     assert L.still_leader(elector._last_renewed, 102.9, 3) and not L.still_leader(elector._last_renewed, 103.0, 3)
 
 
+class _LeaseApi:
+    """A Lease in memory with the API server's optimistic concurrency: a write at a stale resourceVersion conflicts."""
+
+    def __init__(self):
+        self.lease, self.rv, self.calls = None, 0, []
+
+    def _stored(self):
+        return {"metadata": {"resourceVersion": str(self.rv)}, "spec": dict(self.lease)}
+
+    def get_lease(self, namespace, name):
+        self.calls.append("get")
+        return self._stored() if self.lease is not None else None
+
+    def create_lease(self, namespace, name, spec):
+        self.calls.append("create")
+        self.lease, self.rv = dict(spec), self.rv + 1
+        return self._stored()
+
+    def replace_lease(self, namespace, name, resource_version, spec):
+        from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+
+        self.calls.append("replace")
+        if resource_version != str(self.rv):
+            raise access.Conflict("the object has been modified", status=409)
+        self.lease, self.rv = dict(spec), self.rv + 1
+        return self._stored()
+
+
+def test_the_leader_renews_in_one_request_and_reads_again_when_the_lease_moved_on():
+    from soperator_operator.leader import LeaderElector
+
+    api, clock = _LeaseApi(), [100.0]
+    elector = LeaderElector(api, "ns", "lease", "me", lease_duration=15, renew_deadline=10, retry_period=2,
+                            clock=lambda: clock[0])
+    elector._round()
+    assert elector.is_leader and api.calls == ["get", "create"]
+    for _ in range(3):
+        clock[0] += 2
+        elector._round()
+    assert api.calls[2:] == ["replace"] * 3 and api.lease["holderIdentity"] == "me"
+    assert elector._last_renewed == clock[0] and api.lease["acquireTime"] != api.lease["renewTime"]
+    # Another replica wrote the Lease (it took it over): the renewal conflicts, the round reads, and steps down.
+    lost = []
+    elector._lose = lost.append
+    api.lease, api.rv = dict(api.lease, holderIdentity="other"), api.rv + 1
+    del api.calls[:]
+    clock[0] += 2
+    elector._round()
+    assert api.calls == ["replace", "get"] and lost and api.lease["holderIdentity"] == "other"
+
+
 # --- conditions ------------------------------------------------------------------------------------------------
 def types(status):
     return {c["type"]: c for c in status["conditions"]}
