@@ -43,3 +43,10 @@ try:  # the converge code the action plugin runs in-process
     from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_cluster  # noqa: F401
 except ImportError:  # the collection is not installed: roles of other collections still run
     pass
+
+import gc  # noqa: E402
+
+# Every object imported above is shared with the runs, copy-on-write: a collection in a child would write to every
+# page holding one (its GC header) and copy the whole heap. Frozen, the collector leaves them alone.
+gc.collect()
+gc.freeze()
