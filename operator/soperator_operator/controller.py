@@ -155,7 +155,7 @@ class Controller:
     # --- working ------------------------------------------------------------------------------------------------
     def _worker(self):
         while not self._stopping.is_set():
-            item = self.queue.get(timeout=1.0)
+            item = self.queue.get(timeout=60.0)  # shutdown() wakes every worker at once
             if item is None:
                 continue
             key, reasons = item

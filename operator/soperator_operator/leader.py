@@ -40,12 +40,17 @@ class LeaderElector:
         threading.Thread(target=self._watchdog, daemon=True, name="leader-watchdog").start()
 
     def _watchdog(self):
-        tick = min(0.25, self.retry_period / 2)
-        while not self._stop.wait(tick):
-            if self.is_leader and not L.still_leader(self._last_renewed, self.clock(), self.renew_deadline):
+        # Wakes at the renew deadline of the last renewal it knows of (an idle process does not tick), and at
+        # least every retry period to pick up a new leadership.
+        wait = self.retry_period
+        while not self._stop.wait(wait):
+            leader = self.is_leader  # read first: a leader's renewal time is set before it becomes one
+            now, renewed = self.clock(), self._last_renewed
+            if leader and not L.still_leader(renewed, now, self.renew_deadline):
                 self._lose("could not renew lease %s/%s within %.1fs" % (self.namespace, self.name,
                                                                          self.renew_deadline))
                 return
+            wait = max(0.01, renewed + self.renew_deadline - now) if leader else self.retry_period
 
     def _lose(self, why):
         with self._lose_lock:

@@ -324,6 +324,30 @@ def test_the_leader_renews_in_one_request_and_reads_again_when_the_lease_moved_o
     assert api.calls == ["replace", "get"] and lost and api.lease["holderIdentity"] == "other"
 
 
+def test_a_leader_whose_renewal_hangs_is_stopped_by_the_watchdog():
+    """The renewal never answers: the watchdog (not the loop, which is stuck in the call) stops the leader."""
+    import threading
+
+    from soperator_operator.leader import LeaderElector
+
+    hang, stopped = threading.Event(), threading.Event()
+
+    class HangingApi(_LeaseApi):
+        def replace_lease(self, namespace, name, resource_version, spec):
+            hang.wait(30)
+            raise AssertionError("not reached")
+
+    elector = LeaderElector(HangingApi(), "ns", "lease", "me", lease_duration=1.5, renew_deadline=1.0,
+                            retry_period=0.2, on_stopped=stopped.set)
+    elector.start()
+    try:
+        assert stopped.wait(20), "the leader kept leading past its renew deadline"
+        assert not elector.is_leader and elector._thread.is_alive()  # the loop is still stuck in the call
+    finally:
+        hang.set()
+        elector._stop.set()
+
+
 # --- conditions ------------------------------------------------------------------------------------------------
 def types(status):
     return {c["type"]: c for c in status["conditions"]}
