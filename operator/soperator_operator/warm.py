@@ -36,7 +36,7 @@ list(loader.test_loader.all(class_only=True))
 import kubernetes.client  # noqa: E402,F401
 import kubernetes.dynamic  # noqa: E402,F401
 import kubernetes.stream  # noqa: E402,F401
-from kubernetes.client import ApiClient, Configuration, CoreV1Api  # noqa: E402,F401  (the client loads lazily)
+from kubernetes.client import ApiClient, Configuration  # noqa: E402,F401  (the client loads lazily: no models)
 from kubernetes.config import incluster_config, kube_config  # noqa: E402,F401
 
 try:  # the converge code the action plugin runs in-process
