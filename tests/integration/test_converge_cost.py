@@ -2,7 +2,7 @@
 
 - a converge of an unchanged cluster, through a definition (site.yml) or by name (the operator's role), sends no
   write and no dry run, and as many requests whatever its number of workers (one list per kind, never a read per
-  object or per pod);
+  object or per pod); with its workers ready and no Slurm to ask, it does not read the worker pods;
 - a replica change dry-runs and writes the worker StatefulSet only (its status aside).
 
 The module's work is called in this process (``k8s.slurm_cluster.execute``, as its action plugin does); kwok pods run
@@ -86,11 +86,11 @@ def converge(kubeconfig, **params):
 
 
 def wait_for_pods(k8s, namespace, name, replicas, timeout=120):
-    """Until the worker StatefulSet has made its pods (polled)."""
+    """Until the worker StatefulSet has made its pods and they are ready (polled)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        sts = client.AppsV1Api(k8s).read_namespaced_stateful_set(name + "-cpu", namespace)
-        if (sts.status.replicas or 0) == replicas:
+        status = client.AppsV1Api(k8s).read_namespaced_stateful_set(name + "-cpu", namespace).status
+        if (status.replicas or 0) == (status.ready_replicas or 0) == (status.updated_replicas or 0) == replicas:
             return
         time.sleep(0.5)  # polling cadence
     raise AssertionError("%s/%s-cpu made no %d pods in %ss" % (namespace, name, replicas, timeout))
@@ -122,6 +122,9 @@ def test_a_noop_converge_sends_no_write_no_dry_run_and_as_many_requests_for_any_
             # jail claim, are: listing them would read every Secret of the namespace).
             by_name = [c[1] for c in sent if c[0] == "GET" and c[1].split("/")[-2] in LISTED]
             assert by_name == [], (name, how)
+            # Slurm does not answer (kwok) and every worker is ready: nothing asks for the worker pods.
+            pod_lists = [c[2].get("labelSelector", [""])[0] for c in sent if c[1].endswith("/pods")]
+            assert pod_lists and all("component!=worker" in s for s in pod_lists), pod_lists
             costs[(name, how)] = len(sent)
     assert costs[("small", "definition")] == costs[("large", "definition")], costs
     assert costs[("small", "by name")] == costs[("large", "by name")], costs
