@@ -4,7 +4,8 @@
 #
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
 """What a converge pass reads before the planner decides: the SlurmCluster's NodeSets, its StatefulSets and pods
-(two label-selected lists), Slurm's node table (one ``scontrol show node`` in the controller pod, when it is ready),
+(label-selected lists; the worker pods, one per Slurm node, only when ``model.worker_pods_needed`` or Slurm's view
+asks for them), Slurm's node table (one ``scontrol show node`` in the controller pod, when it is ready),
 the outdated login pods' sessions, the optional kinds served, the owners of the namespace, the labels of an External
 database's Secrets and, when asked for, the Kubernetes nodes of the workers. Reads only; the converger
 (``converger.py``) mixes this in.
