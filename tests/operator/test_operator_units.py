@@ -154,6 +154,31 @@ def test_parse_watches_defaults_and_unknown_keys():
     assert w.manage_status is False and w.finalizer is None and w.reconcile_period == 600 and w.vars == {}
 
 
+def test_the_cluster_watch_runs_the_roles_converge_entry_point():
+    """Our runtime runs the cluster role's converge entry point (the SlurmCluster by name: no definition to check or
+    read); main ends with the same tasks, which upstream runs."""
+    from soperator_operator.runner import playbook_for_role
+
+    (cluster,) = [w for w in load_watches(os.path.join(ROOT, "operator", "watches.yaml")) if w.kind == "SlurmCluster"]
+    assert cluster.tasks_from == "converge" and cluster.finalizer.role == "soperator.slurm.teardown"
+    play = playbook_for_role(cluster.role, cluster.tasks_from)[0]
+    assert play["tasks"][0]["ansible.builtin.import_role"] == {"name": "soperator.slurm.cluster",
+                                                               "tasks_from": "converge"}
+    assert playbook_for_role("r")[0]["tasks"][0]["ansible.builtin.import_role"] == {"name": "r"}
+    role = os.path.join(ROOT, "roles", "cluster")
+    with open(os.path.join(role, "tasks", "main.yml"), encoding="utf-8") as handle:
+        main = yaml.safe_load(handle)
+    with open(os.path.join(role, "tasks", "converge.yml"), encoding="utf-8") as handle:
+        converge = yaml.safe_load(handle)
+    with open(os.path.join(role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        specs = yaml.safe_load(handle)["argument_specs"]
+    assert main[-1] == {"name": "Converge", "ansible.builtin.import_tasks": "converge.yml"}
+    assert [list(t)[1] for t in converge] == ["soperator.slurm.slurm_cluster"]
+    assert specs["converge"]["options"]["cluster_ref"]["required"] is True
+    assert set(specs["converge"]["options"]) == set(specs["main"]["options"]) - {"cluster_manifest_file",
+                                                                                 "cluster_resources"}
+
+
 # --- work queue --------------------------------------------------------------------------------------------------
 def test_queue_coalesces_adds_while_waiting():
     q = Q.QueueState()
