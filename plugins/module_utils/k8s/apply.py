@@ -307,6 +307,12 @@ class Applier(object):
         """The desired objects that do not exist yet (after :meth:`observe`)."""
         return [o for o in self.desired if objects.object_key(o) not in self.live]
 
+    def changes(self):
+        """The desired objects a run would write (absent, or not in sync with their live copy; after
+        :meth:`observe`)."""
+        return [o for o in self.desired
+                if objects.plan_object(o, self.live.get(objects.object_key(o))) not in (objects.SKIP, objects.KEEP)]
+
     def preflight(self):
         """Dry-run every write the set needs; returns the refusals (empty: the API server accepts all of it).
 

@@ -4,7 +4,8 @@
 #
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
 """What a converge pass reads before the planner decides: the SlurmCluster's NodeSets, its StatefulSets and pods
-(two label-selected lists), Slurm's node table (one ``scontrol show node`` in the controller pod, when it is ready),
+(label-selected lists; the worker pods, one per Slurm node, only when ``model.worker_pods_needed`` or Slurm's view
+asks for them), Slurm's node table (one ``scontrol show node`` in the controller pod, when it is ready),
 the outdated login pods' sessions, the optional kinds served, the owners of the namespace, the labels of an External
 database's Secrets and, when asked for, the Kubernetes nodes of the workers. Reads only; the converger
 (``converger.py``) mixes this in.
@@ -95,7 +96,9 @@ class Observation(object):
             marked.append(ns)
         selector = "%s=%s" % (names.LABEL_CLUSTER, self.name)
         statefulsets = dict((s["metadata"]["name"], s) for s in self.list("apps/v1", "StatefulSet", selector))
-        pods = dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", selector))
+        # The worker pods (one per Slurm node: thousands) only when the plan needs them (model.worker_pods_needed).
+        pods = dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", "%s,%s!=%s" % (
+            selector, names.LABEL_COMPONENT, names.COMPONENT_WORKER)))
         slurm_nodes, slurm_error = None, None
         if self.controller_ready(pods):
             try:
@@ -104,13 +107,22 @@ class Observation(object):
                 slurm_error = e.msg
         else:
             slurm_error = "pod %s is not ready" % names.controller_pod(self.name)
+        workers_read = slurm_nodes is not None or model.worker_pods_needed(self.name, marked, statefulsets)
+        if workers_read:
+            pods.update(self.worker_pods())
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
-                    "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
+                    "owners": self.owners(every), "secrets": self.database_secrets(cluster),
+                    "worker_pods_read": workers_read}
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
+
+    def worker_pods(self):
+        """``{name: pod}`` of the cluster's worker pods."""
+        return dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", "%s=%s,%s=%s" % (
+            names.LABEL_CLUSTER, self.name, names.LABEL_COMPONENT, names.COMPONENT_WORKER)))
 
     def database_secrets(self, cluster):
         """``{name: labels}`` of the Secrets an External database names (``values.database_secret_refs``), read by

@@ -108,6 +108,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
 
     * ``statefulsets``: ``{name: object}`` of the cluster's StatefulSets;
     * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
+    * ``worker_pods_read`` (optional, default True): False when the worker pods were left out of ``pods``, as
+      ``model.worker_pods_needed`` allows without Slurm's view (every worker StatefulSet settled);
     * ``slurm``: ``{node name: node}`` as ``scontrol.parse_show_node`` returns it, or ``None`` when
       slurmctld did not answer (or was not asked, as in the operator's cache check);
     * ``slurm_error``: why it did not answer, for the status message;
