@@ -27,7 +27,7 @@ from typing import Any, Dict
 from ansible_collections.soperator.slurm.plugins.module_utils import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils import (
-    fieldmap, kinds, login_check, names, objects, projection, render, slurm_check,
+    fieldmap, identity, kinds, login_check, names, objects, projection, render, slurm_check,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
@@ -258,18 +258,20 @@ class Converger(object):
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
                     "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
+        observed["identity"], observed["identity_error"] = self.identity_status(cluster, pods)
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
 
     def database_secrets(self, cluster):
-        """``{name: labels}`` of the Secrets an External database names (``spec.database_secret_refs``), read by
-        name as metadata only (PartialObjectMetadata: their values never reach this process); a missing one is left
-        out."""
+        """``{name: labels}`` of the Secrets an External database or a directory names (``spec.database_secret_refs``,
+        ``identity.secret_refs``), read by name as metadata only (PartialObjectMetadata: their values never reach this
+        process); a missing one is left out."""
         found = {}
         res = self.resource("v1", "Secret")
-        for name in sorted(set(ref[1] for ref in specs.database_secret_refs(cluster.get("spec")))):
+        refs = specs.database_secret_refs(cluster.get("spec")) + identity.secret_refs(cluster.get("spec"))
+        for name in sorted(set(ref[1] for ref in refs)):
             try:
                 meta = _body(self._call("read the labels of Secret %s/%s" % (self.namespace, name), res.get, name=name,
                                         namespace=self.namespace, serialize=False, expect=NotFoundError,
@@ -298,6 +300,23 @@ class Converger(object):
                            "conditions": dict((c.get("type"), c.get("status"))
                                               for c in (node.get("status") or {}).get("conditions") or ())}
         return found, None
+
+    def identity_status(self, cluster, pods):
+        """(what the controller's sssd sidecar last found about the directory, None) or (None, why it was not read);
+        (None, None) without spec.identity. One fixed command in that container: it reads its status file."""
+        if not identity.enabled(cluster.get("spec")):
+            return None, None
+        name = names.controller_name(self.name) + "-0"
+        statuses = ((pods.get(name) or {}).get("status") or {}).get("initContainerStatuses") or []
+        if not any(s.get("name") == identity.CONTAINER and (s.get("state") or {}).get("running") for s in statuses):
+            return None, "the sssd sidecar of %s is not running" % name
+        try:
+            rc, out, err = self.slurm_transport(name, identity.CONTAINER)(identity.STATUS_COMMAND)
+        except SlurmError as e:
+            return None, "cannot ask the sssd sidecar of %s: %s" % (name, e.msg)
+        if rc:
+            return None, "the sssd sidecar of %s has not looked at the directory yet" % name
+        return out, None
 
     def login_sessions(self, statefulsets, pods):
         """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
@@ -770,7 +789,9 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
                 "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
     errors.extend(specs.name_collisions(owners, conv.name))
     if not errors:
-        errors.extend(specs.database_secret_errors(checked_cluster, conv.database_secrets(checked_cluster)))
+        secrets = conv.database_secrets(checked_cluster)
+        errors.extend(specs.database_secret_errors(checked_cluster, secrets) + identity.secret_errors(
+            checked_cluster, secrets))
     if errors:
         raise SpecErrors(errors)
     # The dry runs need the namespace: an empty one is the only thing created before the definition is judged

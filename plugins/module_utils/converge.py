@@ -34,7 +34,9 @@ import copy
 import re
 import time
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations, names, projection, render, schema
+from ansible_collections.soperator.slurm.plugins.module_utils import (
+    durations, identity, names, projection, render, schema,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as nodes_core
@@ -582,9 +584,11 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
       ``k8s_nodes_error``).
     * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
     * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
-    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database names
-      (``spec.database_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
-      Absent: not judged (the operator's cache check, which never applies anything).
+    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database or a directory names
+      (``spec.database_secret_refs``, ``identity.secret_refs``; a missing one left out): one not marked for this
+      cluster makes it invalid. Absent: not judged (the operator's cache check, which never applies anything).
+    * ``identity`` (optional): what the controller's sssd sidecar last found about the directory (its status file),
+      or None with ``identity_error`` saying why it was not read (``spec.identity``: IdentityReady).
 
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
     SlurmCluster itself is invalid.
@@ -601,7 +605,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                                           observed.get("owners"))
     if observed.get("secrets") is not None:
         # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
-        problems = specs.database_secret_errors(cluster_ok, observed["secrets"])
+        problems = specs.database_secret_errors(cluster_ok, observed["secrets"]) + identity.secret_errors(
+            cluster_ok, observed["secrets"])
         if problems:
             raise SpecErrors(problems)
     p.cluster, p.valid_nodesets = cluster_ok, valid
@@ -765,6 +770,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
             facts.update(counts)
     _readiness(p, spec, maintenance_ready, statefulsets, pods, slurm, observed.get("slurm_error"))
     _components(p, cluster_name, spec, statefulsets, pods)
+    found = identity.condition(spec, observed.get("identity"), observed.get("identity_error"))
+    if found is not None:
+        p.components[identity.CONDITION] = found
     return p
 
 
@@ -838,7 +846,8 @@ def pod_problem(pod):
 
 def _components(p, cluster_name, spec, statefulsets, pods):
     """A condition per optional component (AccountingReady, RestApiReady, ExporterReady): its pods ready, or why
-    not, with the reason its entrypoint gave (DatabaseAccessDenied: ...)."""
+    not, with the reason its entrypoint gave (DatabaseAccessDenied: ...). IdentityReady is the directory's as the
+    controller's sssd sidecar sees it (identity.condition)."""
     parts = [("accounting", "AccountingReady", [names.accounting_name(cluster_name)]
               + ([names.database_name(cluster_name)] if spec["accounting"]["database"]["type"] == "InCluster"
                  else [])),

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import identity, names
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     ClusterContext,
     config_map,
@@ -34,6 +34,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render_health impo
     nccl_cronjob,
     nccl_service,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.render_identity import sssd_config_map
 from ansible_collections.soperator.slurm.plugins.module_utils.render_jail import jail_claim, populate_job
 from ansible_collections.soperator.slurm.plugins.module_utils.render_login import login, login_service
 from ansible_collections.soperator.slurm.plugins.module_utils.render_network import network_policies
@@ -80,6 +81,8 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
                 config_map(c, names.sshd_config_name(c.name), sshd_config), health_config(c)]
     if slurmdbd_config is not None:
         objects.append(config_map(c, names.slurmdbd_config_name(c.name), slurmdbd_config))
+    if identity.enabled(spec):
+        objects.append(sssd_config_map(c))
     objects.append(headless_service(c, names.controller_name(c.name), names.COMPONENT_CONTROLLER, "slurmctld",
                                     names.SLURMCTLD_PORT))
     objects.append(login_service(c))

@@ -13,7 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import names, render_identity
 from ansible_collections.soperator.slurm.plugins.module_utils.render_accounting import non_root
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     config_hash,
@@ -59,6 +59,7 @@ def slurmrestd(c, slurm_config):
     if resources:
         container["resources"] = resources
     pod = c.pod_spec(spec.get("placement"), [container], [c.slurm_conf_volume()], grace=30)
+    render_identity.attach(c, pod, container)
     name = names.rest_name(c.name)
     return statefulset(c, name, names.COMPONENT_REST, spec["replicas"], name, pod,
                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash({"slurm.conf": slurm_config})},

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm_conf import node_conf_params
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names
+from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names, render_identity
 from ansible_collections.soperator.slurm.plugins.module_utils.render_health import worker_health_volume
 from ansible_collections.soperator.slurm.plugins.module_utils.render_common import (
     container_resources,
@@ -104,6 +104,7 @@ def worker(c, nodeset):
     grace = max(60, c.spec["slurm"]["killWait"] + 30)
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
                      grace=grace)
+    render_identity.attach(c, pod, container)
     name = names.worker_name(c.name, set_name)
     return statefulset(c, name, names.COMPONENT_WORKER, spec["replicas"], name, pod, nodeset=nodeset,
                        # OnDelete: a template change replaces no pod by itself; the converge plan replaces each

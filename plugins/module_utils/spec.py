@@ -22,7 +22,7 @@ import copy
 import ipaddress
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, durations, names, schema
+from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, durations, identity, names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.quantity import QUANTITY_PATTERN, parse_quantity
@@ -186,6 +186,8 @@ def _validate_object(value, node, path, errors, old=_NO_OLD):
 def _validate_array(value, node, path, errors):
     if "maxItems" in node and len(value) > node["maxItems"]:
         errors.append(SpecError(path, "Too many: %d: must have at most %d items" % (len(value), node["maxItems"])))
+    if "minItems" in node and len(value) < node["minItems"]:
+        errors.append(SpecError(path, "Too few: %d: must have at least %d items" % (len(value), node["minItems"])))
     for index, item in enumerate(value):
         validate_schema(item, node["items"], child_path(path, index), errors)
     if node.get("x-kubernetes-list-type") == "set":
@@ -197,7 +199,7 @@ def _validate_array(value, node, path, errors):
 
 
 # ---------------------------------------------------------------------------------------------------- CEL twins
-TWINS = {}
+TWINS: dict = {}
 
 
 def _twin(message):
@@ -233,6 +235,7 @@ def _name_twins(kind, max_length):
 
 _name_twins("SlurmCluster", schema.CLUSTER_NAME_MAX)
 _name_twins("NodeSet", schema.NODESET_NAME_MAX)
+TWINS.update(identity.TWINS)  # spec.identity's, beside its other rules
 
 
 @_twin("nodePort requires type NodePort or LoadBalancer")
@@ -493,6 +496,7 @@ def _cluster_rules(spec, errors):
         errors.append(SpecError("spec.slurm.healthCheckProgram", "HealthCheckProgram runs as root on every node: "
                                 + problem))
     _component_rules(spec, errors)
+    identity.rules(spec, errors)
     _health_rules(spec, sub_mounts, errors)
     if "size" in jail:
         _positive_size(jail["size"], "spec.jail.size", errors)
@@ -782,7 +786,8 @@ def _component_rules(spec, errors):
     accounting = spec.get("accounting") or {}
     database = accounting.get("database") or {}
     parts = [("spec.accounting.slurmdbd", accounting.get("slurmdbd") or {}), ("spec.accounting.database", database),
-             ("spec.restApi", spec.get("restApi") or {}), ("spec.exporter", spec.get("exporter") or {})]
+             ("spec.restApi", spec.get("restApi") or {}), ("spec.exporter", spec.get("exporter") or {}),
+             ("spec.identity.sssd", (spec.get("identity") or {}).get("sssd") or {})]
     for path, part in parts:
         _resources_rules(part.get("resources"), path + ".resources", errors)
         _placement_rules(part.get("placement"), path + ".placement", errors)
