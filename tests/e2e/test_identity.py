@@ -1,6 +1,6 @@
 """Directory users end to end on the real node: examples/ldap-cluster-local.yaml (accounting with
 AccountingStorageEnforce=associations, the REST API, spec.identity) converged by site.yml once, beside the demo
-directory of examples/ldap-directory-local.yaml (Debian's slapd, LDAPS with a CA of the test's), every pod of the
+directory of examples/directory/openldap-local.yaml (Debian's slapd, LDAPS with a CA of the test's), every pod of the
 cluster with its sssd sidecar.
 
 dora and her groups exist only in the directory (uid, gid and groups in no /etc/passwd or /etc/group of the jail or
@@ -28,7 +28,7 @@ import yaml
 from conftest import E2E, ROOT, wait_until
 
 CLUSTER_EXAMPLE = os.path.join(ROOT, "examples", "ldap-cluster-local.yaml")
-DIRECTORY_EXAMPLE = os.path.join(ROOT, "examples", "ldap-directory-local.yaml")
+DIRECTORY_EXAMPLE = os.path.join(ROOT, "examples", "directory", "openldap-local.yaml")
 NAMESPACE = "e2e-identity"
 API = "v0.0.42"
 SUFFIX = "dc=example,dc=org"

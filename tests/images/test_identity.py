@@ -382,8 +382,9 @@ def test_known_users_work_while_the_directory_is_down_and_new_ones_once_it_is_ba
                    "eve in the %s container" % container, lambda c=container: ldap.logs(c))
     print("\nidentity smoke: a user added after the directory came back resolves everywhere in %.1f s"
           % (time.monotonic() - started))
-    for pod in (ldap.controller_host, ldap.node, ldap.login_host):
-        assert ldap.status(pod).startswith("Ready")
+    for pod in (ldap.controller_host, ldap.node, ldap.login_host):  # their next look (every 2 s here)
+        wait_until(lambda pod=pod: ldap.status(pod).startswith("Ready"), 30, pod + " Ready",
+                   lambda pod=pod: ldap.status(pod))
     restarts = ldap.docker("inspect", "-f", "{{.RestartCount}}", *[ldap.docker.name(n) for n in (
         "controller", "worker", "login", ldap.controller_host + "-sssd", ldap.node + "-sssd",
         ldap.login_host + "-sssd")]).stdout.split()
