@@ -6,6 +6,7 @@
     hack/localcluster.py down                              stop exactly the recorded PIDs, remove the state
     hack/localcluster.py status                            what runs, and whether the API answers
     hack/localcluster.py kubeconfig                        print the kubeconfig path
+    hack/localcluster.py env                               shell lines: the pinned kubectl on PATH, KUBECONFIG
     hack/localcluster.py nodes N [--gpu-nodes M]           (re)size the fake kwok node pool
     hack/localcluster.py import-image TAR                  load a docker-archive/OCI tar into the real node
 
@@ -30,6 +31,7 @@ import base64
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -1122,6 +1124,32 @@ def cmd_status(args):
     return 0 if ok else 1
 
 
+def shell_env(path_now, kubectl, kubeconfig):
+    """Shell lines that put ``kubectl``'s directory on PATH (first, unless it is there already) and export
+    KUBECONFIG (when known)."""
+    bindir = os.path.dirname(kubectl)
+    lines = []
+    if bindir not in path_now.split(os.pathsep):
+        lines.append("export PATH=%s" % shlex.quote(os.pathsep.join([bindir] + ([path_now] if path_now else []))))
+    if kubeconfig:
+        lines.append("export KUBECONFIG=%s" % shlex.quote(kubeconfig))
+    return "".join(line + "\n" for line in lines)
+
+
+def cmd_env(args):
+    """For eval in a shell (hack/env.sh): the pinned kubectl on PATH, KUBECONFIG of the running cluster."""
+    kubeconfig = external_kubeconfig(args)
+    if not kubeconfig:
+        if running(load_state()):
+            kubeconfig = state_path("kubeconfig")
+        else:
+            print("localcluster: not running: KUBECONFIG not set (make demo, or hack/localcluster.py up)",
+                  file=sys.stderr)
+    path_now = os.environ.get("PATH", "") if args.path is None else args.path
+    sys.stdout.write(shell_env(path_now, binpaths()["kubectl"], kubeconfig))
+    return 0
+
+
 def cmd_kubeconfig(args):
     ext = external_kubeconfig(args)
     if ext:
@@ -1158,6 +1186,8 @@ def main(argv=None):
     sub.add_parser("down", help="stop the local cluster and remove its state")
     sub.add_parser("status", help="show processes and API health")
     sub.add_parser("kubeconfig", help="print the kubeconfig path")
+    env = sub.add_parser("env", help="shell lines: the pinned kubectl on PATH, KUBECONFIG (for eval; hack/env.sh)")
+    env.add_argument("--path", help="the shell's PATH (default: this process's, which a python3 shim may change)")
     nodes = sub.add_parser("nodes", help="resize the kwok node pool")
     nodes.add_argument("count", type=int)
     nodes.add_argument("--gpu-nodes", type=int)
@@ -1166,7 +1196,7 @@ def main(argv=None):
     sub.add_parser("provisioner", help=argparse.SUPPRESS)
     sub.add_parser("apiserver-forward", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "kubeconfig": cmd_kubeconfig,
+    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "kubeconfig": cmd_kubeconfig, "env": cmd_env,
             "nodes": cmd_nodes, "import-image": cmd_import_image, "provisioner": cmd_provisioner,
             "apiserver-forward": cmd_apiserver_forward}[args.cmd](args)
 

@@ -87,6 +87,9 @@ class LeaderElector:
             if self.is_leader:  # someone else took it (we were too slow)
                 self._lose("lease %s taken by %s" % (self.name, record.holder if record else None))
             return
+        # The renew deadline counts from before the renewTime written, not from the answer: a slow write must not
+        # let this replica act past the Lease it wrote (a standby counts its duration from that renewal).
+        sent = self.clock()
         spec = L.next_spec(record, self.identity, decision.action, self.wall(), self.lease_duration)
         try:
             if decision.action == L.CREATE:
@@ -97,7 +100,7 @@ class LeaderElector:
             if exc.status in (409, 422):  # another replica wrote first
                 return
             raise
-        self._last_renewed = self.clock()
+        self._last_renewed = sent
         if not self.is_leader:
             log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
             self.is_leader = True

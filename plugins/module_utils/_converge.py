@@ -139,10 +139,25 @@ class Converger(object):
         key = (api_version, kind)
         if key not in self._res:
             try:
-                self._res[key] = self.client.resources.get(api_version=api_version, kind=kind)
+                res = self.client.resources.get(api_version=api_version, kind=kind)
             except Exception:  # ResourceNotFoundError: not served; discovery failures count as not served too
                 return False
+            # Another project's kind is confirmed with the server: the library's discovery cache, a file every
+            # process on the host shares, still lists a kind whose CRD was removed since it was written.
+            if kind in kinds.optional_names() and not self._listed(api_version, kind):
+                self.client.resources.invalidate_cache()
+                return False
+            self._res[key] = res
         return True
+
+    def _listed(self, api_version, kind):
+        """The server's own resource list of a group version names ``kind``."""
+        try:
+            body = _body(self._call("discovery of %s" % api_version, self.client.request, "GET",
+                                    "/apis/%s" % api_version, serialize=False, expect=NotFoundError))
+        except NotFoundError:
+            return False
+        return any(r.get("kind") == kind for r in body.get("resources") or [])
 
     def served_kinds(self):
         """The optional kinds (kinds.OWNED) the cluster serves: only those are rendered."""

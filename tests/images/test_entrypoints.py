@@ -16,6 +16,7 @@ import subprocess
 import time
 
 import pytest
+from prerequisites import require_root
 
 from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names
 
@@ -24,7 +25,12 @@ ENTRYPOINT = os.path.join(ROOT, "images", "lib", "soperator-entrypoint")
 POPULATE = os.path.join(ROOT, "images", "populate-jail", "populate-jail")
 SPANK = os.path.join(ROOT, "spank_chroot")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bind mounts, chown (as in the containers)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _root():
+    require_root("bind mounts, chown (as in the containers)")
+
 
 SLURM_PATHS = ["/usr/bin/srun", "/usr/bin/sinfo", "/usr/lib/x86_64-linux-gnu/libslurm.so.42",
                "/usr/lib/x86_64-linux-gnu/slurm-wlm"]

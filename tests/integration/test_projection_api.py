@@ -7,6 +7,7 @@ import time
 
 import pytest
 from kubernetes import client, dynamic
+from prerequisites import unavailable
 
 from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, projection, scale_in
 from ansible_collections.soperator.slurm.plugins.module_utils import status as st
@@ -23,7 +24,7 @@ def kwok_node(core):
     nodes = [n for n in core.list_node().items if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"
              and not n.spec.taints]
     if not nodes:
-        pytest.skip("no kwok node")
+        unavailable("no kwok node (the local cluster has them: hack/localcluster.py up)")
     return nodes[0].metadata.name
 
 

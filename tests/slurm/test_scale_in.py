@@ -53,9 +53,7 @@ class Recorder:
 
 
 @pytest.fixture(scope="module")
-def dyn():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+def dyn(real_slurm_host):
     with running(DynamicCluster()) as c:
         yield c
 
