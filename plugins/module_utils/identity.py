@@ -19,7 +19,25 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
-from ansible_collections.soperator.slurm.plugins.module_utils.sssd_conf import FIELD, KEY_FIELDS
+
+FIELD = "spec.identity.ldap"
+
+# sssd.conf keys rendered from a field, and the field: the sidecar names the key in what it found (:func:`condition`
+# turns the key back into the field for the SlurmCluster's IdentityReady condition).
+KEY_FIELDS = {
+    "ldap_uri": FIELD + ".uris",
+    "ldap_search_base": FIELD + ".baseDN",
+    "ldap_user_search_base": FIELD + ".userBaseDN",
+    "ldap_group_search_base": FIELD + ".groupBaseDN",
+    "ldap_default_bind_dn": FIELD + ".bindDN",
+    "ldap_default_authtok": FIELD + ".bindPasswordSecretRef",
+    "ldap_tls_cacert": FIELD + ".tls.caSecretRef",
+    "ldap_id_use_start_tls": FIELD + ".tls.startTLS",
+    "ldap_schema": FIELD + ".schema",
+    "ldap_user_ssh_public_key": FIELD + ".sshPublicKeyAttribute",
+    "min_id": FIELD + ".idRange.min",
+    "max_id": FIELD + ".idRange.max",
+}
 
 CONDITION = "IdentityReady"
 # The sidecar that writes the status, and the fixed command the converge reads it with (in the controller's pod).

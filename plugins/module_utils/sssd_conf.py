@@ -17,27 +17,10 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.identity import FIELD, KEY_FIELDS
 
-FIELD = "spec.identity.ldap"
 DOMAIN = "directory"
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
-
-# sssd.conf keys rendered from a field, and the field: the sidecar names the key in what it found (identity.py turns
-# the key back into the field for the SlurmCluster's IdentityReady condition).
-KEY_FIELDS = {
-    "ldap_uri": FIELD + ".uris",
-    "ldap_search_base": FIELD + ".baseDN",
-    "ldap_user_search_base": FIELD + ".userBaseDN",
-    "ldap_group_search_base": FIELD + ".groupBaseDN",
-    "ldap_default_bind_dn": FIELD + ".bindDN",
-    "ldap_default_authtok": FIELD + ".bindPasswordSecretRef",
-    "ldap_tls_cacert": FIELD + ".tls.caSecretRef",
-    "ldap_id_use_start_tls": FIELD + ".tls.startTLS",
-    "ldap_schema": FIELD + ".schema",
-    "ldap_user_ssh_public_key": FIELD + ".sshPublicKeyAttribute",
-    "min_id": FIELD + ".idRange.min",
-    "max_id": FIELD + ".idRange.max",
-}
 
 # Fixed settings of the domain, each with why.
 DOMAIN_SETTINGS = (
