@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "hack"))
 
 import yaml  # noqa: E402
 
-from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster  # noqa: E402
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster  # noqa: E402
 
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster.yaml")
 

@@ -4,7 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 collections=$(hack/collection-link.sh)
 mods=()
-for f in plugins/module_utils/[a-z]*.py; do
-  mods+=(-m "ansible_collections.soperator.slurm.plugins.module_utils.$(basename "$f" .py)")
-done
+# Every module of module_utils, in its folder (api/, render/, ...): path -> dotted name.
+while IFS= read -r f; do
+  f=${f%.py}
+  mods+=(-m "ansible_collections.soperator.slurm.${f//\//.}")
+done < <(find plugins/module_utils -name '*.py' ! -name '__init__.py' | sort)
 MYPYPATH=$collections:operator exec "${MYPY:-mypy}" --config-file mypy.ini -p soperator_operator "${mods[@]}"

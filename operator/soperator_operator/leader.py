@@ -5,7 +5,7 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from kubernetes.client.rest import ApiException
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 
 from . import lease as L
 
@@ -96,10 +96,8 @@ class LeaderElector:
                 self.kube.create_lease(self.namespace, self.name, spec)
             else:
                 self.kube.replace_lease(self.namespace, self.name, self._rv, spec)
-        except ApiException as exc:
-            if exc.status in (409, 422):  # another replica wrote first
-                return
-            raise
+        except (access.Conflict, access.Invalid):  # another replica wrote first
+            return
         self._last_renewed = sent
         if not self.is_leader:
             log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from conftest import E2E, ROOT, wait_until
 
-from ansible_collections.soperator.slurm.plugins.module_utils.spec import child_path
+from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
 
 OPERATOR_NS = "soperator-system"
 WATCHED = "hpc"

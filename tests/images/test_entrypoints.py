@@ -18,7 +18,8 @@ import time
 import pytest
 from prerequisites import require_root
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENTRYPOINT = os.path.join(ROOT, "images", "lib", "soperator-entrypoint")
@@ -197,7 +198,7 @@ def test_worker_refuses_a_relative_shared_path(fs):
     assert result.returncode == 1 and "not an absolute path" in result.stderr
 
 
-@pytest.mark.parametrize("path", [p for tree in config_keys.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")
+@pytest.mark.parametrize("path", [p for tree in paths.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")
                                   if p != "/root"]  # root's home itself is shared (SHARED_HOMES), nothing below it
                          + ["/usr/local/bin", "/etc/munge", "/usr/lib/x86_64-linux-gnu/slurm", "/var/spool/slurmd",
                             "/lib", "/lib64/x", "/libexec"])

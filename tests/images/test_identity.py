@@ -31,11 +31,9 @@ from test_smoke import (  # noqa: F401  (engine, jail: fixtures used here)
     write_files,
 )
 
-from ansible_collections.soperator.slurm.plugins.module_utils import (
-    names,
-    render,
-    render_identity,
-)
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as render_identity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SSSD_IMAGE = names.default_image("sssd")

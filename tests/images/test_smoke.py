@@ -19,14 +19,24 @@ import pytest
 import yaml
 from prerequisites import require_root, unavailable
 
-from ansible_collections.soperator.slurm.plugins.module_utils import (
-    names,
-    render,
-    render_common,
-    render_controller,
-    render_jail,
-    render_login,
-    render_worker,
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    cluster as render,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    common as render_common,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    controller as render_controller,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    jail as render_jail,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    login as render_login,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    worker as render_worker,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -94,7 +94,7 @@ def test_watch_vars_win_over_spec_keys():
 def test_the_runtime_reads_the_policy_the_runs_get():
     """The same variable watches.yaml hands every run as cluster_policy, normalized as the module does; a
     malformed one stops the runtime with the variable named (every run would fail on it)."""
-    from ansible_collections.soperator.slurm.plugins.module_utils import policy
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
     from soperator_operator.__main__ import installer_policy
     assert installer_policy({}) == policy.normalize({})
     env = {names.POLICY_ENV: '{"allowed_registries": ["registry.example.com/"]}'}

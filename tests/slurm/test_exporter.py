@@ -28,9 +28,9 @@ from accounting_cluster import accounting_spec
 from dynamic_cluster import STATEFULSET, node_name
 from slurm_cluster import REPO, free_ports, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
-from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import exporter_args, service_monitor
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+from ansible_collections.soperator.slurm.plugins.module_utils.render.exporter import exporter_args, service_monitor
 
 sys.path.insert(0, str(REPO / "tests"))
 from metrics_check import (  # noqa: E402  (tests/metrics_check.py, shared with the end-to-end test)
