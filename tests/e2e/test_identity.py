@@ -8,8 +8,10 @@ the images): she logs in over SSH through the login Service with the key the dir
 a home, `id` shows the directory's ids; her `sbatch -N2` runs as her on both workers; sacct and sshare know her by
 name; a token slurmctld signs for her submits, through slurmrestd, a job that runs as her. With the directory
 stopped she still logs in and runs a job (sssd's cache) and IdentityReady says DirectoryUnreachable; started
-again, a user added then logs in and runs a job with no pod restarted. The bind password is in no ConfigMap, no
-pod's environment and no container's log. Prints the figures (login, first job, recovery).
+again, a user added then logs in and runs a job with no pod restarted. A wrong bind password in the Secret makes
+IdentityReady False (BindRefused, naming the fields) with no pod restarted, and users seen before still work. The
+bind password is in no ConfigMap, no pod's environment, no container's log and no `kubectl describe`. Prints the
+figures (login, first job, recovery).
 
 The tests share one cluster and run in file order.
 """
@@ -308,3 +310,43 @@ def test_with_the_directory_down_she_still_works_and_a_new_user_works_once_it_is
     assert res.stdout.split() == [str(EVE_UID)] * 2
     assert ldap.pods_state() == before  # the same pods, no container restarted
     wait_until(lambda: ldap.sidecar_status("ldap-controller-0").startswith("Ready"), 120, "Ready again")
+
+
+def test_a_wrong_bind_password_is_a_condition_naming_the_field_not_a_crash_loop(ldap):
+    wrong = 'wrong e2e#pw;="y'
+    before = ldap.pods_state()
+    patch = {"data": {"password": base64.b64encode(wrong.encode()).decode()}}
+    ldap.kubectl("patch", "secret", "ldap-bind", "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+    try:
+        # The kubelet updates the Secret's volume; the controller's sidecar restarts sssd in place with it and looks.
+        started = time.monotonic()
+        wait_until(lambda: ldap.sidecar_status("ldap-controller-0").startswith("BindRefused"), 240,
+                   "the controller's sidecar sees the bind refused", ldap.explain)
+        print("\ne2e identity: a wrong bind password seen by the controller's sidecar after %.1f s"
+              % (time.monotonic() - started))
+        converged = ldap.site(ldap.definition(), wait=False)
+        assert wrong not in converged.stdout + converged.stderr
+        cond = ldap.conditions()["IdentityReady"]
+        assert (cond["status"], cond["reason"]) == ("False", "BindRefused"), cond
+        assert cond["message"].startswith("spec.identity.ldap.bindDN and spec.identity.ldap.bindPasswordSecretRef: "
+                                          "the directory (ldaps://directory) refused the bind of cn=sssd"), cond
+        assert "Invalid credentials (49)" in cond["message"] and wrong not in cond["message"], cond
+        # A user sssd has seen still logs in and runs a step (its cache); nothing restarted, nothing crash-loops.
+        res = ldap.ssh(DORA, "id -u; srun -N1 id -u")
+        assert res.returncode == 0 and res.stdout.split() == [str(DORA_UID)] * 2, res.stdout + res.stderr
+        assert ldap.pods_state() == before
+        for pod in ldap.get("pods", "-l", "app.kubernetes.io/instance=ldap")["items"]:
+            for container in pod["spec"]["containers"] + pod["spec"].get("initContainers", []):
+                log = ldap.kubectl("logs", "-n", NAMESPACE, pod["metadata"]["name"], "-c", container["name"],
+                                   check=False).stdout
+                assert wrong not in log and BIND_PASSWORD not in log, (pod["metadata"]["name"], container["name"])
+        described = ldap.kubectl("describe", "pods,slurmcluster", "-n", NAMESPACE).stdout
+        assert wrong not in described and BIND_PASSWORD not in described
+    finally:
+        patch = {"data": {"password": base64.b64encode(BIND_PASSWORD.encode()).decode()}}
+        ldap.kubectl("patch", "secret", "ldap-bind", "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+    wait_until(lambda: ldap.sidecar_status("ldap-controller-0").startswith("Ready"), 240,
+               "the right password back", ldap.explain)
+    ldap.site(ldap.definition(), wait=False)
+    assert ldap.conditions()["IdentityReady"]["status"] == "True"
+    assert ldap.pods_state() == before
