@@ -142,6 +142,15 @@ def _new_key(path):
         return f.read().strip()
 
 
+def _remove_namespace(c):
+    c.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
+    # Nothing reconciles this namespace after the test: the finalizer site.yml's converge puts on NodeSets (removed
+    # by the next converge once their pods are gone) would hold it for ever.
+    for name in c.kubectl("get", "nodesets", "-n", NAMESPACE, "-o", "name", check=False).stdout.split():
+        c.kubectl("patch", "-n", NAMESPACE, name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+                  check=False)
+
+
 @pytest.fixture(scope="module")
 def ldap(real_node_cluster, tmp_path_factory):
     c = Identity(real_node_cluster, namespace=NAMESPACE)
@@ -152,7 +161,11 @@ def ldap(real_node_cluster, tmp_path_factory):
         c.keys[user] = os.path.join(tmp, user)
         public[user] = _new_key(c.keys[user])
     _certificates(tmp, NAMESPACE)
-    c.kubectl("create", "namespace", NAMESPACE, check=False)
+    # A namespace left by an earlier run holds a directory with its CA and keys: start from none.
+    _remove_namespace(c)
+    wait_until(lambda: c.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0, 300,
+               "the namespace of an earlier run gone")
+    c.kubectl("create", "namespace", NAMESPACE)
     ca = open(tmp + "/ca.crt").read()
     c.public = public
     seed = "\n".join([_person(DORA, DORA_UID, DORA_GID, public[DORA]), _group(DORA, DORA_GID),
@@ -171,16 +184,16 @@ def ldap(real_node_cluster, tmp_path_factory):
         objects += [d for d in yaml.safe_load_all(f) if d]
     for obj in objects:
         obj["metadata"]["namespace"] = NAMESPACE
-    c.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objects))
-    t0 = time.monotonic()
-    c.site(c.definition())
-    wait_until(lambda: all(c.sinfo().get(n) == "idle" for n in ("ldap-cpu-0", "ldap-cpu-1")), 240,
-               "ldap workers idle", c.explain)
-    print("\ne2e identity: the example applied -> Ready, workers idle in %.1f s" % (time.monotonic() - t0))
     try:
+        c.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objects))
+        t0 = time.monotonic()
+        c.site(c.definition())
+        wait_until(lambda: all(c.sinfo().get(n) == "idle" for n in ("ldap-cpu-0", "ldap-cpu-1")), 240,
+                   "ldap workers idle", c.explain)
+        print("\ne2e identity: the example applied -> Ready, workers idle in %.1f s" % (time.monotonic() - t0))
         yield c
     finally:
-        c.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+        _remove_namespace(c)
 
 
 def test_identity_ready_every_pod_with_its_sidecar_and_the_password_nowhere(ldap):

@@ -737,6 +737,19 @@ def test_the_sidecar_assembles_sssd_conf_in_memory_and_says_what_it_found(fs):
         assert f.read().split() == ["start"]
 
 
+def test_sssd_conf_is_roots_group_in_a_pod_with_an_fs_group(fs):
+    # slurmdbd's pod has fsGroup (the slurm group): the kubelet makes every emptyDir setgid to it, so a new file in
+    # /etc/sssd would be that group's, and sssd refuses a sssd.conf that is not root:root (the sidecar crash-looped).
+    fake = sssd_fs(fs)
+    os.makedirs(fs + "/etc/sssd")
+    os.chown(fs + "/etc/sssd", 0, names.SLURM_UID)
+    os.chmod(fs + "/etc/sssd", 0o2777)
+    rc, err = run_sssd_role(fs, fake, 2)
+    assert rc == 0, err
+    conf = os.stat(fs + "/etc/sssd/sssd.conf")
+    assert (conf.st_uid, conf.st_gid, stat.S_IMODE(conf.st_mode)) == (0, 0, 0o600)
+
+
 @pytest.mark.parametrize("password, reason", [(None, "BindPasswordMissing"), ("two\nlines", "InvalidBindPassword"),
                                               (" padded", "InvalidBindPassword"), ("", "InvalidBindPassword")])
 def test_the_sidecar_reports_a_password_sssd_cannot_use_and_starts_sssd_anyway(fs, password, reason):
