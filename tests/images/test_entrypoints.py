@@ -741,13 +741,20 @@ def test_sssd_conf_is_roots_group_in_a_pod_with_an_fs_group(fs):
     # slurmdbd's pod has fsGroup (the slurm group): the kubelet makes every emptyDir setgid to it, so a new file in
     # /etc/sssd would be that group's, and sssd refuses a sssd.conf that is not root:root (the sidecar crash-looped).
     fake = sssd_fs(fs)
-    os.makedirs(fs + "/etc/sssd")
-    os.chown(fs + "/etc/sssd", 0, names.SLURM_UID)
-    os.chmod(fs + "/etc/sssd", 0o2777)
+    dirs = ["/etc/sssd", "/var/lib/sss/db", names.SSS_PIPES_DIR, names.SSS_PIPES_DIR + "/private"]
+    for d in dirs:
+        os.makedirs(fs + d, exist_ok=True)
+        os.chown(fs + d, 0, names.SLURM_UID)
+        os.chmod(fs + d, 0o3777)
+    write(fs + "/var/lib/sss/db/cache_directory.ldb", "from the last start", 0o600)  # made under the fsGroup
+    os.chown(fs + "/var/lib/sss/db/cache_directory.ldb", 0, names.SLURM_UID)
     rc, err = run_sssd_role(fs, fake, 2)
     assert rc == 0, err
     conf = os.stat(fs + "/etc/sssd/sssd.conf")
     assert (conf.st_uid, conf.st_gid, stat.S_IMODE(conf.st_mode)) == (0, 0, 0o600)
+    assert os.stat(fs + "/var/lib/sss/db/cache_directory.ldb").st_gid == 0
+    for d in dirs:
+        assert os.stat(fs + d).st_gid == 0 and not os.stat(fs + d).st_mode & stat.S_ISGID, d
 
 
 @pytest.mark.parametrize("password, reason", [(None, "BindPasswordMissing"), ("two\nlines", "InvalidBindPassword"),
