@@ -18,7 +18,7 @@ __metaclass__ = type
 from typing import Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import values
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, values
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm, SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import login as login_plan
@@ -114,6 +114,7 @@ class Observation(object):
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
                     "owners": self.owners(every), "secrets": self.database_secrets(cluster),
                     "worker_pods_read": workers_read}
+        observed["identity"], observed["identity_error"] = self.identity_status(cluster, pods)
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
@@ -125,16 +126,34 @@ class Observation(object):
             names.LABEL_CLUSTER, self.name, names.LABEL_COMPONENT, names.COMPONENT_WORKER)))
 
     def database_secrets(self, cluster):
-        """``{name: labels}`` of the Secrets an External database names (``values.database_secret_refs``), read by
-        name as metadata only (PartialObjectMetadata: their values never reach this process); a missing one is left
-        out."""
+        """``{name: labels}`` of the Secrets an External database or a directory names
+        (``values.database_secret_refs``, ``identity.secret_refs``), read by name as metadata only
+        (PartialObjectMetadata: their values never reach this process); a missing one is left out."""
         found = {}
-        for name in sorted(set(ref[1] for ref in values.database_secret_refs(cluster.get("spec")))):
+        refs = values.database_secret_refs(cluster.get("spec")) + identity.secret_refs(cluster.get("spec"))
+        for name in sorted(set(ref[1] for ref in refs)):
             meta = self.api.get("v1", "Secret", name, self.namespace, metadata_only=True,
                                 what="read the labels of Secret %s/%s" % (self.namespace, name))
             if meta is not None:
                 found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
         return found
+
+    def identity_status(self, cluster, pods):
+        """(what the controller's sssd sidecar last found about the directory, None) or (None, why it was not read);
+        (None, None) without spec.identity. One fixed command in that container: it reads its status file."""
+        if not identity.enabled(cluster.get("spec")):
+            return None, None
+        name = names.controller_pod(self.name)
+        statuses = ((pods.get(name) or {}).get("status") or {}).get("initContainerStatuses") or []
+        if not any(s.get("name") == identity.CONTAINER and (s.get("state") or {}).get("running") for s in statuses):
+            return None, "the sssd sidecar of %s is not running" % name
+        try:
+            rc, out, dummy = self.slurm_transport(name, identity.CONTAINER)(identity.STATUS_COMMAND)
+        except SlurmError as e:
+            return None, "cannot ask the sssd sidecar of %s: %s" % (name, e.msg)
+        if rc:
+            return None, "the sssd sidecar of %s has not looked at the directory yet" % name
+        return out, None
 
     def kubernetes_nodes(self, pods):
         """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
