@@ -70,13 +70,13 @@ def requests(monkeypatch):
     return seen
 
 
-def docs(namespace, name, replicas):
+def docs(namespace, name, replicas, nodeset="cpu"):
     return [{"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "SlurmCluster",
              "metadata": {"name": name, "namespace": namespace},
              "spec": {"jail": {"storageClassName": "standard", "size": "1Gi"}, "controller": {"spool": {"size": "1Gi"}},
                       "placement": {"nodeSelector": {"soperator.dev/localcluster": "kwok"}}}},
             {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "NodeSet",
-             "metadata": {"name": "cpu", "namespace": namespace},
+             "metadata": {"name": nodeset, "namespace": namespace},
              "spec": {"clusterRef": {"name": name}, "replicas": replicas,
                       "resources": {"requests": {"cpu": "10m", "memory": "600Mi"}, "limits": {"memory": "600Mi"}}}}]
 
@@ -85,15 +85,19 @@ def converge(kubeconfig, **params):
     return _converge.execute(dict({"kubeconfig": kubeconfig, "wait_timeout": 0, "prune_nodesets": True}, **params))
 
 
-def wait_for_pods(k8s, namespace, name, replicas, timeout=120):
-    """Until the worker StatefulSet has made its pods and they are ready (polled)."""
+def wait_for_pods(k8s, namespace, name, replicas, nodeset="cpu", timeout=120):
+    """Until the worker StatefulSet has made its pods and every StatefulSet of the cluster is ready (polled): a pod
+    that becomes ready between two converges changes the status, which the second would then write."""
     deadline = time.monotonic() + timeout
+    apps = client.AppsV1Api(k8s)
     while time.monotonic() < deadline:
-        status = client.AppsV1Api(k8s).read_namespaced_stateful_set(name + "-cpu", namespace).status
-        if (status.replicas or 0) == (status.ready_replicas or 0) == (status.updated_replicas or 0) == replicas:
+        status = apps.read_namespaced_stateful_set(name + "-" + nodeset, namespace).status
+        every = apps.list_namespaced_stateful_set(namespace, label_selector="slurm.soperator.dev/cluster=" + name).items
+        if (status.replicas or 0) == (status.ready_replicas or 0) == (status.updated_replicas or 0) == replicas and all(
+                (s.status.ready_replicas or 0) == (s.spec.replicas or 0) for s in every):
             return
         time.sleep(0.5)  # polling cadence
-    raise AssertionError("%s/%s-cpu made no %d pods in %ss" % (namespace, name, replicas, timeout))
+    raise AssertionError("%s/%s-%s made no %d pods in %ss" % (namespace, name, nodeset, replicas, timeout))
 
 
 def settled_noop(kubeconfig, requests, **params):
@@ -109,9 +113,10 @@ def test_a_noop_converge_sends_no_write_no_dry_run_and_as_many_requests_for_any_
                                                                                     crds, requests):
     costs = {}
     for name, replicas in (("small", 1), ("large", 6)):
-        definition = docs(namespace, name, replicas)
+        # Two clusters of one namespace: a NodeSet name each (a NodeSet cannot move between clusters).
+        definition = docs(namespace, name, replicas, nodeset="cpu" + name)
         converge(kubeconfig, definition=definition)
-        wait_for_pods(k8s, namespace, name, replicas)
+        wait_for_pods(k8s, namespace, name, replicas, nodeset="cpu" + name)
         for how, params in (("definition", {"definition": definition}),
                             ("by name", {"name": name, "namespace": namespace})):
             result, sent = settled_noop(kubeconfig, requests, **params)

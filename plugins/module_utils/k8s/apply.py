@@ -291,6 +291,11 @@ class Applier(object):
                     group = (api_version, kind, namespace)
                     listings[group] = prune_selector
                     self.prune_groups.add(group)
+        # A create-only object of a kind listed anyway (a Job) is found in that listing when the selector sees it:
+        # no read by name (Secrets and claims are not listed: their reads stay by name).
+        fetch_alone = [o for o in fetch_alone if not (
+            (o["apiVersion"], o["kind"], o["metadata"].get("namespace")) in listings and prune_selector
+            and objects.selector_matches(prune_selector, objects.labels(o)))]
         self.live = {}
         self.observed = True
         for group, selector in listings.items():
