@@ -616,8 +616,8 @@ def _identity_schema():
                                               default=DIRECTORY_ID_MIN),
                                     "max": _i("Highest id.", minimum=1, maximum=2147483647,
                                               default=DIRECTORY_ID_MAX),
-                                # The default names both ends: the API server judges a default by the rules
-                                # as it is written (a rule over {} has no min to read: the CRD is refused).
+                                    # The default names both ends: the API server judges a default by the rules
+                                    # as it is written (a rule over {} has no min to read: the CRD is refused).
                                 }, default={"min": DIRECTORY_ID_MIN, "max": DIRECTORY_ID_MAX},
                                 **{"x-kubernetes-validations": [
                                     _rule("self.min <= self.max", IDENTITY_RULES["id_range"])]}),
