@@ -33,3 +33,15 @@ def load_example(name):
     with open(os.path.join(ROOT, "examples", name)) as handle:
         docs = [d for d in yaml.safe_load_all(handle) if d]
     return docs[0], docs[1:]
+
+
+# A directory (spec.identity.ldap) as the identity tests of every layer use it: bind and CA Secrets named.
+LDAP = {"uris": ["ldaps://ldap.example.org"], "baseDN": "dc=example,dc=org",
+        "bindDN": "cn=sssd,ou=services,dc=example,dc=org",
+        "bindPasswordSecretRef": {"name": "ldap-bind", "key": "password"},
+        "tls": {"caSecretRef": {"name": "ldap-ca", "key": "ca.crt"}}}
+
+
+def ldap_cluster(ldap=None, **spec):
+    """A SlurmCluster with LDAP (``ldap`` overriding its fields) and the other ``spec`` fields given."""
+    return make_cluster(dict({"identity": {"ldap": dict(LDAP, **(ldap or {}))}}, **spec))

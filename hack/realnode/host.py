@@ -103,6 +103,9 @@ def kubelet_config(address, port, healthz_port, ca_file, runtime_socket, cgroup_
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False, "rotateCertificates": False, "serverTLSBootstrap": False,
         "staticPodPath": "", "maxPods": 110,
+        # A changed Secret or ConfigMap reaches a pod's volume at the kubelet's next sync of that pod (default 1m,
+        # plus jitter): the suites that change one and wait for a component to notice wait less.
+        "syncFrequency": "10s",
     }
 
 

@@ -10,8 +10,8 @@ folders before it, never one after it):
 - ``k8s/``: the adapters; they may also use third-party clients (kubernetes, urllib3, cryptography, Ansible's
   module_utils), never a module, an action or filter plugin, nor the operator.
 
-The entry points (``plugins/modules``, ``plugins/action``, ``plugins/filter``, ``plugins/doc_fragments``) may use
-all of ``module_utils``.
+The entry points (``plugins/modules``, ``plugins/action`` and its shared base ``plugins/plugin_utils``,
+``plugins/filter``, ``plugins/doc_fragments``) may use all of ``module_utils``.
 
 The operator runtime (``operator/soperator_operator``) has layers of its own: its pure modules (decisions: no
 ``kubernetes``, no Ansible, no I/O module) may import only each other and the collection's pure core; its adapters
@@ -40,7 +40,7 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 VOCABULARY = ("names", "kinds", "digests")
 ORDER = ("vocabulary", "slurm", "api", "render", "plan", "k8s")
 PURE = ("vocabulary", "slurm", "api", "render", "plan")
-ENTRY_FOLDERS = ("modules", "action", "filter", "doc_fragments")
+ENTRY_FOLDERS = ("modules", "action", "plugin_utils", "filter", "doc_fragments")
 NO_IO = {"os", "subprocess", "time", "random", "secrets", "socket", "uuid", "threading", "multiprocessing", "signal",
          "shutil", "tempfile", "asyncio", "select", "urllib", "http", "ssl"}
 CLOCK_CALLS = {"now", "utcnow", "today", "monotonic", "perf_counter", "urandom"}

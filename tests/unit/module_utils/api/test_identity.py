@@ -5,21 +5,13 @@ SlurmCluster's IdentityReady condition."""
 import copy
 
 import pytest
-from resources import load_example, make_cluster
+from resources import LDAP, load_example, make_cluster
+from resources import ldap_cluster as cluster
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
-
-LDAP = {"uris": ["ldaps://ldap.example.org"], "baseDN": "dc=example,dc=org",
-        "bindDN": "cn=sssd,ou=services,dc=example,dc=org",
-        "bindPasswordSecretRef": {"name": "ldap-bind", "key": "password"},
-        "tls": {"caSecretRef": {"name": "ldap-ca", "key": "ca.crt"}}}
-
-
-def cluster(ldap=None, **spec):
-    return make_cluster(dict({"identity": {"ldap": dict(LDAP, **(ldap or {}))}}, **spec))
 
 
 def errors_of(obj):

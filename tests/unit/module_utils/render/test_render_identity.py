@@ -4,7 +4,8 @@ sidecar in every pod that resolves users (and only there), its Secrets mounted i
 import json
 
 import pytest
-from resources import make_cluster, make_nodeset
+from resources import LDAP, make_cluster, make_nodeset
+from resources import ldap_cluster as cluster
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
@@ -13,15 +14,6 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render import clus
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as render_identity
 from ansible_collections.soperator.slurm.plugins.module_utils.render import sssd_conf
 from ansible_collections.soperator.slurm.plugins.module_utils.render.sshd_conf import render_sshd_config
-
-LDAP = {"uris": ["ldaps://ldap.example.org"], "baseDN": "dc=example,dc=org",
-        "bindDN": "cn=sssd,ou=services,dc=example,dc=org",
-        "bindPasswordSecretRef": {"name": "ldap-bind", "key": "password"},
-        "tls": {"caSecretRef": {"name": "ldap-ca", "key": "ca.crt"}}}
-
-
-def cluster(ldap=None, **spec):
-    return make_cluster(dict({"identity": {"ldap": dict(LDAP, **(ldap or {}))}}, **spec))
 
 
 def errors_of(obj):
