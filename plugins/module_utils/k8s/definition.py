@@ -65,7 +65,7 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
                 "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
     errors.extend(references.name_collisions(owners, conv.name))
     if not errors:
-        errors.extend(references.database_secret_errors(checked_cluster, conv.database_secrets(checked_cluster)))
+        errors.extend(references.marked_secret_errors(checked_cluster, conv.marked_secrets(checked_cluster)))
     if errors:
         raise SpecErrors(errors)
     # The dry runs need the namespace: an empty one is the only thing created before the definition is judged

@@ -106,18 +106,19 @@ class Observation(object):
             slurm_error = "pod %s is not ready" % names.controller_pod(self.name)
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
-                    "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
+                    "owners": self.owners(every), "secrets": self.marked_secrets(cluster)}
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
 
-    def database_secrets(self, cluster):
-        """``{name: labels}`` of the Secrets an External database names (``values.database_secret_refs``), read by
+    def marked_secrets(self, cluster):
+        """``{name: labels}`` of the Secrets an External database and the backups name
+        (``values.marked_secret_refs``), read by
         name as metadata only (PartialObjectMetadata: their values never reach this process); a missing one is left
         out."""
         found = {}
-        for name in sorted(set(ref[1] for ref in values.database_secret_refs(cluster.get("spec")))):
+        for name in sorted(set(ref[1] for ref in values.marked_secret_refs(cluster.get("spec")))):
             meta = self.api.get("v1", "Secret", name, self.namespace, metadata_only=True,
                                 what="read the labels of Secret %s/%s" % (self.namespace, name))
             if meta is not None:

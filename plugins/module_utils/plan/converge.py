@@ -41,7 +41,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import referen
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    components, login, maintenance, projection, rolls, scale,
+    backup, components, login, maintenance, projection, rolls, scale,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -116,8 +116,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
       ``k8s_nodes_error``).
     * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
     * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
-    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database names
-      (``spec.database_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
+    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database and the backups name
+      (``values.marked_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
       Absent: not judged (the operator's cache check, which never applies anything).
 
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
@@ -128,8 +128,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
                                           observed.get("owners"))
     if observed.get("secrets") is not None:
-        # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
-        problems = references.database_secret_errors(cluster_ok, observed["secrets"])
+        # Before anything is rendered: slurmdbd (the backup pods) would mount such a Secret and send it to the database
+        # host (the repository).
+        problems = references.marked_secret_errors(cluster_ok, observed["secrets"])
         if problems:
             raise SpecErrors(problems)
     p.cluster, p.valid_nodesets = cluster_ok, valid
@@ -155,4 +156,5 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     projection.plan_projection(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)
+    backup.plan_backup(p, ctx)
     return p
