@@ -48,7 +48,9 @@ def backup_enabled(c):
 def _repository(c, backup):
     """(RESTIC_REPOSITORY, extra env, volumes, mounts) of the repository."""
     repo = backup["repository"]
-    env, volumes, mounts = [], [], []
+    env: list = []
+    volumes: list = []
+    mounts: list = []
     credentials = None
     if "s3" in repo:
         s3 = repo["s3"]
