@@ -93,9 +93,9 @@ class Backup(E2E):
         assert res.returncode == 0, res.stderr
         return json.loads(res.stdout)
 
-    def run_job(self, name, args=None, timeout=900):
-        """A Job from the backup CronJob's template (``args``: another command of the program); (seconds, report)."""
-        cronjob = self.get("cronjob", "demo-jail-backup")
+    def run_job(self, name, args=None, timeout=900, cronjob="demo-jail-backup"):
+        """A Job from a CronJob's template (``args``: another command of the program); (seconds, report)."""
+        cronjob = self.get("cronjob", cronjob)
         template = cronjob["spec"]["jobTemplate"]
         if args is not None:
             container = template["spec"]["template"]["spec"]["containers"][0]
@@ -256,9 +256,10 @@ def test_a_backup_while_a_job_writes_succeeds_and_the_job_completes(bk):
 def test_retention_keeps_exactly_what_it_says(bk):
     dummy, before = bk.run_job("snapshots-before", ["snapshots", "--host", "demo"])
     assert len(before["snapshots"]) >= 2
-    # One a day: every snapshot here is from today, so exactly the newest one stays.
-    dummy, forgot = bk.run_job("retention", ["forget", "--host", "demo", "--retry-lock", "5m", "--keep-daily", "1",
-                                             "--keep-weekly", "0", "--keep-monthly", "0"])
+    # One a day, by the retention CronJob's own Job: every snapshot here is from today, so exactly the newest stays.
+    bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}, retention={"daily": 1, "weekly": 0,
+                                                                                   "monthly": 0}))
+    dummy, forgot = bk.run_job("retention", cronjob="demo-jail-backup-retention")
     assert forgot["kept"] == 1 and forgot["removed"] == len(before["snapshots"]) - 1
     dummy, after = bk.run_job("snapshots-after", ["snapshots", "--host", "demo"])
     assert [s["id"] for s in after["snapshots"]] == [before["snapshots"][-1]["id"]]
