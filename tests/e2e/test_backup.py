@@ -86,7 +86,7 @@ class Backup(E2E):
         docs = self.definition(replicas=1)
         docs[0]["spec"]["jail"]["backup"] = backup
         docs[0]["spec"]["maintenance"] = maintenance
-        return self.site(docs, wait=not maintenance)
+        return self.site(docs)  # in maintenance: until every StatefulSet is at zero (phase Maintenance)
 
     def manifest(self, path):
         res = self.jail("python3 -c %s %s" % (_quote(MANIFEST), path), timeout=600)
@@ -320,7 +320,7 @@ def test_restore_in_place_during_maintenance(bk):
     seconds, report = bk.run_job("backup-before-maintenance")
     bk.jail("rm -rf /srv/restored")
     bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}), maintenance=True)
-    wait_until(lambda: (bk.cluster().get("status") or {}).get("phase") == "Maintenance", 600, "maintenance")
+    assert (bk.cluster().get("status") or {}).get("phase") == "Maintenance"
     t0 = time.monotonic()
     bk.playbook("jail-restore.yml", {"slurm_cluster": "demo", "slurm_namespace": NAMESPACE,
                                      "snapshot": report["snapshot"], "path": "/srv/restored"})
