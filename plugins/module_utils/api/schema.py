@@ -687,7 +687,9 @@ def backup_schema():
                                       "weekly": _i(keep % "weeks", minimum=0, maximum=520, default=4),
                                       "monthly": _i(keep % "months", minimum=0, maximum=1200, default=6),
                                   }, default={}, **{"x-kubernetes-validations": [
-                                      _rule("self.daily + self.weekly + self.monthly > 0", BACKUP_RETENTION_RULE)]}),
+                                      _rule("!has(self.daily) || !has(self.weekly) || !has(self.monthly)"
+                                            " || self.daily + self.weekly + self.monthly > 0",
+                                            BACKUP_RETENTION_RULE)]}),
                   "excludes": _a("restic exclude patterns: a pattern starting with '/' is a path of the jail "
                                  "(/var/cache/apt), others match anywhere (*.tmp, .cache).",
                                  _s("A pattern.", maxLength=MAX_PATH, pattern=BACKUP_EXCLUDE_PATTERN), 64,
