@@ -208,7 +208,7 @@ IMAGE_REPOSITORIES = {
 RESERVED_NODESET_NAMES = ("controller", "login", "login-headless", "jail", "slurm-config", "sshd-config",
                           "munge-key", "ssh-host-keys", "populate-jail", "all", "health-checks", "nccl-check",
                           "accounting", "accounting-db", "accounting-db-password", "slurmdbd-config", "jwt-key",
-                          "rest", "exporter", "jail-backup", "jail-backup-retention", "jail-restore")
+                          "rest", "exporter", "backup", "retention", "restore")
 
 
 def default_image(component, collection_version=COLLECTION_VERSION):
@@ -272,19 +272,21 @@ def nccl_check_name(cluster):
     return "%s-nccl-check" % cluster
 
 
+# A CronJob's name is at most 52 characters (its Jobs add 11), a Job's 63 (the job-name label): with a cluster
+# name of at most 40, these fit.
 def backup_name(cluster):
     """The jail backup's CronJob."""
-    return "%s-jail-backup" % cluster
+    return "%s-backup" % cluster
 
 
 def backup_retention_name(cluster):
     """The CronJob that applies the backup's retention (restic forget --prune)."""
-    return "%s-jail-backup-retention" % cluster
+    return "%s-retention" % cluster
 
 
 def restore_job_name(cluster, request):
     """A restore Job: a short hash of what it restores (snapshot, path, target), so a request is one Job."""
-    return "%s-jail-restore-%s" % (cluster, digests.of_value(request)[:10])
+    return "%s-restore-%s" % (cluster, digests.of_value(request)[:10])
 
 
 def munge_key_name(cluster):
@@ -391,7 +393,7 @@ def owned_names(cluster, nodeset=None):
                  (nccl_check_name(cluster) + "-", CRONJOB_TAIL),
                  (backup_name(cluster) + "-", CRONJOB_TAIL),
                  (backup_retention_name(cluster) + "-", CRONJOB_TAIL),
-                 ("%s-jail-restore-" % cluster, RESTORE_TAIL)]
+                 ("%s-restore-" % cluster, RESTORE_TAIL)]
     return exact, families
 
 

@@ -93,7 +93,7 @@ class Backup(E2E):
         assert res.returncode == 0, res.stderr
         return json.loads(res.stdout)
 
-    def run_job(self, name, args=None, timeout=900, cronjob="demo-jail-backup"):
+    def run_job(self, name, args=None, timeout=900, cronjob="demo-backup"):
         """A Job from a CronJob's template (``args``: another command of the program); (seconds, report)."""
         cronjob = self.get("cronjob", cronjob)
         template = cronjob["spec"]["jobTemplate"]
@@ -188,8 +188,8 @@ def bk(real_node_cluster):
 
 
 def test_the_cronjobs_never_overlap_and_read_the_jail_read_only(bk):
-    backup = bk.get("cronjob", "demo-jail-backup")
-    retention = bk.get("cronjob", "demo-jail-backup-retention")
+    backup = bk.get("cronjob", "demo-backup")
+    retention = bk.get("cronjob", "demo-retention")
     assert backup["spec"]["concurrencyPolicy"] == retention["spec"]["concurrencyPolicy"] == "Forbid"
     pod = backup["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     jail = next(v for v in pod["volumes"] if v["name"] == "jail")
@@ -259,7 +259,7 @@ def test_retention_keeps_exactly_what_it_says(bk):
     # One a day, by the retention CronJob's own Job: every snapshot here is from today, so exactly the newest stays.
     bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}, retention={"daily": 1, "weekly": 0,
                                                                                    "monthly": 0}))
-    dummy, forgot = bk.run_job("retention", cronjob="demo-jail-backup-retention")
+    dummy, forgot = bk.run_job("retention", cronjob="demo-retention")
     assert forgot["kept"] == 1 and forgot["removed"] == len(before["snapshots"]) - 1
     dummy, after = bk.run_job("snapshots-after", ["snapshots", "--host", "demo"])
     assert [s["id"] for s in after["snapshots"]] == [before["snapshots"][-1]["id"]]
@@ -301,11 +301,11 @@ def test_the_password_and_credentials_appear_nowhere_they_must_not(bk):
 
 def test_a_secret_not_marked_for_the_cluster_is_refused_before_anything_is_written(bk):
     bk.kubectl("apply", "-f", "-", input=json.dumps(_secret("unmarked", {"password": "x"}, mark=False)))
-    before = bk.get("cronjob", "demo-jail-backup")["metadata"]["resourceVersion"]
+    before = bk.get("cronjob", "demo-backup")["metadata"]["resourceVersion"]
     res = bk.site(_with_backup(bk, dict(bk.backup_spec({"claim": {"claimName": "backup-repo"}}),
                                         passwordSecretRef={"name": "unmarked"})), check=False)
     assert res.returncode != 0 and "spec.jail.backup.passwordSecretRef.name" in res.stdout
-    assert bk.get("cronjob", "demo-jail-backup")["metadata"]["resourceVersion"] == before
+    assert bk.get("cronjob", "demo-backup")["metadata"]["resourceVersion"] == before
 
 
 def _with_backup(bk, backup):

@@ -41,7 +41,7 @@ def env(c):
 
 
 def test_the_backup_cronjob_reads_the_jail_read_only_and_never_runs_twice():
-    job = cronjob(objects(), "demo-jail-backup")
+    job = cronjob(objects(), "demo-backup")
     assert job["spec"]["concurrencyPolicy"] == "Forbid" and job["spec"]["schedule"] == "0 2 * * *"
     c, pod = container(job)
     jail = next(v for v in pod["volumes"] if v["name"] == "jail")
@@ -61,7 +61,7 @@ def test_the_backup_cronjob_reads_the_jail_read_only_and_never_runs_twice():
 
 def test_retention_is_a_separate_cronjob_with_its_own_schedule():
     job = cronjob(objects(retention={"schedule": "0 5 * * 0", "daily": 3, "weekly": 0, "monthly": 12}),
-                  "demo-jail-backup-retention")
+                  "demo-retention")
     c, pod = container(job)
     assert job["spec"]["schedule"] == "0 5 * * 0" and job["spec"]["concurrencyPolicy"] == "Forbid"
     assert c["command"][1:] == ["forget", "--host", "demo", "--retry-lock", "2h", "--keep-daily", "3",
@@ -72,7 +72,7 @@ def test_retention_is_a_separate_cronjob_with_its_own_schedule():
 
 def test_secrets_are_files_never_values_in_the_manifests():
     for repository in (S3, {"rest": {"url": "https://backup:8000/demo", "credentialsSecretRef": {"name": "rest"}}}):
-        c, pod = container(cronjob(objects(repository), "demo-jail-backup"))
+        c, pod = container(cronjob(objects(repository), "demo-backup"))
         values = env(c)
         assert values["RESTIC_PASSWORD_FILE"] == names.BACKUP_PASSWORD_MOUNT + "/repository-password"
         assert values["SOPERATOR_BACKUP_CREDENTIALS"] == names.BACKUP_CREDENTIALS_MOUNT
@@ -85,20 +85,20 @@ def test_secrets_are_files_never_values_in_the_manifests():
 
 
 def test_the_repository_address_of_each_kind():
-    c, dummy = container(cronjob(objects(), "demo-jail-backup"))
+    c, dummy = container(cronjob(objects(), "demo-backup"))
     assert env(c)["RESTIC_REPOSITORY"] == "s3:https://s3.example.com/jails/demo"
     assert env(c)["AWS_DEFAULT_REGION"] == "eu-1"
-    c, pod = container(cronjob(objects({"claim": {"claimName": "repo", "path": "a/b"}}), "demo-jail-backup"))
+    c, pod = container(cronjob(objects({"claim": {"claimName": "repo", "path": "a/b"}}), "demo-backup"))
     assert env(c)["RESTIC_REPOSITORY"] == names.BACKUP_REPOSITORY_MOUNT + "/a/b"
     assert {"name": "repository", "persistentVolumeClaim": {"claimName": "repo"}} in pod["volumes"]
     assert "SOPERATOR_BACKUP_CREDENTIALS" not in env(c)
-    c, pod = container(cronjob(objects({"rest": {"url": "http://rest:8000/x"}}), "demo-jail-backup"))
+    c, pod = container(cronjob(objects({"rest": {"url": "http://rest:8000/x"}}), "demo-backup"))
     assert env(c)["RESTIC_REPOSITORY"] == "rest:http://rest:8000/x" and "credentials" not in [
         v["name"] for v in pod["volumes"]]
 
 
 def test_no_backup_while_in_maintenance_and_none_without_the_field():
-    assert cronjob(objects(maintenance=True), "demo-jail-backup") is None
+    assert cronjob(objects(maintenance=True), "demo-backup") is None
     plain = render_cluster(make_cluster(), [make_nodeset()])
     assert not [o for o in plain if o["kind"] == "CronJob"]
 
@@ -122,3 +122,9 @@ def test_the_restore_job():
     whole = render_backup.restore_job(c, "latest", "", "")
     assert container(whole)[0]["command"][-4:] == ["--source", "/mnt/jail", "--target", "/mnt/jail"]
     assert "pw" not in json.dumps([e for e in ctr["env"]])
+
+
+def test_names_fit_the_api_servers_bounds_for_the_longest_cluster_name():
+    longest = "a" * 40  # schema.CLUSTER_NAME_PATTERN allows 40
+    assert len(names.backup_name(longest)) <= 52 and len(names.backup_retention_name(longest)) <= 52
+    assert len(names.restore_job_name(longest, {"snapshot": "latest"})) <= 63
