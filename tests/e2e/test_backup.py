@@ -176,11 +176,11 @@ def bk(real_node_cluster):
                _secret("s3-server", {"access": S3_KEY, "secret": S3_SECRET}, mark=False)] + _servers(versitygw)
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     cluster.figures = {}
-    t0 = time.monotonic()
-    cluster.converge(cluster.backup_spec({"claim": {"claimName": "backup-repo"}}))
-    cluster.wait_idle(["demo-cpu-0"])
-    print("\nbackup e2e: cluster with backups up in %.1f s" % (time.monotonic() - t0))
     try:
+        t0 = time.monotonic()
+        cluster.converge(cluster.backup_spec({"claim": {"claimName": "backup-repo"}}))
+        cluster.wait_idle(["demo-cpu-0"])
+        print("\nbackup e2e: cluster with backups up in %.1f s" % (time.monotonic() - t0))
         yield cluster
     finally:
         print("\nbackup figures: %s" % json.dumps(cluster.figures, indent=1, sort_keys=True))
