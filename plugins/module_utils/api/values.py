@@ -94,11 +94,25 @@ def backup_secret_refs(cluster_spec):
     return [(field, name) for field, name in refs if isinstance(name, str) and name]
 
 
+def identity_secret_refs(cluster_spec):
+    """``(field, Secret name)`` of the Secrets a directory takes (spec.identity.ldap): the bind password, which sssd
+    sends to the directory the SlurmCluster names, and the CA it trusts."""
+    ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap") or {}
+    path = "spec.identity.ldap"
+    refs = [(path + ".bindPasswordSecretRef.name", (ldap.get("bindPasswordSecretRef") or {}).get("name")),
+            (path + ".tls.caSecretRef.name", ((ldap.get("tls") or {}).get("caSecretRef") or {}).get("name"))]
+    return [(field, name) for field, name in refs if isinstance(name, str) and name]
+
+
+# Each kind of Secret a cluster takes only when its owner marked it for the cluster, with the label that marks it.
+_MARKED = ((database_secret_refs, names.LABEL_DATABASE_SECRET), (backup_secret_refs, names.LABEL_BACKUP_SECRET),
+           (identity_secret_refs, names.LABEL_IDENTITY_SECRET))
+
+
 def marked_secret_refs(cluster_spec):
     """``(field, Secret name, label)`` of every Secret a cluster takes only when its owner marked it for the cluster
-    with ``label`` (value: the cluster's name)."""
-    return ([(field, secret, names.LABEL_DATABASE_SECRET) for field, secret in database_secret_refs(cluster_spec)]
-            + [(field, secret, names.LABEL_BACKUP_SECRET) for field, secret in backup_secret_refs(cluster_spec)])
+    with ``label`` (value: the cluster's name): an External database's, the backups', a directory's."""
+    return [(field, secret, label) for refs, label in _MARKED for field, secret in refs(cluster_spec)]
 
 
 def nodeset_partitions(cluster_spec, nodeset_spec):

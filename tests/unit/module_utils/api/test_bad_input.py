@@ -386,7 +386,7 @@ def test_every_image_of_the_optional_components_is_judged_by_the_registries():
             "spec.images.backup"} <= errors
     mine = dict(("spec.images.%s" % k, "registry.example.com/soperator/%s:1" % k) for k in (
         "controller", "worker", "login", "populateJail", "jail", "slurmdbd", "slurmrestd", "exporter", "mariadb",
-        "backup"))
+        "backup", "sssd"))
     cluster["spec"]["images"] = dict((k.split(".")[-1], v) for k, v in mine.items())
     assert _policy_errors(cluster, [], {"allowed_registries": ["registry.example.com"]}) == []
 
