@@ -93,6 +93,19 @@ class Backup(E2E):
         assert res.returncode == 0, res.stderr
         return json.loads(res.stdout)
 
+    def restore_report(self, since):
+        """The report of the restore pod that ``playbooks/jail-restore.yml`` ran after the names in ``since``
+        (its termination message: the program's JSON line) and that pod's name."""
+        pods = [p for p in self.get("pods", "-l", "app.kubernetes.io/component=jail-restore")["items"]
+                if p["metadata"]["name"] not in since]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+        terminated = pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]
+        return json.loads(terminated["message"].strip().splitlines()[-1]), pods[0]["metadata"]["name"]
+
+    def restore_pods(self):
+        return set(p["metadata"]["name"] for p in self.get("pods", "-l", "app.kubernetes.io/component=jail-restore")[
+            "items"])
+
     def run_job(self, name, args=None, timeout=900, cronjob="demo-backup"):
         """A Job from a CronJob's template (``args``: another command of the program); (seconds, report)."""
         cronjob = self.get("cronjob", cronjob)
@@ -215,10 +228,15 @@ def test_backup_delete_restore_gives_the_same_manifest(bk):
     refused = bk.playbook("jail-restore.yml", {"slurm_cluster": "demo", "slurm_namespace": NAMESPACE,
                                                "path": BASE}, check=False)
     assert refused.returncode != 0 and "jail_restore_into" in refused.stdout and "maintenance" in refused.stdout
-    t0 = time.monotonic()
+    before, t0 = bk.restore_pods(), time.monotonic()
     bk.playbook("jail-restore.yml", {"slurm_cluster": "demo", "slurm_namespace": NAMESPACE, "snapshot":
                                      report["snapshot"], "path": BASE, "into": "/srv/restored"})
-    bk.figures["claim restore (playbook)"] = {"seconds": round(time.monotonic() - t0, 1)}
+    seconds = time.monotonic() - t0
+    restored_report, dummy = bk.restore_report(before)
+    assert restored_report["result"] == "Succeeded" and restored_report["sizeBytes"] >= 200 * 2 ** 20
+    bk.figures["claim restore into a directory"] = {
+        "seconds (playbook)": round(seconds, 1), "seconds (restic)": restored_report["durationSeconds"],
+        "bytes restored": restored_report["sizeBytes"], "files": restored_report["files"]}
     restored = bk.manifest("/srv/restored")
     assert restored == original
 
@@ -321,10 +339,15 @@ def test_restore_in_place_during_maintenance(bk):
     bk.jail("rm -rf /srv/restored")
     bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}), maintenance=True)
     assert (bk.cluster().get("status") or {}).get("phase") == "Maintenance"
-    t0 = time.monotonic()
+    before, t0 = bk.restore_pods(), time.monotonic()
     bk.playbook("jail-restore.yml", {"slurm_cluster": "demo", "slurm_namespace": NAMESPACE,
                                      "snapshot": report["snapshot"], "path": "/srv/restored"})
-    bk.figures["claim restore in place (playbook)"] = {"seconds": round(time.monotonic() - t0, 1)}
+    seconds = time.monotonic() - t0
+    restored_report, dummy = bk.restore_report(before)
+    assert restored_report["result"] == "Succeeded" and restored_report["sizeBytes"] >= 200 * 2 ** 20
+    bk.figures["claim restore in place (maintenance)"] = {
+        "seconds (playbook)": round(seconds, 1), "seconds (restic)": restored_report["durationSeconds"],
+        "bytes restored": restored_report["sizeBytes"], "files": restored_report["files"]}
     bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}))
     bk.wait_idle(["demo-cpu-0"])
     assert bk.manifest("/srv/restored") == original
