@@ -257,14 +257,16 @@ def test_restic_check_read_data_is_clean(bk):
 
 
 def test_a_backup_while_a_job_writes_succeeds_and_the_job_completes(bk):
-    job = bk.jail("mkdir -p /srv/jobout && cd /root && sbatch --parsable -o /srv/jobout/out --wrap "
-                  "'for i in $(seq 1 30); do head -c 2M /dev/urandom > /srv/jobout/f$i; sleep 0.5; done; echo done'")
+    # The job itself writes its last file (slurmstepd's -o file is not where this test reads: it is not the point).
+    job = bk.jail("rm -rf /srv/jobout && mkdir -p /srv/jobout && cd /root && sbatch --parsable -o /dev/null --wrap "
+                  "'for i in $(seq 1 30); do head -c 2M /dev/urandom > /srv/jobout/f$i; sleep 0.5; done; "
+                  "echo done > /srv/jobout/done'")
     assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip()
     wait_until(lambda: bk.jail("test -e /srv/jobout/f2").returncode == 0, 120, "the job writing")
     seconds, report = bk.run_job("backup-while-writing")
     assert report["result"] == "Succeeded"
-    wait_until(lambda: "done" in bk.jail("cat /srv/jobout/out").stdout, 300, "job %s done" % job_id)
+    wait_until(lambda: "done" in bk.jail("cat /srv/jobout/done").stdout, 300, "job %s done" % job_id)
     state = bk.slurm("scontrol show job %s -o" % job_id).stdout
     assert "JobState=COMPLETED" in state or not state.strip()  # completed (or already purged from slurmctld)
     bk.figures["claim backup while a job writes"] = {"seconds (job)": round(seconds, 1),
