@@ -352,4 +352,7 @@ def test_restore_in_place_during_maintenance(bk):
         "bytes restored": restored_report["sizeBytes"], "files": restored_report["files"]}
     bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}))
     bk.wait_idle(["demo-cpu-0"])
+    # The login pod (where the manifest is read) back too: out of maintenance, it may start after the workers.
+    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True" for c in (
+        (bk.get("pod", "demo-login-0") or {}).get("status") or {}).get("conditions") or ()), 240, "demo-login-0 ready")
     assert bk.manifest("/srv/restored") == original
