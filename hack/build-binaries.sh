@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build the pinned Kubernetes control plane, kubectl, etcd and kwok from the Go module proxy.
 # Cached under ${SOPERATOR_CACHE:-~/.cache/soperator}/<component>-<version>/bin; a cached build is reused.
-# Usage: hack/build-binaries.sh [control-plane|node|ansible-operator|slurm-exporter|all]
+# Usage: hack/build-binaries.sh [control-plane|node|ansible-operator|slurm-exporter|versitygw|all]
 #   node = what `hack/localcluster.py up --real-node` needs: kubelet, kube-proxy, CoreDNS (a build with only
 #   the plugins we use, hack/realnode/coredns/main.go) and the static pause binary (hack/realnode/pause.c).
 #   slurm-exporter = our Prometheus exporter for Slurm (exporter/), which the exporter image carries; prints its path.
+#   versitygw = an S3-compatible server (posix backend), the jail backup tests' S3 repository; prints its path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
@@ -18,6 +19,7 @@ etcd_dir=$cache/etcd-$ETCD_VERSION
 kwok_dir=$cache/kwok-$KWOK_VERSION
 coredns_dir=$cache/coredns-$COREDNS_VERSION
 ansible_operator_dir=$cache/ansible-operator-$ANSIBLE_OPERATOR_VERSION
+versitygw_dir=$cache/versitygw-$VERSITYGW_VERSION
 # The pause binary is our own source: keyed by its hash, so an edit rebuilds it.
 pause_dir=$cache/pause-$(sha256sum "$here/realnode/pause.c" | cut -c1-12)
 kubeget_dir=$cache/kubeget-$(sha256sum "$here/realnode/kubeget/main.go" | cut -c1-12)
@@ -147,6 +149,22 @@ build_kubeget() {
   echo "built: kubeget -> $kubeget_dir"
 }
 
+# The backup tests' S3 server (tests/e2e/test_backup.py runs it in a pod of the backup image). Static.
+build_versitygw() {
+  if [ ! -x "$versitygw_dir/versitygw" ]; then
+    local work; work=$(mktemp -d)
+    printf 'module soperator.local/versitygwbuild\ngo 1.24\nrequire github.com/versity/versitygw %s\n' \
+      "$VERSITYGW_VERSION" >"$work/go.mod"
+    mkdir -p "$versitygw_dir"
+    (cd "$work" && export GOTOOLCHAIN=auto && go get "github.com/versity/versitygw@$VERSITYGW_VERSION" >/dev/null 2>&1 &&
+     go build -trimpath -ldflags "-s -w" -o "$versitygw_dir/versitygw.tmp" github.com/versity/versitygw/cmd/versitygw) >&2
+    mv "$versitygw_dir/versitygw.tmp" "$versitygw_dir/versitygw"
+    rm -rf "$work"
+    echo "built: versitygw -> $versitygw_dir" >&2
+  fi
+  echo "$versitygw_dir/versitygw"
+}
+
 case $what in
   control-plane)
     build_k8s "$k8s_dir/bin" kube-apiserver kube-controller-manager kube-scheduler kubectl
@@ -161,6 +179,8 @@ case $what in
     build_ansible_operator ;;
   slurm-exporter)
     build_slurm_exporter ;;
+  versitygw)
+    build_versitygw ;;
   all) "$0" control-plane; "$0" node ;;
-  *) echo "usage: $0 [control-plane|node|ansible-operator|slurm-exporter|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [control-plane|node|ansible-operator|slurm-exporter|versitygw|all]" >&2; exit 2 ;;
 esac

@@ -4,7 +4,7 @@
 # Usage: hack/images.sh COMMAND...     (several commands run in order with one engine start)
 #   build    debootstrap (cached) a Debian trixie minbase rootfs, import it, build every image whose inputs
 #            changed, in dependency order: slurm-base -> controller, worker, login, jail, slurmdbd, slurmrestd,
-#            slurm-exporter; populate-jail, mariadb, sssd, openldap (a test directory)
+#            slurm-exporter; populate-jail, mariadb, backup, sssd, openldap (a test directory)
 #   save     write each image as a docker-archive to ~/.cache/soperator/images/<name>-<version>.tar
 #            (`ctr images import` loads them into containerd; `docker load` into Docker)
 #   start    start the engine and leave it running (prints the DOCKER_HOST to use)
@@ -66,6 +66,7 @@ IMAGES=(
   "slurmrestd images/slurmrestd slurm-base"
   "slurm-exporter images/slurm-exporter slurm-base"
   "mariadb images/mariadb -"
+  "backup images/backup -"
   "sssd images/sssd -"
   "openldap images/openldap -"
 )

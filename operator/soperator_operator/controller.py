@@ -395,6 +395,8 @@ class Controller:
             self.metrics.running.set(self.queue.running())
             self.metrics.cached.set(sum(len(i.store) for i in list(self.informers.values())
                                         + list(self.owned.values())))
+            clusters = self.informers.get(names.CLUSTER_KIND)
+            self.metrics.set_backups(clusters.store.list() if clusters else [])
 
 
 def klass_of(retry):

@@ -1,5 +1,7 @@
 """A small Prometheus text-format registry (counters, gauges, histograms with labels). Pure, thread-safe."""
 
+import calendar
+import datetime
 import threading
 
 DEFAULT_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -65,6 +67,12 @@ class Gauge(Counter):
         with self._lock:
             self._values[self._key(labels)] = float(value)
 
+    def replace(self, samples):
+        """All of the gauge's series at once: ``[(labels dict, value)]`` (a series left out is gone)."""
+        values = dict((self._key(labels), float(value)) for labels, value in samples)
+        with self._lock:
+            self._values = values
+
     def render(self):
         with self._lock:
             items = sorted(self._values.items())
@@ -119,6 +127,48 @@ class Registry:
         return "\n".join(lines) + "\n"
 
 
+def _epoch(text):
+    try:
+        return calendar.timegm(datetime.datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").timetuple())
+    except ValueError:
+        return None
+
+
+def backup_samples(clusters):
+    """The jail backups' series from the SlurmClusters' status.backup and BackupReady condition: ``{gauge name:
+    [(labels, value)]}``. A cluster without backups has none."""
+    found = dict((name, []) for name in BACKUP_GAUGES)
+    for obj in clusters:
+        meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+        backup = status.get("backup")
+        if not isinstance(backup, dict):
+            continue
+        labels = {"namespace": meta.get("namespace", ""), "cluster": meta.get("name", "")}
+        when = _epoch(backup.get("lastSuccessTime"))
+        if when is not None:
+            found["soperator_jail_backup_last_success_timestamp_seconds"].append((labels, when))
+        for key, name in (("sizeBytes", "soperator_jail_backup_size_bytes"),
+                          ("addedBytes", "soperator_jail_backup_added_bytes"),
+                          ("durationSeconds", "soperator_jail_backup_duration_seconds")):
+            if isinstance(backup.get(key), (int, float)):
+                found[name].append((labels, backup[key]))
+        cond = next((c for c in status.get("conditions") or () if c.get("type") == "BackupReady"), None)
+        if cond is not None:
+            found["soperator_jail_backup_ready"].append((dict(labels, reason=str(cond.get("reason") or "")),
+                                                         1 if cond.get("status") == "True" else 0))
+    return found
+
+
+BACKUP_GAUGES = {
+    "soperator_jail_backup_last_success_timestamp_seconds": ("When the last successful jail backup ended.", ()),
+    "soperator_jail_backup_size_bytes": ("Bytes of the jail the last successful backup read.", ()),
+    "soperator_jail_backup_added_bytes": ("Bytes the last successful backup added to the repository.", ()),
+    "soperator_jail_backup_duration_seconds": ("How long the last successful backup took.", ()),
+    "soperator_jail_backup_ready": ("1 while BackupReady is True (reason: Succeeded, Waiting), else 0 (reason: "
+                                    "BackupFailed, Overdue, Maintenance).", ("reason",)),
+}
+
+
 class OperatorMetrics:
     """The operator's metrics, one instance per process."""
 
@@ -141,3 +191,10 @@ class OperatorMetrics:
                                     "Where a role run's time goes (runner.PHASES).", ("phase",),
                                     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)))
         self.cached = reg(Gauge("soperator_operator_cached_objects", "Objects held in the watch caches."))
+        self.backup = dict((name, reg(Gauge(name, help_text, ("namespace", "cluster") + extra)))
+                           for name, (help_text, extra) in sorted(BACKUP_GAUGES.items()))
+
+    def set_backups(self, clusters):
+        """The jail backups' gauges from the cached SlurmClusters (:func:`backup_samples`)."""
+        for name, samples in backup_samples(clusters).items():
+            self.backup[name].replace(samples)

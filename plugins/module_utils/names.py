@@ -46,6 +46,8 @@ COMPONENT_ACCOUNTING = "accounting"  # slurmdbd
 COMPONENT_DATABASE = "accounting-db"  # the in-cluster MariaDB
 COMPONENT_REST = "rest"  # slurmrestd
 COMPONENT_EXPORTER = "exporter"  # the Prometheus exporter
+COMPONENT_BACKUP = "jail-backup"  # the jail's restic backups (and their retention step)
+COMPONENT_RESTORE = "jail-restore"  # a restore Job (playbooks/jail-restore.yml)
 COMPONENT_IDENTITY = "identity"  # the sssd configuration (spec.identity)
 
 # The finalizer on SlurmClusters and NodeSets (operator/watches.yaml names it too: a unit test keeps them equal).
@@ -73,6 +75,10 @@ ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
 # a Secret whose owner marked it for that cluster (this label, value the cluster's name) is taken: an editor of
 # SlurmClusters cannot hand the database host any other Secret of the namespace.
 LABEL_DATABASE_SECRET = GROUP + "/database-secret-for"
+# On a Secret spec.jail.backup names (the repository's password, its credentials): the SlurmCluster it is given to.
+# The backup pods send the credentials to the endpoint the SlurmCluster names, so, as for the database, only a
+# Secret its owner marked for that cluster is taken.
+LABEL_BACKUP_SECRET = GROUP + "/backup-secret-for"
 # The same for the Secrets of a directory (spec.identity.ldap: the bind password, which sssd sends to the directory
 # the SlurmCluster names, and the CA it trusts).
 LABEL_IDENTITY_SECRET = GROUP + "/identity-secret-for"
@@ -157,6 +163,18 @@ SLURMDBD_RUN_DIR = "/run/slurmdbd"
 MARIADB_DATA_DIR = "/var/lib/mysql"
 MARIADB_RUN_DIR = "/run/mysqld"
 EXPORTER_BINARY = "/usr/local/bin/slurm-exporter"
+# The backup image (images/backup): its program, and where its pods mount what it reads. The snapshots hold the
+# jail at JAIL_MOUNT (the backup pods mount it there, read-only), so a restore maps paths one to one.
+BACKUP_PROGRAM = "/usr/local/bin/soperator-backup"
+BACKUP_PASSWORD_MOUNT = "/etc/soperator/backup-password"
+BACKUP_CREDENTIALS_MOUNT = "/etc/soperator/backup-credentials"
+BACKUP_REPOSITORY_MOUNT = "/mnt/repository"
+BACKUP_CACHE_DIR = "/var/cache/restic"
+# The keys of the credentials Secrets: S3 (restic's AWS_* variables) and a REST server's HTTP basic auth.
+BACKUP_S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+BACKUP_REST_KEYS = ("RESTIC_REST_USERNAME", "RESTIC_REST_PASSWORD")
+# Snapshots of a cluster carry its name as restic's host and this tag: retention forgets only these.
+BACKUP_TAG = "soperator"
 # A directory (spec.identity): the sssd sidecar's rendered sssd.conf (ConfigMap, no password), the bind password and
 # the CA (Secrets, mounted in the sidecar alone), the socket directory it shares with the pod's daemon (libnss-sss and
 # sss_ssh_authorizedkeys connect there; login and worker pods bind it read-only into the jail), and the file where
@@ -199,6 +217,7 @@ IMAGE_REPOSITORIES = {
     "slurmrestd": "soperator/slurmrestd",
     "exporter": "soperator/slurm-exporter",
     "mariadb": "soperator/mariadb",
+    "backup": "soperator/backup",
     "sssd": "soperator/sssd",
 }
 
@@ -207,7 +226,7 @@ IMAGE_REPOSITORIES = {
 RESERVED_NODESET_NAMES = ("controller", "login", "login-headless", "jail", "slurm-config", "sshd-config",
                           "munge-key", "ssh-host-keys", "populate-jail", "all", "health-checks", "nccl-check",
                           "accounting", "accounting-db", "accounting-db-password", "slurmdbd-config", "jwt-key",
-                          "rest", "exporter", "sssd-config")
+                          "rest", "exporter", "backup", "retention", "restore", "sssd-config")
 
 
 def default_image(component, collection_version=COLLECTION_VERSION):
@@ -269,6 +288,23 @@ def health_config_name(cluster):
 
 def nccl_check_name(cluster):
     return "%s-nccl-check" % cluster
+
+
+# A CronJob's name is at most 52 characters (its Jobs add 11), a Job's 63 (the job-name label): with a cluster
+# name of at most 40, these fit.
+def backup_name(cluster):
+    """The jail backup's CronJob."""
+    return "%s-backup" % cluster
+
+
+def backup_retention_name(cluster):
+    """The CronJob that applies the backup's retention (restic forget --prune)."""
+    return "%s-retention" % cluster
+
+
+def restore_job_name(cluster, request):
+    """A restore Job: a short hash of what it restores (snapshot, path, target), so a request is one Job."""
+    return "%s-restore-%s" % (cluster, digests.of_value(request)[:10])
 
 
 def munge_key_name(cluster):
@@ -355,6 +391,7 @@ def populate_job_name(cluster, repopulate_token):
 ORDINAL_TAIL = r"[0-9]+"
 POPULATE_TAIL = r"initial|[0-9a-f]{10}"
 CRONJOB_TAIL = r"[0-9]+(-[a-z0-9]{5})?"
+RESTORE_TAIL = r"[0-9a-f]{10}(-[a-z0-9]{5})?"
 
 
 def owned_names(cluster, nodeset=None):
@@ -369,14 +406,18 @@ def owned_names(cluster, nodeset=None):
              sshd_config_name(cluster), munge_key_name(cluster), ssh_host_keys_name(cluster), jail_claim_name(cluster),
              health_config_name(cluster), nccl_check_name(cluster), accounting_name(cluster),
              slurmdbd_config_name(cluster), database_name(cluster), db_password_name(cluster), jwt_key_name(cluster),
-             rest_name(cluster), exporter_name(cluster), sssd_config_name(cluster)]
+             rest_name(cluster), exporter_name(cluster), backup_name(cluster), backup_retention_name(cluster),
+             sssd_config_name(cluster)]
     stateful = (controller_name(cluster), login_name(cluster), accounting_name(cluster), database_name(cluster),
                 rest_name(cluster), exporter_name(cluster))
     families = [(name + "-", ORDINAL_TAIL) for name in stateful]
     families += [("%s-%s-" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster)), ORDINAL_TAIL),
                  ("%s-%s-" % (DB_CLAIM_TEMPLATE, database_name(cluster)), ORDINAL_TAIL),
                  ("%s-populate-jail-" % cluster, POPULATE_TAIL),
-                 (nccl_check_name(cluster) + "-", CRONJOB_TAIL)]
+                 (nccl_check_name(cluster) + "-", CRONJOB_TAIL),
+                 (backup_name(cluster) + "-", CRONJOB_TAIL),
+                 (backup_retention_name(cluster) + "-", CRONJOB_TAIL),
+                 ("%s-restore-" % cluster, RESTORE_TAIL)]
     return exact, families
 
 

@@ -485,3 +485,26 @@ def test_metrics_exposition():
     assert 'soperator_operator_run_duration_seconds_count{kind="SlurmCluster"} 1' in text
     assert "soperator_operator_leader 1" in text
     assert "# TYPE soperator_operator_run_duration_seconds histogram" in text
+
+
+def test_jail_backup_gauges_follow_the_clusters_status():
+    m = OperatorMetrics()
+    ok = {"metadata": {"namespace": "hpc", "name": "demo"}, "status": {
+        "backup": {"lastSuccessTime": "2026-01-01T00:00:10Z", "sizeBytes": 209715200, "addedBytes": 1000,
+                   "durationSeconds": 12},
+        "conditions": [{"type": "BackupReady", "status": "True", "reason": "Succeeded"}]}}
+    failing = {"metadata": {"namespace": "hpc", "name": "b"}, "status": {
+        "backup": {"watchedSince": "2026-01-01T00:00:00Z"},
+        "conditions": [{"type": "BackupReady", "status": "False", "reason": "Overdue"}]}}
+    plain = {"metadata": {"namespace": "hpc", "name": "c"}, "status": {"phase": "Ready"}}
+    m.set_backups([ok, failing, plain])
+    text = m.registry.exposition()
+    assert 'soperator_jail_backup_last_success_timestamp_seconds{namespace="hpc",cluster="demo"} 1767225610' in text
+    assert 'soperator_jail_backup_size_bytes{namespace="hpc",cluster="demo"} 209715200' in text
+    assert 'soperator_jail_backup_duration_seconds{namespace="hpc",cluster="demo"} 12' in text
+    assert 'soperator_jail_backup_ready{namespace="hpc",cluster="demo",reason="Succeeded"} 1' in text
+    assert 'soperator_jail_backup_ready{namespace="hpc",cluster="b",reason="Overdue"} 0' in text
+    assert 'cluster="c"' not in text
+    # A cluster whose backups are switched off (or that is gone) leaves no series behind.
+    m.set_backups([plain])
+    assert 'cluster="demo"' not in m.registry.exposition()

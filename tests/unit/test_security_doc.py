@@ -8,6 +8,9 @@ import yaml
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    backup as render_backup,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
     cluster as render,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render import (
@@ -32,7 +35,12 @@ from ansible_collections.soperator.slurm.plugins.module_utils.slurm import confi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "docs", "security.md")
-EXAMPLES = ("cpu-cluster.yaml", "gpu-cluster.yaml", "accounting-cluster-local.yaml", "ldap-cluster-local.yaml")
+# "+backup": the example with spec.jail.backup (BACKUP below), and a restore Job of it.
+EXAMPLES = ("cpu-cluster.yaml", "gpu-cluster.yaml", "accounting-cluster-local.yaml", "cpu-cluster.yaml+backup",
+            "ldap-cluster-local.yaml")
+BACKUP = {"schedule": "0 2 * * *", "passwordSecretRef": {"name": "backup-password"},
+          "repository": {"s3": {"endpoint": "https://s3.example.com", "bucket": "jails",
+                                "credentialsSecretRef": {"name": "backup-s3"}}}}
 CONTAINER_COLUMNS = ["pod", "container", "capabilities added", "seccomp", "AppArmor", "privileged",
                      "allowPrivilegeEscalation", "runAsUser", "readOnlyRootFilesystem"]
 CAPABILITY_COLUMNS = ["container", "capability", "why", "measured"]
@@ -44,6 +52,9 @@ RENDER_LISTS = {
     "sshd": render_login.LOGIN_CAPABILITIES,
     "populate": render_jail.POPULATE_CAPABILITIES,
     "nccl-check": render_health.NCCL_CAPABILITIES,
+    "backup": render_backup.BACKUP_CAPABILITIES,
+    "retention": render_backup.RETENTION_CAPABILITIES,
+    "restore": render_backup.RESTORE_CAPABILITIES,
 }
 
 
@@ -65,10 +76,23 @@ def doc_table(name, text=None):
 
 
 def _example_objects(example):
+    example, backup = example.split("+")[0], "+backup" in example
     with open(os.path.join(ROOT, "examples", example)) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     cluster = next(d for d in docs if d["kind"] == names.CLUSTER_KIND)
-    return render.render_cluster(cluster, [d for d in docs if d["kind"] == names.NODESET_KIND])
+    nodesets = [d for d in docs if d["kind"] == names.NODESET_KIND]
+    if not backup:
+        return render.render_cluster(cluster, nodesets)
+    cluster["spec"]["jail"]["backup"] = BACKUP
+    objects = render.render_cluster(cluster, nodesets)
+    return objects + [render_backup.restore_job(_context(cluster, nodesets), "latest", "/home")]
+
+
+def _context(cluster, nodesets):
+    from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster_with_nodesets
+    from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+    cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets)
+    return ClusterContext(cluster, nodesets)
 
 
 def rendered_pods(objects):

@@ -243,3 +243,17 @@ def _health_exclusive(spec, path):
     if (spec.get("healthChecks") or {}).get("enabled") and "healthCheckProgram" in (spec.get("slurm") or {}):
         return _cel_error(child_path(child_path(path, "healthChecks"), "enabled"), schema.HEALTH_EXCLUSIVE_RULE)
     return []
+
+
+@_twin(schema.BACKUP_REPOSITORY_RULE)
+def _backup_repository(repository, path):
+    if sum(1 for kind in ("s3", "rest", "claim") if kind in repository) != 1:
+        return _cel_error(path, schema.BACKUP_REPOSITORY_RULE)
+    return []
+
+
+@_twin(schema.BACKUP_RETENTION_RULE)
+def _backup_retention(retention, path):
+    if sum(retention.get(k) or 0 for k in ("daily", "weekly", "monthly")) <= 0:
+        return _cel_error(path, schema.BACKUP_RETENTION_RULE)
+    return []

@@ -119,6 +119,25 @@ def health_rules(spec, sub_mounts, errors):
                                 "tested node: %s" % (names.SLURM_USER, problem)))
 
 
+BACKUP_INTO_JAIL = "the repository may not be on a volume it backs up (the jail or one of its sub-mounts)"
+
+
+def backup_rules(spec, errors):
+    """The jail backup's schedules, as the API server takes a CronJob's; a repository claim that is not the jail's
+    (spec.validate_cluster also checks the claim the cluster makes)."""
+    jail = spec.get("jail") or {}
+    backup = jail.get("backup") or {}
+    path = "spec.jail.backup"
+    claim = ((backup.get("repository") or {}).get("claim") or {}).get("claimName")
+    if claim and claim in [jail.get("existingClaim")] + [m.get("claimName") for m in jail.get("subMounts") or ()]:
+        errors.append(SpecError(path + ".repository.claim.claimName", BACKUP_INTO_JAIL))
+    for field, schedule in ((path + ".schedule", backup.get("schedule")),
+                            (path + ".retention.schedule", (backup.get("retention") or {}).get("schedule"))):
+        problem = matches(schema.CRON_PATTERN, schedule) and cron_problem(schedule)
+        if problem:
+            errors.append(SpecError(field, "Invalid value: %r: %s" % (schedule, problem)))
+
+
 def _bytes(size):
     return int(size.rstrip("KMG")) * 1024 ** ("KMG".find(size[-1]) + 1 if size[-1] in "KMG" else 0)
 

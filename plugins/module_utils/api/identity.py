@@ -2,8 +2,9 @@
 # Copyright: soperator.slurm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Users and groups from a directory (``spec.identity``): the rules CEL cannot judge (distinguished names, URIs),
-the Python twins of its CEL rules, the Secrets it takes, and what the sssd sidecar's look at the directory means for
-the SlurmCluster (the condition ``IdentityReady``). Pure.
+the Python twins of its CEL rules, and what the sssd sidecar's look at the directory means for the SlurmCluster (the
+condition ``IdentityReady``); the Secrets it takes are ``values.identity_secret_refs``, checked with the others
+marked for a cluster by ``references.marked_secret_errors``. Pure.
 
 How it runs: every pod of the cluster gets an sssd sidecar (``render/identity.py``) whose sssd.conf is rendered by
 ``render/sssd_conf.py`` and whose entrypoint checks the directory (bind, search bases) and writes one line,
@@ -189,34 +190,6 @@ def rules(cluster_spec, errors):
         if problem:
             errors.append(SpecError("%s.%s" % (FIELD, key), "Invalid value: %r: not a distinguished name (RFC 4514): "
                                     "%s" % (value, problem)))
-
-
-def secret_refs(cluster_spec):
-    """``(field, Secret name)`` of the Secrets a directory takes: the bind password, which sssd sends to the directory
-    the SlurmCluster names, and the CA it trusts. Each must be marked for the cluster (``LABEL_IDENTITY_SECRET``)."""
-    ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap") or {}
-    refs = [(FIELD + ".bindPasswordSecretRef.name", (ldap.get("bindPasswordSecretRef") or {}).get("name")),
-            (FIELD + ".tls.caSecretRef.name", ((ldap.get("tls") or {}).get("caSecretRef") or {}).get("name"))]
-    return [(path, name) for path, name in refs if isinstance(name, str) and name]
-
-
-def secret_errors(cluster, secrets):
-    """The Secrets of :func:`secret_refs` that are missing or not marked for ``cluster``. ``secrets``: ``{name: the
-    Secret's labels}`` (a name left out: it does not exist)."""
-    name = cluster["metadata"]["name"]
-    mark = "%s=%s" % (names.LABEL_IDENTITY_SECRET, name)
-    errors = []
-    for path, secret in secret_refs(cluster.get("spec")):
-        labels = secrets.get(secret)
-        if labels is None:
-            errors.append(SpecError(path, "Secret %s does not exist; a directory takes only a Secret labelled %s"
-                                    % (secret, mark)))
-        elif labels.get(names.LABEL_IDENTITY_SECRET) != name:
-            errors.append(SpecError(path, "Secret %s is not marked for SlurmCluster %s: sssd would send its value "
-                                    "to the directory the SlurmCluster names, so a directory takes only a Secret "
-                                    "its owner labelled %s (kubectl label secret %s %s)"
-                                    % (secret, name, mark, secret, mark)))
-    return errors
 
 
 # ------------------------------------------------------------------------------------------------ the condition

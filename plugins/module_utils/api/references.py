@@ -2,7 +2,8 @@
 # Copyright: soperator.slurm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a cluster shares with the other owners of its namespace: the names its objects take (two owners
-whose objects would share a name), and the Secrets an External database takes (only ones marked for the cluster).
+whose objects would share a name), and the Secrets an External database, the backups and a directory take (only
+ones marked for the cluster).
 Pure."""
 
 from __future__ import absolute_import, division, print_function
@@ -13,26 +14,39 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
-from ansible_collections.soperator.slurm.plugins.module_utils.api.values import database_secret_refs
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import marked_secret_refs
 
 
-def database_secret_errors(cluster, secrets):
-    """The Secrets of :func:`database_secret_refs` that are missing or not marked for ``cluster``: their owner gives
-    one to a cluster with the label ``names.LABEL_DATABASE_SECRET`` = the cluster's name. ``secrets``: ``{name:
-    the Secret's labels}`` (a name left out: it does not exist)."""
+# Who takes each kind of marked Secret, and why it must be marked: the process that takes it sends it to a host the
+# SlurmCluster names.
+_TAKER = {
+    names.LABEL_DATABASE_SECRET: "an External database",
+    names.LABEL_BACKUP_SECRET: "the backups",
+    names.LABEL_IDENTITY_SECRET: "a directory",
+}
+_WHY = {
+    names.LABEL_DATABASE_SECRET: "slurmdbd would send its value to the database host",
+    names.LABEL_BACKUP_SECRET: "the backup pods would send its value to the repository the SlurmCluster names",
+    names.LABEL_IDENTITY_SECRET: "sssd would send its value to the directory the SlurmCluster names",
+}
+
+
+def marked_secret_errors(cluster, secrets):
+    """The Secrets of :func:`values.marked_secret_refs` (an External database's, the backups', a directory's) that are
+    missing or not marked for ``cluster``: their owner gives one to a cluster with the label the reference names,
+    value the cluster's name. ``secrets``: ``{name: the Secret's labels}`` (a name left out: it does not exist)."""
     name = cluster["metadata"]["name"]
-    mark = "%s=%s" % (names.LABEL_DATABASE_SECRET, name)
     errors = []
-    for path, secret in database_secret_refs(cluster.get("spec")):
+    for path, secret, label in marked_secret_refs(cluster.get("spec")):
+        mark = "%s=%s" % (label, name)
         labels = secrets.get(secret)
         if labels is None:
-            errors.append(SpecError(path, "Secret %s does not exist; an External database takes only a Secret "
-                                    "labelled %s" % (secret, mark)))
-        elif labels.get(names.LABEL_DATABASE_SECRET) != name:
-            errors.append(SpecError(path, "Secret %s is not marked for SlurmCluster %s: slurmdbd would send its "
-                                    "value to the database host, so an External database takes only a Secret its "
-                                    "owner labelled %s (kubectl label secret %s %s)"
-                                    % (secret, name, mark, secret, mark)))
+            errors.append(SpecError(path, "Secret %s does not exist; %s takes only a Secret labelled %s" % (
+                secret, _TAKER[label], mark)))
+        elif labels.get(label) != name:
+            errors.append(SpecError(path, "Secret %s is not marked for SlurmCluster %s: %s, so %s takes only a "
+                                    "Secret its owner labelled %s (kubectl label secret %s %s)" % (
+                                        secret, name, _WHY[label], _TAKER[label], mark, secret, mark)))
     return errors
 
 

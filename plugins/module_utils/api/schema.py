@@ -697,6 +697,100 @@ def _exporter_schema():
               }, default={})
 
 
+# --- the jail's backups (spec.jail.backup) -------------------------------------------------------------------------
+# An S3 endpoint or a REST server's URL: http(s), a host, an optional port and path; no credentials in it (they come
+# from the credentials Secret), no whitespace or control character (restic takes it as one argument).
+BACKUP_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+-]+)*/?$"
+S3_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+# A path below the repository root (S3 prefix, claim sub-directory): relative, safe components, no '.' or '..'.
+BACKUP_SUBPATH_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$"
+# A restic exclude pattern: one argument, no line break, NUL or other control character.
+BACKUP_EXCLUDE_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+BACKUP_REPOSITORY_RULE = "set exactly one of s3, rest or claim"
+BACKUP_RETENTION_RULE = "keep at least one snapshot: one of daily, weekly or monthly must be more than 0"
+PATTERN_HINTS.update({BACKUP_URL_PATTERN: "an http(s) URL without credentials, e.g. https://s3.example.com:9000",
+                      S3_BUCKET_PATTERN: "an S3 bucket name: lowercase letters, digits, '.' and '-'",
+                      BACKUP_SUBPATH_PATTERN: "a relative path, no component starting with '.'",
+                      BACKUP_EXCLUDE_PATTERN: "no control character"})
+
+
+def _secret_name_ref(description, keys):
+    return _o(description + " Its owner marks it for the cluster: label %s=<cluster name>." % names.LABEL_BACKUP_SECRET
+              + (" Keys: %s." % ", ".join(keys) if keys else ""), {
+                  "name": _s("Name of the Secret (in the cluster's namespace).", maxLength=253,
+                             pattern=DNS_SUBDOMAIN_PATTERN),
+              }, required=["name"])
+
+
+def backup_schema():
+    """spec.jail.backup: restic backups of the jail on a schedule, retention as a separate step."""
+    repository = _o("Where the snapshots go (a restic repository, made at the first backup): exactly one of s3, rest "
+                    "or claim.", {
+                        "s3": _o("An S3-compatible object store.", {
+                            "endpoint": _s("The endpoint URL, e.g. https://s3.example.com (http only for a server "
+                                           "inside the cluster's network).", maxLength=MAX_PATH,
+                                           pattern=BACKUP_URL_PATTERN),
+                            "bucket": _s("The bucket (made at the first backup if the credentials may).", maxLength=63,
+                                         pattern=S3_BUCKET_PATTERN),
+                            "prefix": _s("A prefix inside the bucket (default: the cluster's name).",
+                                         maxLength=MAX_PATH, pattern=BACKUP_SUBPATH_PATTERN),
+                            "region": _s("The region, when the store wants one.", maxLength=MAX_SHORT,
+                                         pattern=r"^[a-z0-9-]+$"),
+                            "credentialsSecretRef": _secret_name_ref("The Secret holding the access key.",
+                                                                     names.BACKUP_S3_KEYS),
+                        }, required=["endpoint", "bucket", "credentialsSecretRef"]),
+                        "rest": _o("A restic REST server (rest-server).", {
+                            "url": _s("The server's URL, with the repository's path, e.g. https://backup:8000/demo.",
+                                      maxLength=MAX_PATH, pattern=BACKUP_URL_PATTERN),
+                            "credentialsSecretRef": _secret_name_ref("The Secret holding the HTTP user and password "
+                                                                     "(absent: no authentication).",
+                                                                     names.BACKUP_REST_KEYS),
+                        }, required=["url"]),
+                        "claim": _o("A PersistentVolumeClaim of the cluster's namespace (not the jail's).", {
+                            "claimName": _s("The claim.", maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+                            "path": _s("A directory inside it (default: the cluster's name).", maxLength=MAX_PATH,
+                                       pattern=BACKUP_SUBPATH_PATTERN),
+                        }, required=["claimName"]),
+                    }, **{"x-kubernetes-validations": [
+                        _rule("(has(self.s3) ? 1 : 0) + (has(self.rest) ? 1 : 0) + (has(self.claim) ? 1 : 0) == 1",
+                              BACKUP_REPOSITORY_RULE)]})
+    keep = "Snapshots kept: the last one of each of this many %s (0: none by this rule)."
+    return _o("Backups of the jail with restic: a CronJob reads the jail read-only (never two at once) and sends a "
+              "snapshot to the repository; a second CronJob applies the retention (restic forget --prune). The "
+              "status shows the last successful backup (status.backup) and a condition BackupReady. Restores: "
+              "playbooks/jail-restore.yml. The jail's sub-mounts are not included.", {
+                  "schedule": _s("Cron schedule of the backups (e.g. '0 2 * * *').", maxLength=64,
+                                 pattern=CRON_PATTERN),
+                  "repository": repository,
+                  "passwordSecretRef": _o("The repository's password (restic encrypts the snapshots with it; losing "
+                                          "it loses the backups). Its owner marks the Secret for the cluster: label "
+                                          "%s=<cluster name>." % names.LABEL_BACKUP_SECRET, {
+                                              "name": _s("Name of the Secret (in the cluster's namespace).",
+                                                         maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+                                              "key": _s("Key of the password in the Secret.", maxLength=253,
+                                                        pattern=SECRET_KEY_PATTERN, default="password"),
+                                          }, required=["name"]),
+                  "retention": _o("Which snapshots the retention step keeps (restic forget --keep-*); the others are "
+                                  "removed and their data pruned.", {
+                                      "schedule": _s("Cron schedule of the retention step.", maxLength=64,
+                                                     pattern=CRON_PATTERN, default="30 4 * * *"),
+                                      "daily": _i(keep % "days", minimum=0, maximum=3660, default=7),
+                                      "weekly": _i(keep % "weeks", minimum=0, maximum=520, default=4),
+                                      "monthly": _i(keep % "months", minimum=0, maximum=1200, default=6),
+                                  }, default={}, **{"x-kubernetes-validations": [
+                                      _rule("!has(self.daily) || !has(self.weekly) || !has(self.monthly)"
+                                            " || self.daily + self.weekly + self.monthly > 0",
+                                            BACKUP_RETENTION_RULE)]}),
+                  "excludes": _a("restic exclude patterns: a pattern starting with '/' is a path of the jail "
+                                 "(/var/cache/apt), others match anywhere (*.tmp, .cache).",
+                                 _s("A pattern.", maxLength=MAX_PATH, pattern=BACKUP_EXCLUDE_PATTERN), 64,
+                                 **{"x-kubernetes-list-type": "set"}),
+                  "overdueAfter": _s("BackupReady turns False (reason Overdue) when the last successful backup is "
+                                     "older than this.", maxLength=32, pattern=GO_DURATION_PATTERN, default="26h"),
+                  "resources": resources_schema("Resources of the backup and retention containers."),
+              }, required=["schedule", "repository", "passwordSecretRef"])
+
+
 def slurm_cluster_schema():
     service = _o("How users reach the login nodes over SSH.", {
         "type": _s("Kubernetes Service type of the login Service.", enum=["ClusterIP", "NodePort", "LoadBalancer"],
@@ -759,6 +853,7 @@ def slurm_cluster_schema():
             _rule("self.all(m, self.exists_one(n, n.mountPath == m.mountPath))",
                   "subMount mountPaths must be unique"),
         ]}),
+        "backup": backup_schema(),
     }, **{"x-kubernetes-validations": [
         _rule("(has(self.existingClaim) && !has(self.storageClassName) && !has(self.size))"
               " || (!has(self.existingClaim) && has(self.storageClassName) && has(self.size))",
@@ -835,6 +930,7 @@ def slurm_cluster_schema():
                       "slurmrestd": _image("slurmrestd"),
                       "exporter": _image("exporter"),
                       "mariadb": _image("mariadb"),
+                      "backup": _image("backup"),
                       "sssd": _image("sssd"),
                       "pullPolicy": _s("imagePullPolicy of every container.", enum=["Always", "IfNotPresent", "Never"],
                                        default="IfNotPresent"),
@@ -900,6 +996,19 @@ def slurm_cluster_schema():
             "observedGeneration": _i("The .metadata.generation last reconciled.", format="int64", minimum=0),
             "phase": _s("Summary: Pending, Provisioning, Ready, Maintenance or Failed.", maxLength=64),
             "conditions": _conditions_schema(),
+            "backup": _o("The jail's backups (spec.jail.backup), from the backup pods' reports.", {
+                "lastSuccessTime": _s("When the last successful backup ended (RFC 3339).", format="date-time"),
+                "snapshot": _s("Its restic snapshot id.", maxLength=64),
+                "sizeBytes": _i("The bytes of the jail it read.", format="int64", minimum=0),
+                "addedBytes": _i("The bytes it added to the repository (after deduplication and compression).",
+                                 format="int64", minimum=0),
+                "files": _i("The files it read.", format="int64", minimum=0),
+                "durationSeconds": _i("How long it took.", format="int64", minimum=0),
+                "lastFailureTime": _s("When the last failed backup ended (RFC 3339).", format="date-time"),
+                "lastFailure": _s("What the last failed backup said.", maxLength=1024),
+                "watchedSince": _s("When backups were first seen configured (the start of the overdue clock).",
+                                   format="date-time"),
+            }),
             names.STATUS_RECONCILED_DIGEST: _s(
                 "Written by the operator runtime: digest of the pod and StatefulSet states (and the installer's "
                 "policy) its last settled run started from; absent after a failed run or one that left work for "

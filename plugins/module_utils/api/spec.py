@@ -41,6 +41,8 @@ def _cluster_rules(spec, errors):
     object_rules.component_rules(spec, errors)
     identity.rules(spec, errors)
     config_rules.health_rules(spec, sub_mounts, errors)
+    config_rules.backup_rules(spec, errors)
+    object_rules.resources_rules((jail.get("backup") or {}).get("resources"), "spec.jail.backup.resources", errors)
     if "size" in jail:
         object_rules.positive_size(jail["size"], "spec.jail.size", errors)
     object_rules.sub_mount_rules(jail.get("subMounts"), "spec.jail.subMounts", errors)
@@ -121,6 +123,9 @@ def validate_cluster(obj, collection_version=names.COLLECTION_VERSION, old=None)
     """
     result = _validate(obj, schema.slurm_cluster_schema(), names.CLUSTER_KIND, _cluster_rules, old)
     spec = result["spec"]
+    repository_claim = ((spec["jail"].get("backup") or {}).get("repository") or {}).get("claim") or {}
+    if repository_claim.get("claimName") == names.jail_claim_name(result["metadata"]["name"]):
+        raise SpecErrors([SpecError("spec.jail.backup.repository.claim.claimName", config_rules.BACKUP_INTO_JAIL)])
     spec.setdefault("clusterName", result["metadata"]["name"])
     for component in names.IMAGE_REPOSITORIES:
         spec["images"].setdefault(component, names.default_image(component, collection_version))

@@ -3,12 +3,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a validated, defaulted spec means where more than one part of the collection needs it (the renderers,
 the planner, the validator): node sizes for Slurm, the partitions of a NodeSet, whether the shipped health program
-runs, how a jail sub-mount is mounted, the Secrets an External database names. Pure."""
+runs, how a jail sub-mount is mounted, the Secrets an External database and the backups name. Pure."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
 
 
@@ -76,6 +77,42 @@ def database_secret_refs(cluster_spec):
             ("spec.accounting.database.tls.caSecretRef.name",
              ((database.get("tls") or {}).get("caSecretRef") or {}).get("name"))]
     return [(path, name) for path, name in refs if isinstance(name, str) and name]
+
+
+def backup_secret_refs(cluster_spec):
+    """``(field, Secret name)`` of the Secrets the jail's backups take: the repository's password, which opens every
+    snapshot, and the credentials the backup pods send to the repository's endpoint."""
+    backup = ((cluster_spec or {}).get("jail") or {}).get("backup") or {}
+    if not backup:
+        return []
+    path = "spec.jail.backup"
+    repository = backup.get("repository") or {}
+    refs = [(path + ".passwordSecretRef.name", (backup.get("passwordSecretRef") or {}).get("name"))]
+    for kind in ("s3", "rest"):
+        refs.append(("%s.repository.%s.credentialsSecretRef.name" % (path, kind),
+                     ((repository.get(kind) or {}).get("credentialsSecretRef") or {}).get("name")))
+    return [(field, name) for field, name in refs if isinstance(name, str) and name]
+
+
+def identity_secret_refs(cluster_spec):
+    """``(field, Secret name)`` of the Secrets a directory takes (spec.identity.ldap): the bind password, which sssd
+    sends to the directory the SlurmCluster names, and the CA it trusts."""
+    ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap") or {}
+    path = "spec.identity.ldap"
+    refs = [(path + ".bindPasswordSecretRef.name", (ldap.get("bindPasswordSecretRef") or {}).get("name")),
+            (path + ".tls.caSecretRef.name", ((ldap.get("tls") or {}).get("caSecretRef") or {}).get("name"))]
+    return [(field, name) for field, name in refs if isinstance(name, str) and name]
+
+
+# Each kind of Secret a cluster takes only when its owner marked it for the cluster, with the label that marks it.
+_MARKED = ((database_secret_refs, names.LABEL_DATABASE_SECRET), (backup_secret_refs, names.LABEL_BACKUP_SECRET),
+           (identity_secret_refs, names.LABEL_IDENTITY_SECRET))
+
+
+def marked_secret_refs(cluster_spec):
+    """``(field, Secret name, label)`` of every Secret a cluster takes only when its owner marked it for the cluster
+    with ``label`` (value: the cluster's name): an External database's, the backups', a directory's."""
+    return [(field, secret, label) for refs, label in _MARKED for field, secret in refs(cluster_spec)]
 
 
 def nodeset_partitions(cluster_spec, nodeset_spec):

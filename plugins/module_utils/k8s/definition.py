@@ -14,7 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import definition as definitions
-from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap, identity, references
+from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap, references
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier, apply_manifests
@@ -66,9 +66,7 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
                 "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
     errors.extend(references.name_collisions(owners, conv.name))
     if not errors:
-        secrets = conv.database_secrets(checked_cluster)
-        errors.extend(references.database_secret_errors(checked_cluster, secrets) + identity.secret_errors(
-            checked_cluster, secrets))
+        errors.extend(references.marked_secret_errors(checked_cluster, conv.marked_secrets(checked_cluster)))
     if errors:
         raise SpecErrors(errors)
     # The dry runs need the namespace: an empty one is the only thing created before the definition is judged

@@ -112,7 +112,7 @@ class Observation(object):
             pods.update(self.worker_pods())
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
-                    "owners": self.owners(every), "secrets": self.database_secrets(cluster),
+                    "owners": self.owners(every), "secrets": self.marked_secrets(cluster),
                     "worker_pods_read": workers_read}
         observed["identity"], observed["identity_error"] = self.identity_status(cluster, pods)
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
@@ -125,13 +125,12 @@ class Observation(object):
         return dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", "%s=%s,%s=%s" % (
             names.LABEL_CLUSTER, self.name, names.LABEL_COMPONENT, names.COMPONENT_WORKER)))
 
-    def database_secrets(self, cluster):
-        """``{name: labels}`` of the Secrets an External database or a directory names
-        (``values.database_secret_refs``, ``identity.secret_refs``), read by name as metadata only
-        (PartialObjectMetadata: their values never reach this process); a missing one is left out."""
+    def marked_secrets(self, cluster):
+        """``{name: labels}`` of the Secrets an External database, the backups and a directory name
+        (``values.marked_secret_refs``), read by name as metadata only (PartialObjectMetadata: their values never
+        reach this process); a missing one is left out."""
         found = {}
-        refs = values.database_secret_refs(cluster.get("spec")) + identity.secret_refs(cluster.get("spec"))
-        for name in sorted(set(ref[1] for ref in refs)):
+        for name in sorted(set(ref[1] for ref in values.marked_secret_refs(cluster.get("spec")))):
             meta = self.api.get("v1", "Secret", name, self.namespace, metadata_only=True,
                                 what="read the labels of Secret %s/%s" % (self.namespace, name))
             if meta is not None:

@@ -37,11 +37,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, references, schema, walk
+from ansible_collections.soperator.slurm.plugins.module_utils.api import references, schema, walk
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    components, login, maintenance, projection, rolls, scale,
+    backup, components, login, maintenance, projection, rolls, scale,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -118,9 +118,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
       ``k8s_nodes_error``).
     * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
     * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
-    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database or a directory names
-      (``references.database_secret_refs``, ``identity.secret_refs``; a missing one left out): one not marked for
-      this cluster makes it invalid. Absent: not judged (the operator's cache check, which never applies anything).
+    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database, the backups and a directory
+      name (``values.marked_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
+      Absent: not judged (the operator's cache check, which never applies anything).
     * ``identity`` (optional): what the controller's sssd sidecar last found about the directory (its status file),
       or None with ``identity_error`` saying why it was not read (``spec.identity``: IdentityReady).
 
@@ -132,9 +132,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
                                           observed.get("owners"))
     if observed.get("secrets") is not None:
-        # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
-        problems = references.database_secret_errors(cluster_ok, observed["secrets"]) + identity.secret_errors(
-            cluster_ok, observed["secrets"])
+        # Before anything is rendered: slurmdbd (the backup pods, sssd) would mount such a Secret and send it to the
+        # database host (the repository, the directory).
+        problems = references.marked_secret_errors(cluster_ok, observed["secrets"])
         if problems:
             raise SpecErrors(problems)
     p.cluster, p.valid_nodesets = cluster_ok, valid
@@ -160,4 +160,5 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     projection.plan_projection(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)
+    backup.plan_backup(p, ctx)
     return p

@@ -155,6 +155,7 @@ class Plan(object):
         self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
         self.slurm_user_kept = None  # human-readable: why slurmctld keeps an older SlurmUser (None: it does not)
         self.components = {}         # condition type -> (status, reason, message) of optional components
+        self.backup = None           # status.backup (plan/backup.py); None: no backups configured
         self.requeue_after = None    # seconds until the next look, None when settled
         self.invalid = {}            # nodeset name -> "path: message; ..."
         self.degraded = []           # human-readable: what failed and needs someone (a refused populate Job)

@@ -30,7 +30,7 @@ REASON_FAILED = "Failed"                # something of the cluster failed and ne
 REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold its keys
 
 # Conditions of the optional components (components.component_conditions), present while the component is enabled.
-COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady", "IdentityReady")
+COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady", "BackupReady", "IdentityReady")
 
 MAX_JOBS = 1024  # job ids per node in status.rollingUpdate (the schema's maxItems)
 
@@ -127,6 +127,9 @@ def cluster_status(old, obj, plan, now):
     else:
         conds = set_condition(conds, "Degraded", "False", REASON_RECONCILED, "", gen, now)
     status.update(conditions=conds, observedGeneration=gen, phase=plan.phase)
+    # status.backup: the backups' facts (plan/backup.py); None removes it (a merge patch) once backups are off.
+    if getattr(plan, "backup", None) is not None or "backup" in status:
+        status["backup"] = getattr(plan, "backup", None)
     return status
 
 

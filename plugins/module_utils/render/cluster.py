@@ -24,6 +24,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.common impo
     secret,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import accounting_objects
+from ansible_collections.soperator.slurm.plugins.module_utils.render.backup import backup_cronjob, retention_cronjob
 from ansible_collections.soperator.slurm.plugins.module_utils.render.controller import controller
 from ansible_collections.soperator.slurm.plugins.module_utils.render.exporter import (
     exporter,
@@ -57,7 +58,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     name/namespace and optionally uid, spec). Both are validated and defaulted first: a SpecErrors lists every
     problem. ``served``: optional kinds the cluster serves (``ServiceMonitor``): rendered only then. Apply order:
     Secrets, jail claim (and a mariadb-operator MariaDB), ConfigMaps, Services, NetworkPolicies, populate Job, NCCL
-    check CronJob, StatefulSets, PDBs, ServiceMonitor.
+    check CronJob, the jail backup's CronJobs, StatefulSets, PDBs, ServiceMonitor.
 
     What the planner decided is given as values: ``replicas`` ``{nodeset name: workers}`` (a scale-in waits for
     its drains; a NodeSet absent renders its ``spec.replicas``), ``maintenance`` whether every StatefulSet is at
@@ -107,9 +108,9 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     objects += network_policies(c)
     if not c.maintenance:
         objects.append(populate_job(c))
-    cronjob = nccl_cronjob(c)
-    if cronjob is not None:
-        objects.append(cronjob)
+    for cronjob in (nccl_cronjob(c), backup_cronjob(c), retention_cronjob(c)):
+        if cronjob is not None:
+            objects.append(cronjob)
     # The database and slurmdbd first: slurmctld registers with slurmdbd when it starts.
     objects += account_workloads
     objects.append(controller(c, slurm_config, slurm_user))

@@ -382,10 +382,11 @@ def test_every_image_of_the_optional_components_is_judged_by_the_registries():
     cluster = make_cluster({"accounting": {"enabled": True}, "restApi": {"enabled": True},
                             "exporter": {"enabled": True}})
     errors = set(e.path for e in _policy_errors(cluster, [], {"allowed_registries": ["registry.example.com"]}))
-    assert {"spec.images.slurmdbd", "spec.images.mariadb", "spec.images.slurmrestd", "spec.images.exporter"} <= errors
+    assert {"spec.images.slurmdbd", "spec.images.mariadb", "spec.images.slurmrestd", "spec.images.exporter",
+            "spec.images.backup"} <= errors
     mine = dict(("spec.images.%s" % k, "registry.example.com/soperator/%s:1" % k) for k in (
         "controller", "worker", "login", "populateJail", "jail", "slurmdbd", "slurmrestd", "exporter", "mariadb",
-        "sssd"))
+        "backup", "sssd"))
     cluster["spec"]["images"] = dict((k.split(".")[-1], v) for k, v in mine.items())
     assert _policy_errors(cluster, [], {"allowed_registries": ["registry.example.com"]}) == []
 

@@ -8,7 +8,7 @@ import pytest
 from resources import LDAP, load_example, make_cluster
 from resources import ldap_cluster as cluster
 
-from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, values
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -110,6 +110,6 @@ def test_the_example_is_the_one_the_end_to_end_test_applies():
     checked = specs.validate_cluster(copy.deepcopy(obj))
     assert identity.enabled(checked["spec"]) and checked["spec"]["accounting"]["enabled"]
     assert checked["spec"]["restApi"]["enabled"]
-    assert [ref[1] for ref in identity.secret_refs(checked["spec"])] == ["ldap-bind", "ldap-ca"]
+    assert [ref[1] for ref in values.identity_secret_refs(checked["spec"])] == ["ldap-bind", "ldap-ca"]
     assert render.render_cluster(obj, nodesets)
 

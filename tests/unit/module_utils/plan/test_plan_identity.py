@@ -6,7 +6,7 @@ import pytest
 from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
+from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, status
 
@@ -25,8 +25,9 @@ def cluster(ldap=None, **spec):
 # --- the Secrets it takes -------------------------------------------------------------------------------------
 def test_the_secrets_must_be_marked_for_the_cluster_before_anything_is_rendered():
     obj = cluster()
-    assert identity.secret_refs(obj["spec"]) == [("spec.identity.ldap.bindPasswordSecretRef.name", "ldap-bind"),
-                                                 ("spec.identity.ldap.tls.caSecretRef.name", "ldap-ca")]
+    assert values.identity_secret_refs(obj["spec"]) == [
+        ("spec.identity.ldap.bindPasswordSecretRef.name", "ldap-bind"),
+        ("spec.identity.ldap.tls.caSecretRef.name", "ldap-ca")]
     observed = {"statefulsets": {}, "pods": {}, "slurm": None,
                 "secrets": {"ldap-bind": {}, "ldap-ca": {names.LABEL_IDENTITY_SECRET: "other"}}}
     with pytest.raises(SpecErrors) as err:

@@ -1,0 +1,121 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The jail's backups in the status: the last successful backup (when, snapshot, size, duration) and a condition
+BackupReady, False when the last backup failed or the last success is older than ``overdueAfter``. Pure.
+
+The facts come from the backup pods' termination messages (the program's one-line JSON report,
+images/backup/soperator-backup), which the pods keep while the CronJob keeps their Job (three of each outcome); the
+status keeps the last success after its pod is gone. No pod talks to the Kubernetes API for this.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.components import pod_problem
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import labels
+
+CONDITION = "BackupReady"
+REASON_SUCCEEDED = "Succeeded"
+REASON_FAILED = "BackupFailed"
+REASON_OVERDUE = "Overdue"
+REASON_MAINTENANCE = "Maintenance"
+_REPORT_KEYS = ("snapshot", "sizeBytes", "addedBytes", "files", "durationSeconds")
+
+
+def _terminated(pod, container):
+    for status in ((pod.get("status") or {}).get("containerStatuses") or ()):
+        if status.get("name") == container:
+            return (status.get("state") or {}).get("terminated")
+    return None
+
+
+def _report(message):
+    """The program's JSON report: the last line of the termination message that parses, or None."""
+    for line in reversed((message or "").strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return None
+
+
+def backup_runs(cluster_name, pods):
+    """``(successes, failures, stuck)`` of the backup pods: ``(end time, report)`` each, oldest first, and the
+    problems of pods that cannot run (a Secret or key missing, the image not there)."""
+    successes, failures, stuck = [], [], []
+    for pod in pods.values():
+        pod_labels = labels(pod)
+        if (pod_labels.get(names.LABEL_COMPONENT) != names.COMPONENT_BACKUP
+                or pod_labels.get(names.LABEL_INSTANCE) != cluster_name):
+            continue
+        terminated = _terminated(pod, "backup")
+        if terminated is None:
+            problem = pod_problem(pod)
+            if problem:
+                stuck.append(problem)
+            continue
+        report = _report(terminated.get("message")) or {}
+        end = report.get("end") or terminated.get("finishedAt") or ""
+        if terminated.get("exitCode") == 0 and report.get("result") == "Succeeded":
+            successes.append((end, report))
+        elif terminated.get("exitCode") is not None and report.get("result") != "Succeeded":
+            said = report.get("message") or (terminated.get("message") or "").strip().splitlines()[-1:] or [
+                terminated.get("reason") or "failed"]
+            failures.append((end, {"message": said if isinstance(said, str) else said[0]}))
+    return sorted(successes, key=lambda r: r[0]), sorted(failures, key=lambda r: r[0]), sorted(stuck)
+
+
+def plan_backup(p, ctx):
+    """``p.backup`` (status.backup; None removes it) and the condition BackupReady in ``p.components``."""
+    backup = ctx.spec["jail"].get("backup")
+    if not backup:
+        p.backup = None
+        return
+    old = dict(((ctx.cluster.get("status") or {}).get("backup")) or {})
+    status = dict(old)
+    status.setdefault("watchedSince", durations.iso(ctx.now))
+    successes, failures, stuck = backup_runs(ctx.name, ctx.pods)
+    if successes and successes[-1][0] > status.get("lastSuccessTime", ""):
+        end, report = successes[-1]
+        status["lastSuccessTime"] = end
+        for key in _REPORT_KEYS:
+            if key in report:
+                status[key] = report[key]
+    if failures and failures[-1][0] > status.get("lastFailureTime", ""):
+        status["lastFailureTime"], status["lastFailure"] = failures[-1][0], failures[-1][1]["message"][:1024]
+    p.backup = status
+    if ctx.spec["maintenance"]:
+        p.components[CONDITION] = ("False", REASON_MAINTENANCE, "no backups while the cluster is in maintenance")
+        return
+    last_success = status.get("lastSuccessTime", "")
+    if stuck:
+        p.components[CONDITION] = ("False", REASON_FAILED, "a backup pod cannot run: " + "; ".join(stuck))
+        return
+    if status.get("lastFailureTime", "") > last_success:
+        p.components[CONDITION] = ("False", REASON_FAILED, "the last backup failed at %s: %s" % (
+            status["lastFailureTime"], status.get("lastFailure", "")))
+        return
+    limit = durations.seconds(backup["overdueAfter"])
+    since = durations.epoch_of(last_success or status["watchedSince"])
+    age = ctx.now - since
+    if age > limit:
+        since_text = last_success or status["watchedSince"]
+        p.components[CONDITION] = ("False", REASON_OVERDUE, "no successful backup since %s (spec.jail.backup."
+                                   "overdueAfter %s)" % (since_text, backup["overdueAfter"]))
+        return
+    # No timed look for the overdue clock: it is no work under way (a requeue would keep the operator from
+    # recording a settled run). The operator's periodic resync (watches.yaml reconcilePeriod) and every backup
+    # pod's events look again.
+    if last_success:
+        p.components[CONDITION] = ("True", REASON_SUCCEEDED, "last backup %s at %s: %s bytes in %s s" % (
+            status.get("snapshot"), last_success, status.get("sizeBytes"), status.get("durationSeconds")))
+    else:
+        p.components[CONDITION] = ("True", "Waiting", "no backup yet; overdue after %s" % backup["overdueAfter"])
