@@ -140,6 +140,18 @@ def decide(all_names, slurm, pods, template_hash, min_nodes):
     return d
 
 
+def mismatched(all_names, slurm, pods):
+    """Names whose pod does not match Slurm's power state: wanted and missing, or present while powered down. The
+    operator runtime's cheap check between runs (Slurm powers nodes up and down with no Kubernetes event)."""
+    found = []
+    for node_name in all_names:
+        wants = node_state(slurm.get(node_name)) in WANTS_POD
+        pod = pods.get(node_name)
+        if wants != (pod is not None and not deleting(pod)):
+            found.append(node_name)
+    return found
+
+
 def facts(all_names, decision, pods):
     """A NodeSet's status facts (see scale.nodeset_facts) for an elastic set."""
     counts = decision.counts()
