@@ -214,6 +214,8 @@ POWER_PROGRAM = "/usr/local/sbin/soperator-power"
 POWER_PROGRAMS = (("ResumeProgram", "/usr/local/sbin/soperator-resume"),
                   ("SuspendProgram", "/usr/local/sbin/soperator-suspend"),
                   ("ResumeFailProgram", "/usr/local/sbin/soperator-resume-fail"))
+# The same program as PrologSlurmctld: a job whose nodes were powered up starts once they registered.
+WAIT_NODES_PROGRAM = "/usr/local/sbin/soperator-wait-nodes"
 # Where it records them (slurmctld's log directory in the controller pod, SlurmUser's).
 POWER_LOG = "/var/log/slurm/power.log"
 

@@ -102,7 +102,8 @@ def cloud():
     require_root("real-Slurm tests: namespaces, chroot and mounts")
     text = PROGRAM.read_text()
     config = CloudConfig(cloud_sets=[], dynamic_sets=["gpu"], power={}, extra=rendered_lines(),
-                         programs={path: text for _key, path in names.POWER_PROGRAMS})
+                         programs=dict([(path, text) for _key, path in names.POWER_PROGRAMS]
+                                       + [(names.WAIT_NODES_PROGRAM, text)]))
     with running(CloudCluster(config)) as c:
         # As the controller image does: SlurmUser owns slurmctld's log directory, where the program records.
         c.run(["chown", "slurm:slurm", "/var/log/slurm"]).check()

@@ -109,6 +109,9 @@ def power_saving_lines(cluster_name, slurm, nodesets):
     lines += ["%s=%s" % (key, path) for key, path in names.POWER_PROGRAMS]
     lines += ["SuspendTime=%d" % power["suspendTime"], "SuspendTimeout=%d" % power["suspendTimeout"],
               "ResumeTimeout=%d" % power["resumeTimeout"], "SuspendExcStates=DYNAMIC_NORM"]
+    if "PrologSlurmctld" not in (slurm.get("slurmConf") or {}):
+        # Without it a batch job on powered-up nodes starts at slurmctld's next 30 s periodic check (findings A.12).
+        lines.append("PrologSlurmctld=%s" % names.WAIT_NODES_PROGRAM)
     kept = ["%s:%d" % (elastic_hostlist(cluster_name, ns), ns["spec"]["elastic"]["minNodes"]) for ns in sets
             if ns["spec"]["elastic"]["minNodes"]]
     if kept:

@@ -132,6 +132,7 @@ def test_a_cluster_with_a_fixed_and_an_elastic_nodeset():
     assert "NodeName=demo-gpu-[0-2] CPUs=2 RealMemory=3840 Feature=gpu State=CLOUD" in text
     assert "SuspendTime=20\nSuspendTimeout=5\nResumeTimeout=60\nSuspendExcStates=DYNAMIC_NORM" in text
     assert "ResumeProgram=/usr/local/sbin/soperator-resume" in text
+    assert "PrologSlurmctld=/usr/local/sbin/soperator-wait-nodes" in text
     assert "PartitionName=main Nodes=cpu,gpu" in text
     # Slurm's records of the elastic names are never forgotten as pods gone for good.
     assert p.delete_nodes == []
