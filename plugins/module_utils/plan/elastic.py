@@ -165,6 +165,36 @@ def facts(all_names, decision, pods):
             "failed": counts[FAILED]}
 
 
+def plan_shrink(p, ctx):
+    """A lowered maxNodes: the names past it leave slurm.conf only once Slurm has powered them down (a reconfigure
+    that removes a busy node kills its job, findings A.11). Returns ``{nodeset name: maxNodes to render}`` for the
+    sets that must keep more names for now, and powers those names down once idle (``power down asap``)."""
+    keep = {}
+    for ns in ctx.elastic:
+        set_name, limit = name(ns), int(ns["spec"]["elastic"]["maxNodes"])
+        prefix = names.worker_name(ctx.name, set_name)
+        beyond = [n for n in list(ctx.pods) + list(ctx.slurm or ()) if (names.ordinal(n, prefix) or 0) >= limit]
+        if not beyond:
+            continue
+        if ctx.slurm is None:
+            busy = [n for n in beyond if n in ctx.pods]
+        else:
+            busy = [n for n in beyond if n in ctx.pods or node_state(ctx.slurm.get(n)) in WANTS_POD]
+        if busy:
+            keep[set_name] = max(names.ordinal(n, prefix) for n in busy) + 1
+            p.power_down += [n for n in sorted(set(busy)) if ctx.slurm is not None and n in ctx.slurm
+                             and node_state(ctx.slurm[n]) == UP and "POWER_DOWN" not in ctx.slurm[n]["flags"]]
+            p.defer(REQUEUE_PROGRESSING, "NodeSet %s: maxNodes %d waits for %s to power down"
+                    % (set_name, limit, ", ".join(sorted(set(busy)))))
+    return keep
+
+
+def with_max(nodeset, max_nodes):
+    """A copy of an elastic NodeSet rendered with ``max_nodes`` names (plan_shrink)."""
+    spec = dict(nodeset["spec"], elastic=dict(nodeset["spec"]["elastic"], maxNodes=max_nodes))
+    return dict(nodeset, spec=spec)
+
+
 def kept(ctx):
     """``{name prefix: maxNodes}`` of the elastic NodeSets: their node names are no pods gone for good
     (scale.plan_node_records forgets only names beyond)."""
@@ -212,7 +242,7 @@ def plan_elastic(p, ctx, template_hashes, render_pod):
         p.create_pods += [render_pod(ns, node_name) for node_name in d.create]
         p.delete_pods += d.delete
         p.power_up += d.power_up
-        p.power_down += d.power_down
+        p.power_down += [n for n in d.power_down if n not in p.power_down]
         p.power_down_force += d.power_down_force
         p.events += [(set_name,) + event for event in d.events]
         p.nodesets[set_name] = facts(all_names, d, ctx.pods)

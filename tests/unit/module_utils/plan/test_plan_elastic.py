@@ -164,3 +164,23 @@ def test_min_nodes_is_kept_by_slurm_and_powered_up_by_the_operator():
     conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
     assert "SuspendExcNodes=demo-gpu-[0-2]:1" in conf["data"]["slurm.conf"]
     assert p.power_up == ["demo-gpu-0"]
+
+
+def test_a_lowered_maximum_keeps_the_names_still_up_until_slurm_powers_them_down():
+    sets = nodesets()
+    sets[1]["spec"]["elastic"]["maxNodes"] = 1
+    live = {"demo-gpu-2": pod("demo-gpu-2")}
+    p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": live,
+                                        "slurm": table(**{"demo-gpu-2": "MIXED+CLOUD"})}, NOW)
+    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    # Busy: its name stays in slurm.conf (a reconfigure without it would kill the job), no pod goes, and it is
+    # powered down "asap": Slurm drains it, the job runs to its end, then Slurm powers it down.
+    assert "NodeName=demo-gpu-[0-2] " in conf["data"]["slurm.conf"]
+    assert p.delete_pods == [] and p.power_down == ["demo-gpu-2"]
+    # Already asked: not again; once Slurm powered it down and its pod went, the names go.
+    p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": live,
+                                        "slurm": table(**{"demo-gpu-2": "MIXED+CLOUD+DRAIN+POWER_DOWN"})}, NOW)
+    assert p.power_down == [] and p.delete_pods == []
+    p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": {}, "slurm": table()}, NOW)
+    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    assert "NodeName=demo-gpu-0 " in conf["data"]["slurm.conf"] and p.power_down == []
