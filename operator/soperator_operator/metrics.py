@@ -141,3 +141,10 @@ class OperatorMetrics:
                                     "Where a role run's time goes (runner.PHASES).", ("phase",),
                                     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)))
         self.cached = reg(Gauge("soperator_operator_cached_objects", "Objects held in the watch caches."))
+        self.elastic_nodes = reg(Gauge("soperator_elastic_nodes",
+                                       "Nodes of elastic NodeSets by Slurm power state (up, poweringUp, poweredDown, "
+                                       "failed), as the status refresh last read them.",
+                                       ("namespace", "cluster", "nodeset", "state")))
+        self.elastic_resyncs = reg(Counter("soperator_elastic_resyncs",
+                                           "Runs forced because Slurm powered elastic nodes up or down (their pods "
+                                           "did not match).", ("namespace", "cluster")))

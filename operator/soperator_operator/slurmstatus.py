@@ -56,6 +56,20 @@ def status_changes(nodesets, statefulsets, pods, slurm):
     return counts_to_write, conditions
 
 
+def elastic_counts(cluster_name, nodesets, slurm):
+    """``{nodeset name: {state: count}}`` of the elastic NodeSets (plan/elastic.node_state). Pure."""
+    counts = {}
+    for ns in nodesets:
+        elastic_spec = (ns.get("spec") or {}).get("elastic")
+        if elastic_spec and isinstance(elastic_spec.get("maxNodes"), int):
+            prefix = names.worker_name(cluster_name, ns["metadata"]["name"])
+            found = dict((state, 0) for state in (elastic.UP, elastic.POWERING_UP, elastic.DOWN, elastic.FAILED))
+            for i in range(elastic_spec["maxNodes"]):
+                found[elastic.node_state(slurm.get(names.pod_name(prefix, i)))] += 1
+            counts[ns["metadata"]["name"]] = found
+    return counts
+
+
 def elastic_mismatch(cluster_name, nodesets, pods, slurm):
     """Node names of the elastic NodeSets whose pods do not match Slurm's power states (a run is due). Pure."""
     found = []
@@ -121,6 +135,13 @@ class SlurmStatus:
                     if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == name
                     and not ns["metadata"].get("deletionTimestamp")]
         mismatch = elastic_mismatch(name, nodesets, pods, slurm)
+        metrics = getattr(self.controller, "metrics", None)
+        if metrics is not None:
+            for set_name, by_state in elastic_counts(name, nodesets, slurm).items():
+                for state, count in by_state.items():
+                    metrics.elastic_nodes.set(count, namespace=namespace, cluster=name, nodeset=set_name, state=state)
+            if mismatch:
+                metrics.elastic_resyncs.inc(namespace=namespace, cluster=name)
         if mismatch:
             log.info("elastic nodes of %s/%s powered up or down by Slurm: %s; reconciling", namespace, name,
                      ", ".join(mismatch[:10]))

@@ -97,3 +97,5 @@ def test_an_elastic_node_slurm_powered_up_or_down_without_its_pod_due_forces_a_r
     assert S.elastic_mismatch("demo", [gpu, cpu], pods, slurm) == ["demo-gpu-0", "demo-gpu-1"]
     pods = {"demo-gpu-0": {"metadata": {"name": "demo-gpu-0"}}, "demo-gpu-2": {"metadata": {"name": "demo-gpu-2"}}}
     assert S.elastic_mismatch("demo", [gpu, cpu], pods, slurm) == []
+    assert S.elastic_counts("demo", [gpu, cpu], slurm) == {
+        "gpu": {"up": 1, "poweringUp": 1, "poweredDown": 1, "failed": 0}}
