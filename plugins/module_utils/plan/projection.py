@@ -85,12 +85,13 @@ def nodeset_counts(statefulset, replicas, slurm):
 
 
 def node_counts(node_names, slurm):
-    """The Slurm node counts of ``node_names`` and how many are up; a powered-down node (elastic) is none of them."""
+    """The Slurm node counts of ``node_names`` and how many are up; a node of an elastic NodeSet powered down or
+    powering up is none of them (the NodeSet's power counts say so)."""
     counts = dict((key, 0) for key in COUNT_KEYS)
     serving = 0
     for node_name in node_names:
         node = slurm.get(node_name)
-        if node is None or "POWERED_DOWN" in node["flags"]:
+        if node is None or "POWERED_DOWN" in node["flags"] or "POWERING_UP" in node["flags"]:
             continue
         if node["down"] or "NOT_RESPONDING" in node["flags"]:
             counts["down"] += 1

@@ -184,3 +184,17 @@ def test_a_lowered_maximum_keeps_the_names_still_up_until_slurm_powers_them_down
     p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": {}, "slurm": table()}, NOW)
     conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
     assert "NodeName=demo-gpu-0 " in conf["data"]["slurm.conf"] and p.power_down == []
+
+
+def test_the_status_of_an_elastic_nodeset_counts_its_power_states():
+    from ansible_collections.soperator.slurm.plugins.module_utils.plan import status
+
+    live = {"demo-gpu-0": pod("demo-gpu-0")}
+    observed = {"statefulsets": {}, "pods": live,
+                "slurm": table(**{"demo-gpu-0": "MIXED+CLOUD", "demo-gpu-1": "MIXED+CLOUD+POWERING_UP",
+                                  "demo-gpu-2": "DOWN+CLOUD+POWERED_DOWN"})}
+    p = converge.plan(cluster(), nodesets(), observed, NOW)
+    got = status.nodeset_status(None, nodesets()[1], p, p.nodesets["gpu"], None, "2026-01-01T00:00:00Z")
+    assert (got["poweredUp"], got["poweringUp"], got["poweredDown"], got["failed"]) == (1, 1, 0, 1)
+    assert (got["replicas"], got["mixed"], got["idle"]) == (1, 1, 0)  # a powered-down node is not idle
+    assert p.create_pods[0]["metadata"]["name"] == "demo-gpu-1" and p.power_down_force == ["demo-gpu-2"]
