@@ -192,6 +192,14 @@ class Converger(Observation, ConfigChecks):
                     self.api.create(manifest, what="create pod %s/%s" % (self.namespace, pod_name))
                 except access.Conflict:
                     continue  # it exists (an older one still terminating): a later pass looks again
+                except (access.Invalid, access.Forbidden) as e:
+                    # Refused (a quota, an admission policy): the node does not come up, Slurm hands it back after
+                    # ResumeTimeout and requeues its job; said here and on the NodeSet, the other nodes go on.
+                    self.warnings.append(e.msg)
+                    plan.events.append((manifest["metadata"]["labels"].get(names.LABEL_NODESET), "Warning",
+                                        "PodRefused", "the pod of powered-up node %s was refused: %s"
+                                        % (pod_name, e.msg[:500])))
+                    continue
             done["created_pods"].append(pod_name)
         for how, nodes in (("up", plan.power_up), ("down asap", plan.power_down),
                            ("down force", plan.power_down_force)):
