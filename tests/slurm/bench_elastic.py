@@ -24,7 +24,7 @@ subprocess.run([str(ROOT / "hack/collection-link.sh")], check=True, stdout=subpr
 sys.path[:0] = [str(HERE), str(HERE.parent), str(ROOT / ".cache/collections")]
 
 from cloud_cluster import CloudCluster  # noqa: E402
-from elastic_cluster import ElasticHands, elastic_config, powered_down, prepare_started  # noqa: E402
+from elastic_cluster import ElasticCluster, ElasticHands, elastic_config, powered_down, prepare_started  # noqa: E402
 from slurm_cluster import running, wait_for  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def main() -> None:
         sys.exit("bench_elastic: needs root (namespaces, chroot, mounts)")
     power = {"suspendTime": 5, "suspendTimeout": 3, "resumeTimeout": 30}
     latencies, cpu, ups = [], 0.0, 0
-    with running(CloudCluster(elastic_config(power))) as c:
+    with running(ElasticCluster(elastic_config(power))) as c:
         prepare_started(c)
         for _ in range(args.runs):
             wait_for(lambda: powered_down(c) and not c.running_nodes(), 90, "every node powered down", interval=0.5)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cloud_cluster import CloudCluster, CloudConfig
 from resources import make_cluster, make_nodeset
+from slurm_cluster import wait_for
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
@@ -91,6 +92,14 @@ class ElasticHands:
             if names_:
                 c.run(["scontrol", "power", *how.split(), ",".join(names_)]).check()
                 self.log.append((time.time(), "power " + how, ",".join(names_)))
+
+
+class ElasticCluster(CloudCluster):
+    """The harness's cloud cluster whose power-saving lines and CLOUD record are the rendered ones (not its own
+    CloudSet lines): it waits for the rendered names to be powered down at start."""
+
+    def wait_nodes_idle(self, timeout: float = 60) -> None:
+        wait_for(lambda: powered_down(self), timeout, "every elastic node idle~", interval=0.3)
 
 
 def elastic_config(power=None) -> CloudConfig:

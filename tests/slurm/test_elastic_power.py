@@ -10,8 +10,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from cloud_cluster import CloudCluster, parse_oneliner
-from elastic_cluster import POWER, ElasticHands, elastic_config, power_log, powered_down, prepare_started
+from cloud_cluster import parse_oneliner
+from elastic_cluster import (
+    POWER,
+    ElasticCluster,
+    ElasticHands,
+    elastic_config,
+    power_log,
+    powered_down,
+    prepare_started,
+)
 from prerequisites import require_root
 from slurm_cluster import running, wait_for
 
@@ -19,7 +27,7 @@ from slurm_cluster import running, wait_for
 @pytest.fixture(scope="module")
 def cloud():
     require_root("real-Slurm tests: namespaces, chroot and mounts")
-    with running(CloudCluster(elastic_config())) as c:
+    with running(ElasticCluster(elastic_config())) as c:
         prepare_started(c)
         yield c
 
