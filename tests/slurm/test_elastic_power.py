@@ -95,3 +95,23 @@ def test_a_job_larger_than_the_set_is_refused_at_submission_and_powers_nothing(c
     res = cloud.run(["sbatch", "-N4", "/tmp/big.sh"], user="alice")
     assert res.returncode != 0 and "Requested node configuration is not available" in res.stderr
     assert len(power_log(cloud)) == before and cloud.running_nodes() == []
+
+
+def test_hands_that_were_away_during_a_resume_catch_up_from_slurms_states(cloud):
+    # The operator killed between Slurm's resume and the pods' creation: the request is not replayed from anywhere;
+    # the next look at Slurm's node states makes the pods, and the job runs.
+    wait_for(lambda: powered_down(cloud), 60, "3 powered-down nodes", interval=0.5)
+    job = cloud.sbatch("-N2", script="#!/bin/sh\nsleep 1\n")
+    wait_for(lambda: sum("POWERING_UP" in cloud.node(n).get("State", "") for n in ("demo-gpu-0", "demo-gpu-1",
+                                                                                 "demo-gpu-2")) == 2,
+             30, "Slurm powering up 2 nodes", interval=0.2)
+    assert cloud.running_nodes() == []
+    with ElasticHands(cloud) as hands:
+        back = time.time()
+        wait_for(lambda: len(cloud.running_nodes()) == 2, 30, "the 2 pods made", interval=0.2)
+        caught_up = time.time() - back
+        wait_for(lambda: cloud.job(job)["JobState"] == "COMPLETED", 90, "the job to complete", interval=0.5)
+        wait_for(lambda: powered_down(cloud) and not cloud.running_nodes(), 90, "the nodes powered down",
+                 interval=0.5)
+    assert not hands.errors, hands.errors
+    print("elastic: pods made %.1f s after the hands came back" % caught_up)
