@@ -195,6 +195,29 @@ def with_max(nodeset, max_nodes):
     return dict(nodeset, spec=spec)
 
 
+def every_name(ctx):
+    """Every node name of the cluster's valid elastic NodeSets."""
+    return [n for ns in ctx.elastic for n in node_names(ctx.name, ns)]
+
+
+def plan_maintenance(p, ctx):
+    """``spec.maintenance`` with elastic NodeSets: every node up is powered down once idle (``power down asap``:
+    Slurm drains it, its jobs end first), and every powered-down one is drained (``soperator: maintenance``) so Slurm
+    powers none up for a pending job; resumed when maintenance ends (maintenance.plan_maintenance). Returns the
+    nodes maintenance still waits for (up, or a pod left)."""
+    waiting = []
+    for node_name in every_name(ctx):
+        node = ctx.slurm.get(node_name)
+        state = node_state(node)
+        if state in WANTS_POD or node_name in ctx.pods:
+            waiting.append(node_name)
+            if state == UP and "POWER_DOWN" not in node["flags"]:
+                p.power_down.append(node_name)
+        elif node is not None and not node["drain"]:
+            p.drain_node(node_name, names.REASON_MAINTENANCE)
+    return waiting
+
+
 def kept(ctx):
     """``{name prefix: maxNodes}`` of the elastic NodeSets: their node names are no pods gone for good
     (scale.plan_node_records forgets only names beyond)."""
@@ -236,9 +259,11 @@ def plan_elastic(p, ctx, template_hashes, render_pod):
             if ctx.observed.get("slurm_error"):  # asked and silent (the operator's cache check does not ask)
                 p.wait(REQUEUE_SLURM_UNREACHABLE, "elastic NodeSet %s waits for slurmctld to answer" % set_name)
             continue
-        if ctx.spec["maintenance"]:
-            continue
-        d = decide(all_names, ctx.slurm, ctx.pods, template_hashes[set_name], ns["spec"]["elastic"]["minNodes"])
+        maintenance = ctx.spec["maintenance"]
+        d = decide(all_names, ctx.slurm, ctx.pods, template_hashes[set_name],
+                   0 if maintenance else ns["spec"]["elastic"]["minNodes"])
+        if maintenance:  # no new pod: the nodes are being powered down (plan_maintenance)
+            d.create = []
         p.create_pods += [render_pod(ns, node_name) for node_name in d.create]
         p.delete_pods += d.delete
         p.power_up += d.power_up

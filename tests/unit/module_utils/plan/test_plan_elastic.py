@@ -198,3 +198,20 @@ def test_the_status_of_an_elastic_nodeset_counts_its_power_states():
     assert (got["poweredUp"], got["poweringUp"], got["poweredDown"], got["failed"]) == (1, 1, 0, 1)
     assert (got["replicas"], got["mixed"], got["idle"]) == (1, 1, 0)  # a powered-down node is not idle
     assert p.create_pods[0]["metadata"]["name"] == "demo-gpu-1" and p.power_down_force == ["demo-gpu-2"]
+
+
+def test_maintenance_powers_elastic_nodes_down_and_drains_the_powered_down_ones():
+    maint = make_cluster({"partitions": [{"name": "main", "default": True}], "maintenance": True}, uid="c-uid")
+    controller = {"demo-controller": {"metadata": {"name": "demo-controller"}, "spec": {"replicas": 1},
+                                      "status": {}}}
+    live = {"demo-gpu-0": pod("demo-gpu-0")}
+    slurm_table = table(**{"demo-gpu-0": "IDLE+CLOUD", "demo-gpu-1": "MIXED+CLOUD+POWERING_UP"})
+    p = converge.plan(maint, nodesets()[1:], {"statefulsets": controller, "pods": live, "slurm": slurm_table}, NOW)
+    assert p.power_down == ["demo-gpu-0"] and p.create_pods == []
+    assert p.drain == {"soperator: maintenance": ["demo-gpu-2"]}
+    assert any("maintenance waits for" in w for w in p.pending)
+    # Maintenance over: our drain of the powered-down node is resumed.
+    drained = scontrol.parse_show_node(node("demo-gpu-2", "IDLE+CLOUD+DRAIN+POWERED_DOWN",
+                                            reason="soperator: maintenance"))
+    p = converge.plan(cluster(), nodesets()[1:], {"statefulsets": controller, "pods": {}, "slurm": drained}, NOW)
+    assert p.resume == ["demo-gpu-2"]
