@@ -83,12 +83,15 @@ def test_a_node_whose_pod_never_starts_is_handed_back_and_its_job_requeued(cloud
         wait_for(lambda: cloud.job(job)["JobState"] == "COMPLETED", 120, "the requeued job to complete",
                  interval=0.5)
         assert cloud.job(job)["Restarts"] == "1"
+        wait_for(lambda: powered_down(cloud) and not cloud.running_nodes(), 90, "the nodes powered down",
+                 interval=0.5)
     assert not hands.errors, hands.errors
     assert any(rec[1] == "resume-fail" and "demo-gpu-1" in rec[2] for rec in power_log(cloud))
 
 
 def test_a_job_larger_than_the_set_is_refused_at_submission_and_powers_nothing(cloud):
-    wait_for(lambda: powered_down(cloud), 60, "3 powered-down nodes", interval=0.5)
+    wait_for(lambda: powered_down(cloud) and not cloud.running_nodes(), 60, "3 powered-down nodes, no pod",
+             interval=0.5)
     before = len(power_log(cloud))
     path = cloud.root / "tmp/big.sh"
     path.write_text("#!/bin/sh\ntrue\n")
@@ -100,7 +103,8 @@ def test_a_job_larger_than_the_set_is_refused_at_submission_and_powers_nothing(c
 def test_hands_that_were_away_during_a_resume_catch_up_from_slurms_states(cloud):
     # The operator killed between Slurm's resume and the pods' creation: the request is not replayed from anywhere;
     # the next look at Slurm's node states makes the pods, and the job runs.
-    wait_for(lambda: powered_down(cloud), 60, "3 powered-down nodes", interval=0.5)
+    wait_for(lambda: powered_down(cloud) and not cloud.running_nodes(), 60, "3 powered-down nodes, no pod",
+             interval=0.5)
     job = cloud.sbatch("-N2", script="#!/bin/sh\nsleep 1\n")
     wait_for(lambda: sum("POWERING_UP" in cloud.node(n).get("State", "") for n in ("demo-gpu-0", "demo-gpu-1",
                                                                                  "demo-gpu-2")) == 2,
