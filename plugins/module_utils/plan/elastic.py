@@ -127,7 +127,7 @@ def decide(all_names, slurm, pods, template_hash, min_nodes):
                              "Node %s %s: removing its pod" % (node_name, why)))
         elif pod is not None:
             d.moving = True
-        if state == FAILED and pod is None:
+        if state == FAILED and pod is None and "POWER_DOWN" not in node["flags"]:  # not asked already
             d.power_down_force.append(node_name)
         if node is not None and "POWERING_DOWN" in node["flags"]:
             d.moving = True

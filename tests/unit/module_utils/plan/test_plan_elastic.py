@@ -73,6 +73,9 @@ def test_a_failed_resume_loses_its_pod_first_and_is_then_handed_back():
     assert [e[:2] for e in d.events] == [("Warning", elastic.EVENT_RESUME_FAILED)]
     d = elastic.decide(NAMES, table(**failed), {}, HASH, 0)
     assert d.power_down_force == ["demo-gpu-1"] and d.counts()["failed"] == 1
+    # Asked already (Slurm's power thread has not run yet): not again.
+    d = elastic.decide(NAMES, table(**{"demo-gpu-1": "DOWN+CLOUD+POWERED_DOWN+POWER_DOWN"}), {}, HASH, 0)
+    assert d.power_down_force == []
 
 
 def test_a_resume_during_a_suspend_waits_for_the_old_pod_to_go():
