@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     config_hash,
     container_resources,
@@ -134,8 +135,10 @@ def worker_pod_spec(c, nodeset, elastic):
     if resources:
         container["resources"] = resources
     grace = max(60, c.spec["slurm"]["killWait"] + 30)
-    return c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
-                      grace=grace)
+    pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
+                     grace=grace)
+    directory.attach(c, pod, container)
+    return pod
 
 
 def elastic_args():
