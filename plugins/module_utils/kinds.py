@@ -113,8 +113,8 @@ def operator_rules(allow_data_deletion=False):
     # and in outdated login pods (session count, sshd -t), and deletes an outdated worker pod (OnDelete rolling
     # update) once its Slurm node is drained and idle, a login pod once nobody is logged in to it; creates the pod of
     # each node of an elastic NodeSet that Slurm powered up, and deletes it once Slurm powered the node down.
-    rules.append({"apiGroups": [""], "resources": [POD.plural], "verbs": ["get", "list", "watch", "create",
-                                                                        "delete"]})
+    rules.append({"apiGroups": [""], "resources": [POD.plural],
+                  "verbs": ["get", "list", "watch", "create", "delete"]})
     # Each worker pod's SlurmNodeReady condition (its Slurm node state); moving an unhealthy worker to another node
     # (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter) through the Eviction API, which honours its budget.
     rules.append({"apiGroups": [""], "resources": [POD.plural + "/status"], "verbs": ["patch"]})
