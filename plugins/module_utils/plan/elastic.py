@@ -9,6 +9,8 @@ only record the request (they hold no Kubernetes credentials). This planner read
 
 * a node powering up or powered up gets a pod of exactly its name (a missing one is created: also after an operator
   that died between the resume and the pod);
+* a node powering up whose pod is left from an earlier power-up (its slurmd registered already: the operator
+  missed the power-down) gets a new pod, since Slurm waits for a fresh slurmd's registration;
 * a node powering down or powered down has no pod; a node that did not come up within ResumeTimeout (``DOWN`` and
   powered down) loses its pod and is handed back (``scontrol power down force``) so Slurm may use it again;
 * a pod on an older template: an idle node is powered down (``power down asap``: Slurm drains it first, so no job is
@@ -25,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
     REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, name, pod_ready,
 )
@@ -42,6 +45,7 @@ REQUEUE_POWER = 2
 EVENT_POWERED_UP = "PoweredUp"
 EVENT_POWERED_DOWN = "PoweredDown"
 EVENT_RESUME_FAILED = "ResumeFailed"
+EVENT_STALE_POD = "StalePodReplaced"
 
 
 def node_names(cluster_name, nodeset):
@@ -70,6 +74,16 @@ def _outdated(pod, template_hash):
 
 def _finished(pod):
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _left_from_before(pod, node):
+    """A pod of a node that powers up whose slurmd registered at or after the pod's creation: a pod made for this
+    power-up is up in Slurm's eyes at its first registration (``slurmd -b``), so this one is left from an earlier
+    power-up (the operator missed the whole power-down). Slurm never takes its running slurmd as this power-up's
+    boot (findings A.6): without a new pod the node fails at ResumeTimeout and its job is requeued."""
+    started = node.get("slurmd_start")
+    created = durations.epoch_of((pod.get("metadata") or {}).get("creationTimestamp"))
+    return started is not None and created is not None and started >= created
 
 
 class Decision(object):
@@ -114,6 +128,10 @@ def decide(all_names, slurm, pods, template_hash, min_nodes):
                 d.moving = True  # the old pod still goes; created again on a later pass
             elif _finished(pod):
                 d.delete.append((node_name, pod["metadata"].get("uid")))
+            elif state == POWERING_UP and _left_from_before(pod, node):
+                d.delete.append((node_name, pod["metadata"].get("uid")))  # made anew on a later pass
+                d.events.append(("Normal", EVENT_STALE_POD, "Slurm powers up node %s, whose pod is left from an "
+                                 "earlier power-up (its slurmd registered before): replacing it" % node_name))
             elif _outdated(pod, template_hash) and state == UP and not node["busy"] and not node["drain"]:
                 d.power_down.append(node_name)
             if state == POWERING_UP or (pod is not None and not pod_ready(pod)):
@@ -141,13 +159,17 @@ def decide(all_names, slurm, pods, template_hash, min_nodes):
 
 
 def mismatched(all_names, slurm, pods):
-    """Names whose pod does not match Slurm's power state: wanted and missing, or present while powered down. The
-    operator runtime's cheap check between runs (Slurm powers nodes up and down with no Kubernetes event)."""
+    """Names whose pod does not match Slurm's power state: wanted and missing, present while powered down, or left
+    from an earlier power-up (:func:`_left_from_before`). The operator runtime's cheap check between runs (Slurm
+    powers nodes up and down with no Kubernetes event)."""
     found = []
     for node_name in all_names:
-        wants = node_state(slurm.get(node_name)) in WANTS_POD
+        node = slurm.get(node_name)
+        wants = node_state(node) in WANTS_POD
         pod = pods.get(node_name)
         if wants != (pod is not None and not deleting(pod)):
+            found.append(node_name)
+        elif wants and pod is not None and node_state(node) == POWERING_UP and _left_from_before(pod, node):
             found.append(node_name)
     return found
 

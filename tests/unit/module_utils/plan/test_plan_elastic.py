@@ -5,6 +5,7 @@ them for State=CLOUD records (docs/slurm-24.11-findings.md, A), read by the real
 from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, elastic
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -84,6 +85,45 @@ def test_a_resume_during_a_suspend_waits_for_the_old_pod_to_go():
     d = elastic.decide(NAMES, table(**{"demo-gpu-0": "MIXED+CLOUD+POWERING_UP"}),
                        {"demo-gpu-0": pod("demo-gpu-0", deleting=True)}, HASH, 0)
     assert d.create == [] and d.delete == [] and d.moving
+
+
+def test_a_pod_left_from_an_earlier_power_up_is_replaced_at_the_resume():
+    # The operator missed the power-down: the pod made at 09:00 still runs the slurmd that registered at 09:00:05.
+    # Slurm powers the node up again and waits for a fresh slurmd (findings A.6): the old pod goes (a new one is made
+    # on the next pass), with an Event; the cheap check between runs sees it too.
+    made = "2026-11-26T09:00:00Z"
+    registered = durations.epoch_of(made) + 5
+    slurm = scontrol.parse_show_node(
+        "NodeName=demo-gpu-0 CPUAlloc=1 CPUTot=2 State=MIXED+CLOUD+POWERING_UP SlurmdStartTime=%d\n"
+        "NodeName=demo-gpu-1 CPUAlloc=0 CPUTot=2 State=IDLE+CLOUD+POWERED_DOWN SlurmdStartTime=None\n"
+        "NodeName=demo-gpu-2 CPUAlloc=0 CPUTot=2 State=IDLE+CLOUD+POWERED_DOWN" % registered)
+    old = pod("demo-gpu-0")
+    old["metadata"]["creationTimestamp"] = made
+    d = elastic.decide(NAMES, slurm, {"demo-gpu-0": old}, HASH, 0)
+    assert (d.create, d.delete, d.moving) == ([], [("demo-gpu-0", "uid-demo-gpu-0")], True)
+    assert [e[1] for e in d.events] == [elastic.EVENT_STALE_POD]
+    assert elastic.mismatched(NAMES, slurm, {"demo-gpu-0": old}) == ["demo-gpu-0"]
+    # Gone: the next pass makes the new pod.
+    assert elastic.decide(NAMES, slurm, {}, HASH, 0).create == ["demo-gpu-0"]
+
+
+def test_a_pod_made_for_this_power_up_is_kept_while_its_node_powers_up():
+    # Slurm's SlurmdStartTime is an earlier pod's (or none yet): the pod made for this resume stays.
+    made = "2026-11-26T09:10:00Z"
+    for started in ("%d" % (durations.epoch_of(made) - 60), "None"):
+        slurm = scontrol.parse_show_node(
+            "NodeName=demo-gpu-0 CPUAlloc=1 CPUTot=2 State=MIXED+CLOUD+POWERING_UP SlurmdStartTime=%s" % started)
+        fresh = pod("demo-gpu-0", ready=False)
+        fresh["metadata"]["creationTimestamp"] = made
+        d = elastic.decide(NAMES, slurm, {"demo-gpu-0": fresh}, HASH, 0)
+        assert (d.create, d.delete, d.events, d.moving) == ([], [], [], True), started
+        assert elastic.mismatched(NAMES, slurm, {"demo-gpu-0": fresh}) == []
+    # An up node's pod is never judged by it (its slurmd registered for this power-up).
+    slurm = scontrol.parse_show_node("NodeName=demo-gpu-0 CPUAlloc=0 CPUTot=2 State=IDLE+CLOUD SlurmdStartTime=%d"
+                                     % (durations.epoch_of(made) + 5))
+    fresh = pod("demo-gpu-0")
+    fresh["metadata"]["creationTimestamp"] = made
+    assert elastic.decide(NAMES, slurm, {"demo-gpu-0": fresh}, HASH, 0).delete == []
 
 
 def test_a_finished_pod_of_an_up_node_is_replaced():
