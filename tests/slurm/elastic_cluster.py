@@ -19,7 +19,7 @@ from resources import make_cluster, make_nodeset
 from slurm_cluster import wait_for
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, spec
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic
 from ansible_collections.soperator.slurm.plugins.module_utils.render import slurm_conf, worker
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
@@ -39,7 +39,11 @@ def rendered_lines(power=None) -> str:
 
 class ElasticHands:
     """Carries out ``elastic.decide`` every ``poll`` seconds against the cluster; ``fail``: names whose pod never
-    starts (unschedulable). ``samples``: the running "pods" at every look; ``log``: (time, action, name)."""
+    starts (unschedulable). ``samples``: the running "pods" at every look; ``log``: (time, action, name). A "pod"
+    has the creationTimestamp of its slurmd's start by these or earlier hands (``CREATED``: a slurmd left running
+    after the hands stopped is a pod nobody removed)."""
+
+    CREATED: dict[str, str] = {}
 
     def __init__(self, cluster: CloudCluster, fail=(), poll: float = 0.5):
         self.cluster, self.fail, self.poll = cluster, set(fail), poll
@@ -71,7 +75,8 @@ class ElasticHands:
         nodes = scontrol.parse_show_node(out)
         live = c.running_nodes()
         self.samples.append((time.time(), live))
-        pods = {n: {"metadata": {"name": n, "uid": n, "annotations": {names.ANNOTATION_TEMPLATE_HASH: TEMPLATE}},
+        pods = {n: {"metadata": {"name": n, "uid": n, "annotations": {names.ANNOTATION_TEMPLATE_HASH: TEMPLATE},
+                                 "creationTimestamp": self.CREATED.get(n)},
                     "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
                 for n in live}
         cpu = time.process_time()
@@ -79,6 +84,7 @@ class ElasticHands:
         self.decide_cpu += time.process_time() - cpu
         for name, _uid in d.delete:
             c.stop_node(name)
+            self.CREATED.pop(name, None)
             self.log.append((time.time(), "delete", name))
         for name in d.create:
             if name in self.fail:
@@ -86,6 +92,7 @@ class ElasticHands:
             # The rendered container's arguments, the pod name for $(SLURMD_NODENAME).
             args = worker.elastic_args()
             extra = tuple(a for a in args[args.index("-D") + 1:args.index("-N")])
+            self.CREATED[name] = durations.iso(time.time())  # the API server's stamp, before the kubelet starts it
             c.start_node(name, extra_args=extra, wait=None)
             self.log.append((time.time(), "create", name))
         for how, names_ in (("up", d.power_up), ("down asap", d.power_down), ("down force", d.power_down_force)):

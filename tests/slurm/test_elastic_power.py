@@ -119,3 +119,28 @@ def test_hands_that_were_away_during_a_resume_catch_up_from_slurms_states(cloud)
                  interval=0.5)
     assert not hands.errors, hands.errors
     print("elastic: pods made %.1f s after the hands came back" % caught_up)
+
+
+def test_a_pod_left_from_an_earlier_power_up_is_replaced_at_the_resume(cloud):
+    # The hands away for the whole power-down: demo-gpu-0's slurmd (its pod) keeps running though Slurm powered the
+    # node down. At the next resume Slurm waits for a fresh slurmd (findings A.6); the planner tells the old pod by
+    # Slurm's SlurmdStartTime and replaces it, so the job runs without waiting for ResumeTimeout (no requeue).
+    wait_for(lambda: powered_down(cloud) and not cloud.running_nodes(), 60, "3 powered-down nodes, no pod",
+             interval=0.5)
+    with ElasticHands(cloud) as hands:
+        first = cloud.sbatch("-N1", "-w", "demo-gpu-0", script="#!/bin/sh\ntrue\n")
+        wait_for(lambda: cloud.job(first)["JobState"] == "COMPLETED", 90, "the first job to complete", interval=0.5)
+    assert not hands.errors, hands.errors
+    wait_for(lambda: cloud.state("demo-gpu-0") == "idle~", 60, "demo-gpu-0 powered down by Slurm", interval=0.5)
+    assert cloud.running_nodes() == ["demo-gpu-0"]  # its slurmd still runs: a pod nobody removed
+    print("elastic: SlurmdStartTime of the powered-down node: %s" % cloud.node("demo-gpu-0").get("SlurmdStartTime"))
+    job = cloud.sbatch("-N1", "-w", "demo-gpu-0", script="#!/bin/sh\ntrue\n")
+    wait_for(lambda: "POWERING_UP" in cloud.node("demo-gpu-0").get("State", ""), 30, "demo-gpu-0 powering up",
+             interval=0.2)
+    with ElasticHands(cloud) as hands:
+        wait_for(lambda: cloud.job(job)["JobState"] == "COMPLETED", 90, "the job to complete", interval=0.5)
+        assert cloud.job(job)["Restarts"] == "0"
+        assert [(a, n) for _t, a, n in hands.log][:2] == [("delete", "demo-gpu-0"), ("create", "demo-gpu-0")]
+        wait_for(lambda: powered_down(cloud) and not cloud.running_nodes(), 90, "the nodes powered down",
+                 interval=0.5)
+    assert not hands.errors, hands.errors
