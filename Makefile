@@ -50,5 +50,6 @@ bench: deps venv binaries collection ## benchmarks: figures printed, nothing ass
 	$(PY) bench/bench_collection.py
 	$(PY) bench/bench_operator.py
 	python3 tests/slurm/bench_spank.py --runs 50
+	$(PY) tests/slurm/bench_elastic.py --runs 3
 
 .PHONY: help collection deps venv binaries demo images cluster-up cluster-down test unit bench

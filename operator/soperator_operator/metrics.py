@@ -193,6 +193,13 @@ class OperatorMetrics:
         self.cached = reg(Gauge("soperator_operator_cached_objects", "Objects held in the watch caches."))
         self.backup = dict((name, reg(Gauge(name, help_text, ("namespace", "cluster") + extra)))
                            for name, (help_text, extra) in sorted(BACKUP_GAUGES.items()))
+        self.elastic_nodes = reg(Gauge("soperator_elastic_nodes",
+                                       "Nodes of elastic NodeSets by Slurm power state (up, poweringUp, poweredDown, "
+                                       "failed), as the status refresh last read them.",
+                                       ("namespace", "cluster", "nodeset", "state")))
+        self.elastic_resyncs = reg(Counter("soperator_elastic_resyncs",
+                                           "Runs forced because Slurm powered elastic nodes up or down (their pods "
+                                           "did not match).", ("namespace", "cluster")))
 
     def set_backups(self, clusters):
         """The jail backups' gauges from the cached SlurmClusters (:func:`backup_samples`)."""

@@ -9,18 +9,21 @@ converge's, which runs on its own triggers.
 
 import logging
 import threading
+import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
-from . import cache
+from . import cache, workqueue
 from .kube import describe, now_iso
 
 log = logging.getLogger(__name__)
 
 # What the converge runs in the controller pod (_slurm.SCONTROL): epoch times, one line per node.
 SHOW_NODES = ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "node", "-o"]
+# How often a cluster with an elastic NodeSet is asked (seconds): a powered-up node's job waits for its pod.
+ELASTIC_PERIOD = 2.0
 
 
 def _ready(pod):
@@ -53,16 +56,57 @@ def status_changes(nodesets, statefulsets, pods, slurm):
     return counts_to_write, conditions
 
 
+def elastic_counts(cluster_name, nodesets, slurm):
+    """``{nodeset name: {state: count}}`` of the elastic NodeSets (plan/elastic.node_state). Pure."""
+    counts = {}
+    for ns in nodesets:
+        elastic_spec = (ns.get("spec") or {}).get("elastic")
+        if elastic_spec and isinstance(elastic_spec.get("maxNodes"), int):
+            prefix = names.worker_name(cluster_name, ns["metadata"]["name"])
+            found = dict((state, 0) for state in (elastic.UP, elastic.POWERING_UP, elastic.DOWN, elastic.FAILED))
+            for i in range(elastic_spec["maxNodes"]):
+                found[elastic.node_state(slurm.get(names.pod_name(prefix, i)))] += 1
+            counts[ns["metadata"]["name"]] = found
+    return counts
+
+
+def elastic_mismatch(cluster_name, nodesets, pods, slurm):
+    """Node names of the elastic NodeSets whose pods do not match Slurm's power states (a run is due). Pure."""
+    found = []
+    for ns in nodesets:
+        elastic_spec = (ns.get("spec") or {}).get("elastic")
+        if elastic_spec and isinstance(elastic_spec.get("maxNodes"), int):
+            prefix = names.worker_name(cluster_name, ns["metadata"]["name"])
+            all_names = [names.pod_name(prefix, i) for i in range(elastic_spec["maxNodes"])]
+            found += elastic.mismatched(all_names, slurm, pods)
+    return found
+
+
+def has_elastic(controller, cluster):
+    namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+    return any(((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == name and (ns.get("spec") or {}).get(
+        "elastic") for ns in controller.informers[names.NODESET_KIND].store.list(namespace))
+
+
 class SlurmStatus:
-    def __init__(self, kube, controller, period):
+    def __init__(self, kube, controller, period, elastic_period=ELASTIC_PERIOD):
         self.kube, self.controller, self.period = kube, controller, period
+        self.elastic_period = min(period, elastic_period)
 
     def start(self):
         threading.Thread(target=self._loop, daemon=True, name="slurm-status").start()
 
     def _loop(self):
-        while not self.controller._stopping.wait(self.period):
+        # Clusters with an elastic NodeSet are asked every elastic_period: Slurm powers a node up for a job with no
+        # Kubernetes event, and the job waits for its pod. The others every period.
+        last_full = 0.0
+        while not self.controller._stopping.wait(self.elastic_period):
+            full = time.monotonic() - last_full >= self.period
+            if full:
+                last_full = time.monotonic()
             for cluster in self.controller.informers[names.CLUSTER_KIND].store.list():
+                if not full and not has_elastic(self.controller, cluster):
+                    continue
                 try:
                     self.refresh(cluster)
                 except Exception as exc:  # noqa: BLE001  the next period tries again; the converge does the same
@@ -90,6 +134,18 @@ class SlurmStatus:
         nodesets = [ns for ns in self.controller.informers[names.NODESET_KIND].store.list(namespace)
                     if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == name
                     and not ns["metadata"].get("deletionTimestamp")]
+        mismatch = elastic_mismatch(name, nodesets, pods, slurm)
+        metrics = getattr(self.controller, "metrics", None)
+        if metrics is not None:
+            for set_name, by_state in elastic_counts(name, nodesets, slurm).items():
+                for state, count in by_state.items():
+                    metrics.elastic_nodes.set(count, namespace=namespace, cluster=name, nodeset=set_name, state=state)
+            if mismatch:
+                metrics.elastic_resyncs.inc(namespace=namespace, cluster=name)
+        if mismatch:
+            log.info("elastic nodes of %s/%s powered up or down by Slurm: %s; reconciling", namespace, name,
+                     ", ".join(mismatch[:10]))
+            self.controller.queue.add((names.CLUSTER_KIND, namespace, name), reason=workqueue.REQUEUE)
         counts, conditions = status_changes(nodesets, self._cached("StatefulSet", namespace, name), pods, slurm)
         now = now_iso()
         for nodeset, values in counts:

@@ -245,6 +245,18 @@ def login_headless_name(cluster):
     return "%s-login-headless" % cluster
 
 
+# slurmctld's ResumeProgram, SuspendProgram and ResumeFailProgram (elastic NodeSets): one program of the controller
+# image under three names; it only records Slurm's request (images/controller/soperator-power).
+POWER_PROGRAM = "/usr/local/sbin/soperator-power"
+POWER_PROGRAMS = (("ResumeProgram", "/usr/local/sbin/soperator-resume"),
+                  ("SuspendProgram", "/usr/local/sbin/soperator-suspend"),
+                  ("ResumeFailProgram", "/usr/local/sbin/soperator-resume-fail"))
+# The same program as PrologSlurmctld: a job whose nodes were powered up starts once they registered.
+WAIT_NODES_PROGRAM = "/usr/local/sbin/soperator-wait-nodes"
+# Where it records them (slurmctld's log directory in the controller pod, SlurmUser's).
+POWER_LOG = "/var/log/slurm/power.log"
+
+
 def worker_name(cluster, nodeset):
     """StatefulSet and headless Service of a NodeSet; its pods (= Slurm nodes) are ``<this>-<ordinal>``."""
     return "%s-%s" % (cluster, nodeset)

@@ -757,6 +757,69 @@ def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(op)
     assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode != 0
 
 
+def test_an_elastic_nodeset_gets_the_pod_of_the_node_slurm_powered_up_and_loses_it_when_idle(op):
+    """An elastic NodeSet (maxNodes 2, minNodes 0) under the operator as installed (its image, its RBAC): no worker
+    pod and both nodes powered down; a one-node job makes exactly one pod appear, named as the node Slurm gave the
+    job, which runs there and completes; after SuspendTime (shortened here) the pod goes and both nodes are powered
+    down again. Pods are sampled at every look: never more than the one."""
+    op.kubectl("delete", "nodeset", "--all", "-n", WATCHED, "--wait=true", timeout=300)
+    docs = op.definition(slurm={"powerSaving": {"suspendTime": 10, "suspendTimeout": 10, "resumeTimeout": 120}},
+                         nodeset={"elastic": {"maxNodes": 2, "minNodes": 0}})
+    docs[1]["metadata"]["name"] = "burst"
+    docs[1]["spec"].pop("replicas", None)
+    nodes = ["demo-burst-0", "demo-burst-1"]
+    selector = "slurm.soperator.dev/nodeset=burst"
+
+    def explain():
+        return op.explain() + "\n--- operator (last 60 lines) ---\n" + op.kubectl(
+            "logs", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/name=soperator-operator", "--tail=60", "--prefix",
+            check=False).stdout
+
+    samples = []
+
+    def pods():
+        listed = op.get("pod", "-l", selector)
+        assert listed is not None, "kubectl get pods failed"
+        live = {p["metadata"]["name"]: p["metadata"]["uid"] for p in listed["items"]}
+        samples.append(live)
+        return live
+
+    def powered_down():
+        states = op.sinfo()
+        return sorted(n for n, state in states.items() if n in nodes and state.endswith("~")) == nodes
+
+    kubectl_apply(op, docs)
+    try:
+        wait_until(lambda: ready(op), 300, "SlurmCluster Ready", explain)
+        wait_until(powered_down, 60, "both elastic nodes powered down in sinfo", explain)
+        assert pods() == {}
+        job = _job(op, "-N1 -o /root/elastic.out --wrap 'echo ran-on-$SLURMD_NODENAME'")
+        t0 = time.monotonic()
+
+        def completed():  # each look samples the pods too: the job needs its node's pod, made by the operator
+            pods()
+            return "JobState=COMPLETED" in op.slurm("scontrol show job %s" % job).stdout
+        wait_until(completed, 180, "the job on a powered-up node to complete", explain)
+        print("\ne2e-operator: elastic -N1 from zero: submit -> completed %.1f s" % (time.monotonic() - t0))
+        shown = dict(item.split("=", 1) for item in op.slurm("scontrol show job -o %s" % job).stdout.split()
+                     if "=" in item)
+        node = shown["NodeList"]
+        assert node in nodes, shown
+        assert op.jail("cat /root/elastic.out").stdout.strip() == "ran-on-" + node
+        made = [s for s in samples if s]
+        assert made and all(list(s) == [node] for s in made), samples  # only that node's pod, never two
+        assert len({s[node] for s in made}) == 1, samples  # one pod, never replaced while the job ran
+        assert op.events("burst", "PoweredUp"), "no PoweredUp Event on the NodeSet"
+        t0 = time.monotonic()
+        wait_until(lambda: not pods() and powered_down(), 120, "the idle node's pod gone, both powered down", explain)
+        print("e2e-operator: elastic job done -> pod gone, powered down %.1f s" % (time.monotonic() - t0))
+        assert op.events("burst", "PoweredDown"), "no PoweredDown Event on the NodeSet"
+        assert all(not s or list(s) == [node] for s in samples), samples
+    finally:
+        op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300, check=False)
+        op.kubectl("delete", "nodeset", "--all", "-n", WATCHED, "--wait=true", timeout=300, check=False)
+
+
 def test_cluster_wide_install_watches_every_namespace(op):
     """The same image, installed namespaced and then reinstalled with operator_cluster_wide: a ClusterRole (the
     namespaced Role pruned), and a namespace nobody listed.

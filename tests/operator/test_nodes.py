@@ -80,3 +80,22 @@ def test_status_changes_writes_only_what_differs():
     nodeset["status"].update(idle=1, allocated=1)
     pods["demo-cpu-0"]["status"]["conditions"] = [dict(conditions[0][1], lastTransitionTime="t")]
     assert S.status_changes([nodeset], sts, pods, slurm) == ([], [])
+
+
+def test_an_elastic_node_slurm_powered_up_or_down_without_its_pod_due_forces_a_run():
+    from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+    from soperator_operator import slurmstatus as S
+
+    slurm = scontrol.parse_show_node(
+        "NodeName=demo-gpu-0 CPUAlloc=1 CPUTot=2 State=MIXED+CLOUD+POWERING_UP\n"
+        "NodeName=demo-gpu-1 CPUAlloc=0 CPUTot=2 State=IDLE+CLOUD+POWERED_DOWN\n"
+        "NodeName=demo-gpu-2 CPUAlloc=0 CPUTot=2 State=IDLE+CLOUD\n")
+    gpu = {"metadata": {"name": "gpu"}, "spec": {"clusterRef": {"name": "demo"}, "elastic": {"maxNodes": 3}}}
+    cpu = {"metadata": {"name": "cpu"}, "spec": {"clusterRef": {"name": "demo"}, "replicas": 1}}
+    pods = {"demo-gpu-1": {"metadata": {"name": "demo-gpu-1"}}, "demo-gpu-2": {"metadata": {"name": "demo-gpu-2"}}}
+    # Node 0 powers up without a pod, node 1 is powered down with one; node 2 matches; fixed sets are not looked at.
+    assert S.elastic_mismatch("demo", [gpu, cpu], pods, slurm) == ["demo-gpu-0", "demo-gpu-1"]
+    pods = {"demo-gpu-0": {"metadata": {"name": "demo-gpu-0"}}, "demo-gpu-2": {"metadata": {"name": "demo-gpu-2"}}}
+    assert S.elastic_mismatch("demo", [gpu, cpu], pods, slurm) == []
+    assert S.elastic_counts("demo", [gpu, cpu], slurm) == {
+        "gpu": {"up": 1, "poweringUp": 1, "poweredDown": 1, "failed": 0}}

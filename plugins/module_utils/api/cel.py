@@ -186,6 +186,13 @@ def _nodeset_name_ordinal(obj, path):
     return []
 
 
+@_twin(schema.ELASTIC_MIN_ABOVE_MAX)
+def _elastic_min_max(elastic, path):
+    if isinstance(elastic.get("maxNodes"), int) and elastic.get("minNodes", 0) > elastic["maxNodes"]:
+        return _cel_error(child_path(path, "minNodes"), schema.ELASTIC_MIN_ABOVE_MAX)
+    return []
+
+
 # Transition rules (``self == oldSelf``): judged only on an update, with the stored value.
 @_twin(schema.SPOOL_IMMUTABLE)
 def _spool_immutable(spool, path, old):
@@ -195,6 +202,13 @@ def _spool_immutable(spool, path, old):
 @_twin(schema.CLUSTER_REF_IMMUTABLE)
 def _cluster_ref_immutable(ref, path, old):
     return [] if ref == old else _cel_error(path, schema.CLUSTER_REF_IMMUTABLE)
+
+
+@_twin(schema.ELASTIC_SWITCH)
+def _elastic_switch(spec, path, old):
+    if isinstance(old, dict) and ("elastic" in spec) != ("elastic" in old):
+        return _cel_error(child_path(path, "elastic"), schema.ELASTIC_SWITCH)
+    return []
 
 
 @_twin(schema.ACCOUNTING_RULES["storage_immutable"])

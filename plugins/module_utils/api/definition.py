@@ -45,6 +45,16 @@ def split_definition(docs, namespace=None):
     return clusters[0], nodesets
 
 
+def direct_converge_errors(nodesets):
+    """What ``site.yml`` cannot serve when it converges a definition itself (``soperator_converge: direct``): an
+    elastic NodeSet, whose pods follow Slurm's power-ups long after the play ended. Errors naming the field."""
+    return [SpecError("nodesets[%s].spec.elastic" % (ns.get("metadata") or {}).get("name"),
+                      "an elastic NodeSet needs the operator (Slurm powers its nodes up and down at any time, and "
+                      "the operator makes their pods): run site.yml with soperator_converge: operator, or give the "
+                      "NodeSet a fixed spec.replicas")
+            for ns in nodesets if (ns.get("spec") or {}).get("elastic")]
+
+
 def definition_docs(name, namespace, cluster, nodesets):
     """What ``site.yml`` applies of a definition: the namespace, the SlurmCluster and its NodeSets, labelled as the
     cluster's (their status left out)."""

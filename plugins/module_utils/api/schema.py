@@ -339,6 +339,11 @@ CLUSTER_REF_IMMUTABLE = "clusterRef is immutable: a NodeSet cannot move to anoth
 GPU_TYPE_WITHOUT_COUNT = "gpu.type needs gpu.count > 0 (without a count the nodes have no GPU)"
 NODESET_NAME_ORDINAL = ("metadata.name of a NodeSet may not end in -<digits> (it would look like a pod of another "
                         "NodeSet)")
+ELASTIC_MIN_ABOVE_MAX = "elastic.minNodes may not exceed elastic.maxNodes"
+ELASTIC_SWITCH = ("a NodeSet cannot switch between fixed replicas and elastic (spec.elastic): its running jobs would "
+                  "lose their nodes; create a new NodeSet and delete this one (its nodes are drained first)")
+# The most nodes of one elastic NodeSet: every name is a NodeName record of slurm.conf from the start.
+ELASTIC_MAX_NODES = 1024
 
 
 def _image(component):
@@ -886,8 +891,23 @@ def slurm_cluster_schema():
                            default="priority/multifactor"),
         "returnToService": _i("Slurm ReturnToService: 2 = a DOWN node with a valid configuration becomes usable "
                               "when it registers.", minimum=0, maximum=2, default=2),
-        "maxNodeCount": _i("Slurm MaxNodeCount: the most dynamic nodes (NodeSet replicas, all sets together). "
-                           "Changing it restarts slurmctld.", minimum=1, maximum=65000, default=1024),
+        "maxNodeCount": _i("Slurm MaxNodeCount: the most nodes (the replicas of fixed NodeSets and the maxNodes "
+                           "of elastic ones, all sets together). Changing it restarts slurmctld.", minimum=1,
+                           maximum=65000, default=1024),
+        "powerSaving": _o("Slurm's power saving, which powers the nodes of elastic NodeSets (spec.elastic of a "
+                          "NodeSet) up for the jobs Slurm schedules on them and down when idle. Used only when a "
+                          "NodeSet is elastic; fixed NodeSets are never powered down.", {
+                              "suspendTime": _i("Slurm SuspendTime: seconds a node of an elastic NodeSet stays idle "
+                                                "before Slurm powers it down (its pod goes away).",
+                                                minimum=1, maximum=65533, default=300),
+                              "suspendTimeout": _i("Slurm SuspendTimeout: seconds for a node's pod to go after its "
+                                                   "power-down; only then may the node be powered up again.",
+                                                   minimum=1, maximum=65533, default=30),
+                              "resumeTimeout": _i("Slurm ResumeTimeout: seconds for a powered-up node's pod to "
+                                                  "start and its slurmd to register; past it the node is DOWN, its "
+                                                  "pod removed and its job requeued.",
+                                                  minimum=1, maximum=65533, default=300),
+                          }, default={}),
         "slurmctldTimeout": _i("Slurm SlurmctldTimeout, seconds.", minimum=1, maximum=65533, default=120),
         "slurmdTimeout": _i("Slurm SlurmdTimeout, seconds (0 = never mark nodes DOWN for not responding).",
                             minimum=0, maximum=65533, default=300),
@@ -1024,7 +1044,20 @@ def nodeset_schema():
         "clusterRef": _o("The SlurmCluster (same namespace) the nodes join; immutable.", {
             "name": _s("Name of the SlurmCluster.", maxLength=CLUSTER_NAME_MAX, pattern=DNS_LABEL_PATTERN),
         }, required=["name"], **{"x-kubernetes-validations": [_rule("self == oldSelf", CLUSTER_REF_IMMUTABLE)]}),
-        "replicas": _i("Number of nodes.", minimum=0, maximum=65000, default=1),
+        "replicas": _i("Number of nodes (fixed NodeSets; not used by an elastic one).", minimum=0, maximum=65000,
+                       default=1),
+        "elastic": _o("Elastic NodeSet: Slurm decides which nodes run. Every node name <cluster>-<nodeset>-<i> "
+                      "(i < maxNodes) is in Slurm from the start, powered down; Slurm's power saving powers up "
+                      "exactly the nodes a job was given and powers idle ones down after "
+                      "SlurmCluster spec.slurm.powerSaving.suspendTime; the operator creates and removes their "
+                      "pods. Cannot be added to or removed from an existing NodeSet.", {
+                          "maxNodes": _i("The most nodes of the set (node names <cluster>-<nodeset>-0 ... -<maxNodes-1>"
+                                         "). A job asking for more is refused by Slurm at submission.",
+                                         minimum=1, maximum=ELASTIC_MAX_NODES),
+                          "minNodes": _i("Nodes kept powered up even when idle.", minimum=0,
+                                         maximum=ELASTIC_MAX_NODES, default=0),
+                      }, required=["maxNodes"], **{"x-kubernetes-validations": [
+                          _rule("self.minNodes <= self.maxNodes", ELASTIC_MIN_ABOVE_MAX, ".minNodes")]}),
         "resources": resources_schema("Resources of each node's slurmd container."),
         "gpu": _o("GPUs of each node.", {
             "count": _i("GPUs per node (0 = CPU-only nodes).", minimum=0, maximum=64, default=0),
@@ -1066,7 +1099,8 @@ def nodeset_schema():
         "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
                     pattern=IMAGE_PATTERN),
         "healthChecks": nodeset_health_checks_schema(),
-    }, required=["clusterRef"])
+    }, required=["clusterRef"], **{"x-kubernetes-validations": [
+        _rule("has(self.elastic) == has(oldSelf.elastic)", ELASTIC_SWITCH)]})
 
     status = {
         "type": "object",
@@ -1083,6 +1117,11 @@ def nodeset_schema():
             "drained": _i("Slurm nodes DRAINING or DRAINED.", minimum=0),
             "down": _i("Slurm nodes DOWN or not responding.", minimum=0),
             "updatedReplicas": _i("Pods on the current template.", minimum=0),
+            "poweredUp": _i("Elastic: nodes Slurm has powered up whose slurmd registered.", minimum=0),
+            "poweringUp": _i("Elastic: nodes Slurm is powering up (their pods starting).", minimum=0),
+            "poweredDown": _i("Elastic: nodes powered down or powering down (no pod).", minimum=0),
+            "failed": _i("Elastic: nodes that did not come up within the resume timeout (DOWN, no pod).",
+                         minimum=0),
             "outdatedReplicas": _i("Pods on an older template, waiting to be replaced by the rolling update.",
                                    minimum=0),
             "rollingUpdate": _o("Present while a rolling update waits for jobs: the nodes it drained that still run "
@@ -1152,6 +1191,11 @@ def crds():
         {"name": "Mixed", "type": "integer", "jsonPath": ".status.mixed"},
         {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
         {"name": "Down", "type": "integer", "jsonPath": ".status.down", "priority": 1},
+        {"name": "Max", "type": "integer", "jsonPath": ".spec.elastic.maxNodes", "priority": 1},
+        {"name": "Up", "type": "integer", "jsonPath": ".status.poweredUp"},
+        {"name": "Powering", "type": "integer", "jsonPath": ".status.poweringUp"},
+        {"name": "Off", "type": "integer", "jsonPath": ".status.poweredDown"},
+        {"name": "Failed", "type": "integer", "jsonPath": ".status.failed", "priority": 1},
         {"name": "Roll Waits For", "type": "string", "jsonPath": ".status.rollingUpdate.summary"},
         copy.deepcopy(age),
     ], scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",

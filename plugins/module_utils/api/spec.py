@@ -28,7 +28,9 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import config_
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
-from ansible_collections.soperator.slurm.plugins.module_utils.api.values import MEMORY_MARGIN_MIN_MIB, real_memory_mib
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import (
+    MEMORY_MARGIN_MIN_MIB, nodeset_size, real_memory_mib,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.api.walk import NO_OLD, apply_defaults, validate_schema
 
 
@@ -170,6 +172,31 @@ def validate_cluster_with_nodesets(cluster, nodesets, collection_version=names.C
     return cluster, checked
 
 
+# slurm.conf keys of power saving the operator writes while a NodeSet is elastic (render/slurm_conf.py), with the
+# field to use instead.
+POWER_SAVING_KEYS = {
+    "ResumeProgram": "the operator's program records Slurm's requests",
+    "SuspendProgram": "the operator's program records Slurm's requests",
+    "ResumeFailProgram": "the operator's program records Slurm's requests",
+    "SuspendExcNodes": "use the NodeSet's spec.elastic.minNodes",
+    "SuspendExcStates": "fixed NodeSets are never powered down",
+    "SuspendTime": "use spec.slurm.powerSaving.suspendTime",
+    "SuspendTimeout": "use spec.slurm.powerSaving.suspendTimeout",
+    "ResumeTimeout": "use spec.slurm.powerSaving.resumeTimeout",
+}
+
+
+def _power_saving_rules(spec, nodesets):
+    """With an elastic NodeSet, power saving is the operator's: a raw override of its keys is refused."""
+    sets = [ns["metadata"]["name"] for ns in nodesets if nodeset_size(ns["spec"]) and ns["spec"].get("elastic")]
+    if not sets:
+        return []
+    raw = spec["slurm"].get("slurmConf") or {}
+    return [SpecError("spec.slurm.slurmConf.%s" % key, "%s is owned by the operator while a NodeSet is elastic (%s): "
+                      "%s" % (key, ", ".join(sets), POWER_SAVING_KEYS[key]))
+            for key in sorted(raw) if key in POWER_SAVING_KEYS]
+
+
 def _cross_rules(cluster, nodesets, errors):
     spec = cluster["spec"]
     name = cluster["metadata"]["name"]
@@ -209,7 +236,8 @@ def _cross_rules(cluster, nodesets, errors):
                 errors.append(SpecError("%s.spec.features[%d]" % (prefix, index),
                                         "feature %r is the name of NodeSet %s: its nodes would join that NodeSet's "
                                         "partitions" % (feature, others[feature.lower()])))
-        total += nodeset["spec"]["replicas"]
+        total += nodeset_size(nodeset["spec"])
+    errors.extend(_power_saving_rules(spec, nodesets))
     if total > spec["slurm"]["maxNodeCount"]:
-        errors.append(SpecError("spec.slurm.maxNodeCount", "total NodeSet replicas (%d) exceed maxNodeCount (%d)"
-                                % (total, spec["slurm"]["maxNodeCount"])))
+        errors.append(SpecError("spec.slurm.maxNodeCount", "total NodeSet replicas and elastic maxNodes (%d) exceed "
+                                "maxNodeCount (%d)" % (total, spec["slurm"]["maxNodeCount"])))

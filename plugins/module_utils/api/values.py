@@ -120,3 +120,15 @@ def nodeset_partitions(cluster_spec, nodeset_spec):
     if nodeset_spec.get("partitions"):
         return list(nodeset_spec["partitions"])
     return [p["name"] for p in cluster_spec["partitions"] if p["default"]]
+
+
+def elastic(nodeset_spec):
+    """Whether Slurm's power saving decides which nodes of this NodeSet run (spec.elastic)."""
+    return bool(nodeset_spec.get("elastic"))
+
+
+def nodeset_size(nodeset_spec):
+    """How many Slurm node names the NodeSet may take: its replicas, or an elastic set's maxNodes."""
+    if elastic(nodeset_spec):
+        return int(nodeset_spec["elastic"]["maxNodes"])
+    return int(nodeset_spec.get("replicas", 1))

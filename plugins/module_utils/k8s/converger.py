@@ -183,7 +183,44 @@ class Converger(Observation, ConfigChecks):
             if entry["pod_uid"] and entry["node"] not in done["replaced_pods"]:
                 continue
             done["events"].append(self.record_event(entry))
+        self.act_elastic(plan, slurm, done)
         return applied, done
+
+    def act_elastic(self, plan, slurm, done):
+        """Elastic NodeSets (plan/elastic.py): the pods of the nodes Slurm powered up (a pod left from before was
+        deleted above and is made on a later pass), the nodes to power up, down or hand back, and the Events."""
+        done["created_pods"], done["powered"] = [], {}
+        for manifest in plan.create_pods:
+            pod_name = manifest["metadata"]["name"]
+            if not self.check_mode:
+                try:
+                    self.api.create(manifest, what="create pod %s/%s" % (self.namespace, pod_name))
+                except access.Conflict:
+                    continue  # it exists (an older one still terminating): a later pass looks again
+                except (access.Invalid, access.Forbidden) as e:
+                    # Refused (a quota, an admission policy): the node does not come up, Slurm hands it back after
+                    # ResumeTimeout and requeues its job; said here and on the NodeSet, the other nodes go on.
+                    self.warnings.append(e.msg)
+                    plan.events.append((manifest["metadata"]["labels"].get(names.LABEL_NODESET), "Warning",
+                                        "PodRefused", "the pod of powered-up node %s was refused: %s"
+                                        % (pod_name, e.msg[:500])))
+                    continue
+            done["created_pods"].append(pod_name)
+        for how, nodes in (("up", plan.power_up), ("down asap", plan.power_down),
+                           ("down force", plan.power_down_force)):
+            if nodes:
+                if not self.check_mode:
+                    slurm.power(nodes, how)
+                done["powered"][how] = list(nodes)
+        for set_name, event_type, reason, message in plan.events:
+            nodeset = next((ns for ns in plan.valid_nodesets if ns["metadata"]["name"] == set_name), None)
+            if nodeset is None or self.check_mode:
+                continue
+            try:
+                self.api.event(nodeset, event_type, reason, message, self.field_manager, self.clock())
+            except KubernetesError as e:
+                self.warnings.append("%s (%s)" % (e.msg, message))
+        done["events"] = done.get("events", []) + [e[3] for e in plan.events]
 
     def jobs_on(self, node_names):
         """``{node: [job ids]}`` from slurmctld, ``{}`` when it cannot tell (the ids only inform status and Events)."""
@@ -219,7 +256,7 @@ class Converger(Observation, ConfigChecks):
         """Passes until settled (nothing pending; Ready too with ``wait_for_ready``) or ``wait_timeout``."""
         deadline = self.clock() + wait_timeout
         totals: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
-                                  "replaced_pods": [], "events": []}
+                                  "replaced_pods": [], "events": [], "created_pods": []}
         objects_seen, counts, diffs, changed = {}, {}, [], False
         passes = 0
         timings = dict.fromkeys(("observe", "render", "apply", "status"), 0.0)
@@ -270,8 +307,9 @@ class Converger(Observation, ConfigChecks):
                     objects_seen[ident] = entry
             diffs += applied.get("diff") or []
             changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
-                                                            or done["deleted_nodes"] or done["replaced_pods"])
-            for key in ("drained", "resumed", "deleted_nodes", "replaced_pods", "events"):
+                                                            or done["deleted_nodes"] or done["replaced_pods"]
+                                                            or done["created_pods"] or done["powered"])
+            for key in ("drained", "resumed", "deleted_nodes", "replaced_pods", "events", "created_pods"):
                 totals[key] += [n for n in done[key] if n not in totals[key]]
             totals["scaled"].update(done["scaled"])
             released = self.release(nodesets, plan, retire)

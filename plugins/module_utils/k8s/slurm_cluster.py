@@ -19,7 +19,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import definit
 from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import DryRunRefused
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import clients
@@ -103,6 +103,10 @@ def _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sl
             ns["metadata"]["namespace"] = ns["metadata"].get("namespace") or namespace
         # The whole definition must be valid before anything is written (the pure part first: no request).
         specs.validate_cluster_with_nodesets(cluster_doc, nodeset_docs, policy=policy)
+        if not params.get("resources_only") and params.get("state", "present") == "present":
+            problems = definitions.direct_converge_errors(nodeset_docs)
+            if problems:
+                raise SpecErrors(problems)
     if not name or not namespace:
         raise Failure("give definition, or name and namespace", failures.INVALID_SPEC, field="name")
     if bind:

@@ -188,6 +188,14 @@ class Slurm(object):
         if node_names:
             self.run(["scontrol", "delete", "nodename=%s" % ",".join(node_names)])
 
+    def power(self, node_names, how):
+        """``scontrol power <how> <nodes>``: ``up``, ``down asap`` (drained first: a running job ends) or
+        ``down force`` (only for nodes whose resume failed: nothing runs on them)."""
+        assert how in ("up", "down asap", "down force")
+        node_names = scontrol.validate_node_names(node_names)
+        if node_names:
+            self.run(["scontrol", "power"] + how.split() + [",".join(node_names)])
+
     def _update(self, node_names, *settings):
         node_names = scontrol.validate_node_names(node_names)
         if node_names:

@@ -161,6 +161,8 @@ def plan_readiness(p, ctx, maintenance_ready):
         problems.append("slurmctld does not answer" + (": " + why if why else ""))
     else:
         for set_name, facts in sorted(p.nodesets.items()):
+            if facts.get("elastic"):  # powering up and down is its normal life: never a reason to be unready
+                continue
             want = facts["replicas"] if not facts["leaving"] else 0
             if facts["serving"] < want:
                 problems.append("NodeSet %s: %d/%d Slurm nodes up" % (set_name, facts["serving"], want))

@@ -41,7 +41,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import referen
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    backup, components, login, maintenance, projection, rolls, scale,
+    backup, components, elastic, login, maintenance, projection, rolls, scale,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -149,13 +149,22 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     slurm_user = maintenance.plan_slurm_user(p, ctx, maintenance_ready)
     replicas = scale.plan_replicas(p, ctx, maintenance_ready)
     # While maintenance drains, every pod runs on: the cluster is rendered as out of maintenance until then.
-    p.manifests = render.render_cluster(cluster_ok, valid,
+    # An elastic NodeSet being deleted stays in slurm.conf until its nodes are powered down (plan/elastic.leave), and
+    # one whose maxNodes was lowered keeps the names still up (plan/elastic.plan_shrink).
+    wider = elastic.plan_shrink(p, ctx)
+    rendered = [elastic.with_max(ns, wider[ns["metadata"]["name"]]) if ns["metadata"]["name"] in wider else ns
+                for ns in valid] + ctx.elastic_leaving
+    ctx.elastic = [ns for ns in rendered if ns["spec"].get("elastic") and ns not in ctx.elastic_leaving]
+    p.manifests = render.render_cluster(cluster_ok, rendered,
                                         collection_version, served=observed.get("served") or (),
                                         slurm_user=slurm_user, replicas=replicas.render,
                                         maintenance=ctx.spec["maintenance"] and maintenance_ready)
+    if ctx.elastic or ctx.elastic_leaving:
+        hashes, render_pod = render.elastic_pods(cluster_ok, rendered, collection_version)
+        elastic.plan_elastic(p, ctx, hashes, render_pod)
     rolls.plan_rolls(p, ctx, replicas.rolling)
     login.plan_login(p, ctx)
-    scale.plan_node_records(p, ctx, replicas.kept)
+    scale.plan_node_records(p, ctx, dict(replicas.kept, **elastic.kept(ctx)))
     components.plan_guards(p, ctx)
     projection.plan_projection(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)

@@ -20,6 +20,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
     REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, drain_timeout, replicas,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import give_up_expired, resume_ours
 
 
@@ -46,7 +47,7 @@ def plan_maintenance(p, ctx):
             for entry in entries:
                 if entry["action"] == drains.DRAIN:
                     p.drain_node(entry["name"], names.REASON_MAINTENANCE)
-            busy = [e["name"] for e in entries if not e["removable"]]
+            busy = [e["name"] for e in entries if not e["removable"]] + elastic.plan_maintenance(p, ctx)
             if busy:
                 p.wait(REQUEUE_DRAINING, "maintenance waits for %s to drain" % ", ".join(busy))
             else:
@@ -54,7 +55,7 @@ def plan_maintenance(p, ctx):
                 for entry in entries:
                     give_up_expired(p, sets[names.statefulset_of(entry["name"])], [entry], slurm, "maintenance")
     elif slurm is not None:
-        resume_ours(p, slurm, worker_nodes, (names.REASON_MAINTENANCE,))
+        resume_ours(p, slurm, worker_nodes + elastic.every_name(ctx), (names.REASON_MAINTENANCE,))
     if slurm is not None and not values.health_enabled(spec):
         # The health program no longer runs: nobody else would ever resume the drains it left (NCCL drains are a
         # measurement, and stay for an administrator).

@@ -108,8 +108,12 @@ class Context(object):
         self.cluster = cluster
         self.name = name(cluster)
         self.spec = cluster["spec"]
-        self.valid = list(valid)
-        self.leaving = list(leaving)
+        # Elastic NodeSets (spec.elastic) have no StatefulSet: plan/elastic.py decides their pods; every other
+        # planner sees the fixed ones only.
+        self.elastic = [ns for ns in valid if ns["spec"].get("elastic")]
+        self.valid = [ns for ns in valid if not ns["spec"].get("elastic")]
+        self.leaving = [ns for ns in leaving if not ns["spec"].get("elastic")]
+        self.elastic_leaving = [ns for ns in leaving if ns["spec"].get("elastic")]
         self.invalid = invalid
         self.observed = observed
         self.statefulsets = observed.get("statefulsets") or {}
@@ -166,6 +170,11 @@ class Plan(object):
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
         self.give_up = []            # dicts (give_up_node): busy nodes whose pods go now, past a drain timeout
+        self.create_pods = []        # Pod manifests of elastic nodes Slurm powered up (plan/elastic.py)
+        self.power_up = []           # elastic nodes to power up (minNodes)
+        self.power_down = []         # elastic nodes to power down once idle (an older pod template)
+        self.power_down_force = []   # elastic nodes handed back after a failed resume
+        self.events = []             # (nodeset name, type, reason, message) of elastic power changes
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -206,7 +215,8 @@ class Plan(object):
 
     @property
     def changes_slurm(self):
-        return bool(self.drain or self.resume or self.delete_nodes)
+        return bool(self.drain or self.resume or self.delete_nodes or self.power_up or self.power_down
+                    or self.power_down_force)
 
 
 def give_up_event(entry):

@@ -81,11 +81,17 @@ COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down")
 
 def nodeset_counts(statefulset, replicas, slurm):
     """A NodeSet's Slurm node counts (its pods' nodes, ordinals below ``replicas``) and how many are up."""
+    return node_counts([names.pod_name(statefulset, ordinal) for ordinal in range(replicas)], slurm)
+
+
+def node_counts(node_names, slurm):
+    """The Slurm node counts of ``node_names`` and how many are up; a node of an elastic NodeSet powered down or
+    powering up is none of them (the NodeSet's power counts say so)."""
     counts = dict((key, 0) for key in COUNT_KEYS)
     serving = 0
-    for ordinal in range(replicas):
-        node = slurm.get(names.pod_name(statefulset, ordinal))
-        if node is None:
+    for node_name in node_names:
+        node = slurm.get(node_name)
+        if node is None or "POWERED_DOWN" in node["flags"] or "POWERING_UP" in node["flags"]:
             continue
         if node["down"] or "NOT_RESPONDING" in node["flags"]:
             counts["down"] += 1
@@ -196,7 +202,10 @@ def plan_projection(p, ctx):
     for name in p.pod_conditions:
         p.pod_conditions[name] = pod_condition(after.get(name))
     for facts in p.nodesets.values():
-        counts, dummy = nodeset_counts(facts["statefulset"], facts["replicas"], after)
+        if facts.get("elastic"):
+            counts, dummy = node_counts(facts["nodes"], after)
+        else:
+            counts, dummy = nodeset_counts(facts["statefulset"], facts["replicas"], after)
         facts.update(counts)
 
 

@@ -172,6 +172,10 @@ def invalid_cluster_status(old, obj, message, now, reason=REASON_INVALID_SPEC, p
     return status
 
 
+# An elastic NodeSet's power states (plan/elastic.facts), as kubectl get nodeset shows them.
+ELASTIC_KEYS = ("poweredUp", "poweringUp", "poweredDown", "failed")
+
+
 def nodeset_status(old, obj, plan, facts, selector, now):
     """A NodeSet's status: its pods (for the scale subresource), its Slurm nodes, Ready/Degraded."""
     status = dict(old or {})
@@ -222,7 +226,7 @@ def nodeset_status(old, obj, plan, facts, selector, now):
             status["rollingUpdate"] = None  # a merge patch removes it
         status["replicas"] = facts["currentReplicas"]
         status["readyReplicas"] = facts["readyReplicas"]
-        for key in COUNT_KEYS:
+        for key in COUNT_KEYS + ELASTIC_KEYS:
             if key in facts:
                 status[key] = facts[key]
     if selector:

@@ -41,7 +41,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.jail import
 from ansible_collections.soperator.slurm.plugins.module_utils.render.login import login, login_service
 from ansible_collections.soperator.slurm.plugins.module_utils.render.network import network_policies
 from ansible_collections.soperator.slurm.plugins.module_utils.render.rest import rest_service, slurmrestd
-from ansible_collections.soperator.slurm.plugins.module_utils.render.worker import worker
+from ansible_collections.soperator.slurm.plugins.module_utils.render.worker import elastic_pod, elastic_template, worker
 from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf import (
     render_config_files,
     render_slurmdbd_conf,
@@ -115,7 +115,8 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     objects += account_workloads
     objects.append(controller(c, slurm_config, slurm_user))
     objects.append(login(c, sshd_config))
-    objects += [worker(c, ns) for ns in c.nodesets]
+    # Elastic NodeSets have no StatefulSet: their pods are made one by one (plan/elastic.py, elastic_pods).
+    objects += [worker(c, ns) for ns in c.nodesets if not ns["spec"].get("elastic")]
     if spec["restApi"]["enabled"]:
         objects.append(slurmrestd(c, slurm_config["slurm.conf"]))
     if spec["exporter"]["enabled"]:
@@ -126,3 +127,13 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     if spec["exporter"]["enabled"] and spec["exporter"]["serviceMonitor"]["enabled"] and "ServiceMonitor" in served:
         objects.append(service_monitor(c))
     return objects
+
+
+def elastic_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+    """(``{nodeset name: template hash}``, ``render(nodeset, node name) -> Pod``) of the elastic NodeSets: what
+    plan/elastic.py needs to create the pod of a node Slurm powered up."""
+    cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
+    c = ClusterContext(cluster, nodesets)
+    hashes = dict((ns["metadata"]["name"], elastic_template(c, ns)[1]) for ns in nodesets
+                  if ns["spec"].get("elastic"))
+    return hashes, lambda nodeset, node_name: elastic_pod(c, nodeset, node_name)

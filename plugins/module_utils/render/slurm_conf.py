@@ -18,7 +18,7 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import (
-    cpu_count, health_enabled, nodeset_partitions, real_memory_mib,
+    cpu_count, elastic, health_enabled, nodeset_partitions, real_memory_mib,
 )
 
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\#]")
@@ -89,6 +89,40 @@ def node_conf_params(nodeset):
     return _words(*pairs)
 
 
+def elastic_hostlist(cluster_name, nodeset):
+    """Slurm's hostlist of every node name of an elastic NodeSet: ``<cluster>-<nodeset>-[0-<maxNodes-1>]``."""
+    prefix = names.worker_name(cluster_name, nodeset["metadata"]["name"])
+    count = nodeset["spec"]["elastic"]["maxNodes"]
+    return names.pod_name(prefix, 0) if count == 1 else "%s-[0-%d]" % (prefix, count - 1)
+
+
+def power_saving_lines(cluster_name, slurm, nodesets):
+    """Slurm's power saving and the ``State=CLOUD`` records of the elastic NodeSets (none without one).
+
+    The programs only record Slurm's request (names.POWER_PROGRAMS); the operator reads the node states and makes
+    the pods match. Fixed NodeSets are dynamic nodes (``slurmd -Z``), never powered down (SuspendExcStates)."""
+    sets = [ns for ns in nodesets if elastic(ns["spec"])]
+    if not sets:
+        return []
+    power = slurm["powerSaving"]
+    lines = ["", "# Power saving: Slurm powers the nodes of elastic NodeSets up and down, the operator makes the pods"]
+    lines += ["%s=%s" % (key, path) for key, path in names.POWER_PROGRAMS]
+    lines += ["SuspendTime=%d" % power["suspendTime"], "SuspendTimeout=%d" % power["suspendTimeout"],
+              "ResumeTimeout=%d" % power["resumeTimeout"], "SuspendExcStates=DYNAMIC_NORM"]
+    if "PrologSlurmctld" not in (slurm.get("slurmConf") or {}):
+        # Without it a batch job on powered-up nodes starts at slurmctld's next 30 s periodic check (findings A.12).
+        lines.append("PrologSlurmctld=%s" % names.WAIT_NODES_PROGRAM)
+    kept = ["%s:%d" % (elastic_hostlist(cluster_name, ns), ns["spec"]["elastic"]["minNodes"]) for ns in sets
+            if ns["spec"]["elastic"]["minNodes"]]
+    if kept:
+        lines.append("SuspendExcNodes=%s" % ",".join(kept))
+    lines += ["", "# Elastic NodeSets: every node name from the start, powered down until Slurm needs it"]
+    for ns in sets:
+        lines.append("%s %s State=CLOUD" % (conf_line("NodeName", elastic_hostlist(cluster_name, ns), "metadata.name"),
+                                            node_conf_params(ns)))
+    return lines
+
+
 def has_gpus(nodesets):
     return any(ns["spec"]["gpu"]["count"] for ns in nodesets)
 
@@ -109,8 +143,11 @@ def render_slurm_conf(cluster, nodesets, slurm_user=names.SLURM_USER):
     raw = dict(slurm.get("slurmConf") or {})
     controller = names.controller_name(md["name"])
     ctld_params = raw.pop("SlurmctldParameters", "")
-    ctld_params = ",".join(["enable_configless"] + [p for p in ctld_params.split(",")
-                                                    if p and p != "enable_configless"])
+    owned_params = ["enable_configless"]
+    if any(elastic(ns["spec"]) for ns in nodesets):
+        # A node handed back after a failed resume (power down force) is IDLE again: Slurm may use it later.
+        owned_params.append("idle_on_node_suspend")
+    ctld_params = ",".join(owned_params + [p for p in ctld_params.split(",") if p and p not in owned_params])
     lines = [HEADER % (md["namespace"], md["name"]), "",
              "# Identity and daemons (owned by the operator)",
              conf_line("ClusterName", spec["clusterName"], "spec.clusterName"),
@@ -166,8 +203,9 @@ def render_slurm_conf(cluster, nodesets, slurm_user=names.SLURM_USER):
     if overrides:
         lines += ["", "# From spec.slurm.slurmConf"]
         lines.extend(conf_line(key, value, "spec.slurm.slurmConf.%s" % key) for key, value in overrides)
-    lines += ["", "# NodeSets: dynamic nodes (slurmd -Z) register with Feature=<nodeset>"]
     ordered = sorted(nodesets, key=lambda ns: ns["metadata"]["name"])
+    lines += power_saving_lines(md["name"], slurm, ordered)
+    lines += ["", "# NodeSets: dynamic nodes (slurmd -Z) register with Feature=<nodeset>"]
     for nodeset in ordered:
         set_name = nodeset["metadata"]["name"]
         lines.append(_words(("NodeSet", set_name, "metadata.name"), ("Feature", set_name, "metadata.name")))

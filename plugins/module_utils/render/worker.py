@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
+    config_hash,
     container_resources,
     run_mount,
     security,
@@ -56,6 +57,35 @@ def shared_jail_paths(sub_mounts):
 
 
 def worker(c, nodeset):
+    """A fixed NodeSet's StatefulSet: one dynamic node (``slurmd -Z``) per pod."""
+    set_name = nodeset["metadata"]["name"]
+    pod = worker_pod_spec(c, nodeset, elastic=False)
+    name = names.worker_name(c.name, set_name)
+    return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
+                       # OnDelete: a template change replaces no pod by itself; the converge plan replaces each
+                       # worker once its Slurm node is drained and idle (plan/rolls.py).
+                       extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})
+
+
+def elastic_template(c, nodeset):
+    """An elastic NodeSet's pod template (metadata and spec) and its hash (the pods' template-hash annotation)."""
+    template = {"metadata": {"labels": names.labels(c.name, names.COMPONENT_WORKER, nodeset["metadata"]["name"])},
+                "spec": worker_pod_spec(c, nodeset, elastic=True)}
+    return template, config_hash(template)[:16]
+
+
+def elastic_pod(c, nodeset, node_name):
+    """The pod of one powered-up node of an elastic NodeSet: named exactly as the Slurm node (a ``State=CLOUD``
+    record of slurm.conf), owned by its NodeSet. An individual Pod, not a StatefulSet's: the running nodes may have
+    holes (node 2 up while node 1 is down), which a StatefulSet cannot have."""
+    template, template_hash = elastic_template(c, nodeset)
+    metadata = c.metadata(node_name, names.COMPONENT_WORKER, nodeset=nodeset, owner=nodeset,
+                          annotations={names.ANNOTATION_TEMPLATE_HASH: template_hash})
+    metadata["labels"] = dict(template["metadata"]["labels"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+
+
+def worker_pod_spec(c, nodeset, elastic):
     set_name = nodeset["metadata"]["name"]
     spec = nodeset["spec"]
     image = spec.get("image") or c.spec["images"]["worker"]
@@ -75,9 +105,10 @@ def worker(c, nodeset):
         "name": "slurmd",
         "image": image,
         "imagePullPolicy": c.pull_policy,
-        # A dynamic node named after its pod; its hardware description never touches slurm.conf.
-        "args": ["/usr/sbin/slurmd", "-D", "-Z", "-N", "$(SLURMD_NODENAME)", "--conf-server", "$(SLURM_CONF_SERVER)",
-                 "--conf", "$(SLURMD_CONF_PARAMS)"],
+        "args": elastic_args() if elastic else [
+            # A dynamic node named after its pod; its hardware description never touches slurm.conf.
+            "/usr/sbin/slurmd", "-D", "-Z", "-N", "$(SLURMD_NODENAME)", "--conf-server", "$(SLURM_CONF_SERVER)",
+            "--conf", "$(SLURMD_CONF_PARAMS)"],
         "env": [
             {"name": "SLURMD_NODENAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "SLURM_NODESET", "value": set_name},
@@ -107,8 +138,11 @@ def worker(c, nodeset):
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
                      grace=grace)
     directory.attach(c, pod, container)
-    name = names.worker_name(c.name, set_name)
-    return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
-                       # OnDelete: a template change replaces no pod by itself; the converge plan replaces each
-                       # worker once its Slurm node is drained and idle (plan/rolls.py).
-                       extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})
+    return pod
+
+
+def elastic_args():
+    """slurmd of an elastic node: the NodeName record of slurm.conf (``State=CLOUD``) is its hardware, so no ``-Z``
+    and no ``--conf``; ``-b`` reports a boot at slurmd's start, which Slurm waits for after a power-up (a container's
+    kernel boot time is the host's, older than the request: without it the node never leaves POWERING_UP)."""
+    return ["/usr/sbin/slurmd", "-D", "-b", "-N", "$(SLURMD_NODENAME)", "--conf-server", "$(SLURM_CONF_SERVER)"]

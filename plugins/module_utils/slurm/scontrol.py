@@ -82,7 +82,8 @@ def parse_show_node(text):
     A node is a dict: ``name``, ``state`` (base state, e.g. ``IDLE``), ``flags`` (e.g. ``["DRAIN",
     "DYNAMIC_NORM"]``), ``reason``, ``reason_user``, ``reason_time`` (epoch seconds when scontrol ran with
     ``SLURM_TIME_FORMAT=%s``, else the printed string), ``cpus_alloc``, ``busy`` (jobs run or complete
-    on it), ``drain`` (DRAIN or FAIL flag), ``down``.
+    on it), ``drain`` (DRAIN or FAIL flag), ``down``, ``slurmd_start`` (SlurmdStartTime in epoch seconds under
+    ``SLURM_TIME_FORMAT=%s``, else None: when the node's slurmd last registered as started).
     """
     result = {}
     for line in text.splitlines():
@@ -107,6 +108,7 @@ def parse_show_node(text):
             "busy": base in _BUSY_STATES or "COMPLETING" in flags or cpus_alloc > 0,
             "drain": "DRAIN" in flags or "FAIL" in flags or base in ("DRAIN", "FAIL"),
             "down": base == "DOWN",
+            "slurmd_start": _int(fields.get("SlurmdStartTime"), None),
         }
     return result
 

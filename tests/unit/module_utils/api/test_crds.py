@@ -72,7 +72,8 @@ def test_crd_shape():
                                                 "statusReplicasPath": ".status.replicas",
                                                 "labelSelectorPath": ".status.selector"}
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
-        "Cluster", "Replicas", "Ready", "Idle", "Allocated", "Mixed", "Drained", "Down", "Roll Waits For", "Age"]
+        "Cluster", "Replicas", "Ready", "Idle", "Allocated", "Mixed", "Drained", "Down", "Max", "Up", "Powering", "Off",
+        "Failed", "Roll Waits For", "Age"]
     columns = cluster["spec"]["versions"][0]["additionalPrinterColumns"]
     assert [c["name"] for c in columns] == ["Ready", "Phase", "Age"]
     status = cluster["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]

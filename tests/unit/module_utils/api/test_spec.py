@@ -308,7 +308,8 @@ def test_cross_object_rules():
             "'login' is reserved (it would collide with the cluster's own objects)") in found
     assert ("nodesets[login].metadata.namespace", "must be the SlurmCluster's namespace 'hpc'") in found
     assert ("nodesets[login].spec.clusterRef.name", "does not reference SlurmCluster 'demo'") in found
-    assert ("spec.slurm.maxNodeCount", "total NodeSet replicas (7) exceed maxNodeCount (5)") in found
+    assert ("spec.slurm.maxNodeCount",
+            "total NodeSet replicas and elastic maxNodes (7) exceed maxNodeCount (5)") in found
 
 
 def test_cross_object_no_default_partition():

@@ -46,3 +46,15 @@ def test_a_nodeset_of_a_cluster_the_file_does_not_hold_is_named():
 ])
 def test_anything_else_is_refused(docs, path):
     assert path in problems(docs)
+
+
+def test_site_yml_converging_directly_refuses_an_elastic_nodeset_before_any_request():
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
+    from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_cluster
+
+    docs = [make_cluster(), make_nodeset("cpu"), make_nodeset("gpu", {"elastic": {"maxNodes": 2}})]
+    # No client at all: a request would fail differently.
+    with pytest.raises(slurm_cluster.Failure) as info:
+        slurm_cluster.run(None, {"definition": docs, "namespace": "hpc"}, None)
+    assert info.value.details["field"] == "nodesets[gpu].spec.elastic"
+    assert info.value.reason == failures.INVALID_SPEC and "soperator_converge: operator" in str(info.value)
