@@ -49,6 +49,9 @@ def _cluster_rules(spec, errors):
         object_rules.resources_rules(component.get("resources"), "spec.%s.resources" % part, errors)
         object_rules.placement_rules(component.get("placement"), "spec.%s.placement" % part, errors)
     object_rules.placement_rules(spec.get("placement"), "spec.placement", errors)
+    if spec.get("topology") and "TopologyPlugin" in ((spec.get("slurm") or {}).get("slurmConf") or {}):
+        errors.append(SpecError("spec.slurm.slurmConf.TopologyPlugin", "spec.topology sets TopologyPlugin: remove "
+                                                                        "it from spec.slurm.slurmConf"))
     ranges = (login.get("service") or {}).get("loadBalancerSourceRanges") or ()
     for index, cidr in enumerate(ranges):
         try:
