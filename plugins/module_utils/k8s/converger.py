@@ -35,7 +35,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.k8s.checks import 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.observe import Observation
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge as core
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import teardown as teardown_plan
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
@@ -163,6 +163,16 @@ class Converger(Observation, ConfigChecks):
                 except access.Conflict:
                     continue
             done["replaced_pods"].append(pod_name)
+        for node_name, features in sorted(plan.set_features.items()):
+            if not self.check_mode:
+                slurm.set_features(node_name, features)
+            done.setdefault("features", []).append(node_name)
+        if plan.reconfigure:
+            if not self.check_mode:
+                slurm.reconfigure()
+            done["reconfigured"] = plan.reconfigure
+        for set_name, message in plan.label_events:
+            self.label_event(set_name, message)
         if plan.delete_nodes:
             if not self.check_mode:
                 slurm.delete(plan.delete_nodes)
@@ -199,6 +209,21 @@ class Converger(Observation, ConfigChecks):
             except KubernetesError as e:
                 self.warnings.append("%s (%s)" % (e.msg, message))
         return message
+
+    def label_event(self, set_name, message):
+        """A Warning LabelRefused on the NodeSet (or the SlurmCluster): a node label Slurm's configuration refuses."""
+        if set_name is None:
+            target = {"apiVersion": names.API_VERSION, "kind": names.CLUSTER_KIND,
+                      "metadata": {"name": self.name, "namespace": self.namespace}}
+        else:
+            target = {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
+                      "metadata": {"name": set_name, "namespace": self.namespace}}
+        if not self.check_mode:
+            try:
+                self.api.event(target, "Warning", node_labels.EVENT_LABEL_REFUSED, message, self.field_manager,
+                               self.clock())
+            except KubernetesError as e:
+                self.warnings.append("%s (%s)" % (e.msg, message))
 
     def move_pod(self, pod_name, uid, host, why):
         """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
@@ -265,7 +290,8 @@ class Converger(Observation, ConfigChecks):
                     objects_seen[ident] = entry
             diffs += applied.get("diff") or []
             changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
-                                                            or done["deleted_nodes"] or done["replaced_pods"])
+                                                            or done["deleted_nodes"] or done["replaced_pods"]
+                                                            or done.get("features") or done.get("reconfigured"))
             for key in ("drained", "resumed", "deleted_nodes", "replaced_pods", "events"):
                 totals[key] += [n for n in done[key] if n not in totals[key]]
             totals["scaled"].update(done["scaled"])

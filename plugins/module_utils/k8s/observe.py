@@ -108,8 +108,17 @@ class Observation(object):
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
                     "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
-        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
+        topology = (cluster.get("spec") or {}).get("topology")
+        labels = topology or any((ns.get("spec") or {}).get("featureLabelPrefix") for ns in nodesets)
+        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions") or labels):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
+        if slurm_nodes is not None and topology:
+            try:  # what Slurm placed, and the file the controller has now (node_labels.plan_topology)
+                observed["slurm_topology"] = self.slurm().show_topology()
+                observed["mounted_topology"] = self.slurm().config_file("topology.conf")
+            except SlurmError as e:
+                observed["slurm_topology"] = None
+                observed["k8s_nodes_error"] = e.msg
         return marked, observed, slurm_error
 
     def database_secrets(self, cluster):
@@ -138,6 +147,7 @@ class Observation(object):
             if node is None:
                 continue
             found[host] = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+                           "labels": dict((node.get("metadata") or {}).get("labels") or {}),
                            "conditions": dict((c.get("type"), c.get("status"))
                                               for c in (node.get("status") or {}).get("conditions") or ())}
         return found, None

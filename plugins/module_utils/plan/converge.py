@@ -41,7 +41,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import referen
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    components, login, maintenance, projection, rolls, scale,
+    components, login, maintenance, node_labels, projection, rolls, scale,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -143,16 +143,19 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     maintenance_ready = maintenance.plan_maintenance(p, ctx)
     slurm_user = maintenance.plan_slurm_user(p, ctx, maintenance_ready)
     replicas = scale.plan_replicas(p, ctx, maintenance_ready)
+    topology = node_labels.plan_topology(p, ctx, replicas.render)
     # While maintenance drains, every pod runs on: the cluster is rendered as out of maintenance until then.
     p.manifests = render.render_cluster(cluster_ok, valid,
                                         collection_version, served=observed.get("served") or (),
                                         slurm_user=slurm_user, replicas=replicas.render,
-                                        maintenance=ctx.spec["maintenance"] and maintenance_ready)
+                                        maintenance=ctx.spec["maintenance"] and maintenance_ready,
+                                        topology=topology)
     rolls.plan_rolls(p, ctx, replicas.rolling)
     login.plan_login(p, ctx)
     scale.plan_node_records(p, ctx, replicas.kept)
     components.plan_guards(p, ctx)
     projection.plan_projection(p, ctx)
+    node_labels.plan_features(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)
     return p

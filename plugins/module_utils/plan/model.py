@@ -140,6 +140,10 @@ class Plan(object):
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
         self.give_up = []            # dicts (give_up_node): busy nodes whose pods go now, past a drain timeout
+        self.set_features = {}       # Slurm node -> its features (labels under spec.featureLabelPrefix changed)
+        self.label_events = []       # (nodeset name or None, message): node labels refused (node_labels.py)
+        self.topology = None         # topology.conf text (spec.topology), None without one
+        self.reconfigure = None      # why slurmctld must reread its configuration (scontrol reconfigure), or None
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -180,7 +184,7 @@ class Plan(object):
 
     @property
     def changes_slurm(self):
-        return bool(self.drain or self.resume or self.delete_nodes)
+        return bool(self.drain or self.resume or self.delete_nodes or self.set_features or self.reconfigure)
 
 
 def give_up_event(entry):

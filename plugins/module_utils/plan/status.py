@@ -222,6 +222,10 @@ def nodeset_status(old, obj, plan, facts, selector, now):
         for key in COUNT_KEYS:
             if key in facts:
                 status[key] = facts[key]
+        if "labelFeatures" in facts:
+            # A merge patch: a worker no longer listed is removed by null.
+            gone = dict((n, None) for n in ((old or {}).get("labelFeatures") or {}) if n not in facts["labelFeatures"])
+            status["labelFeatures"] = dict(gone, **facts["labelFeatures"])
     if selector:
         status["selector"] = selector
     status.update(conditions=conds, observedGeneration=gen)

@@ -54,6 +54,17 @@ def shared_jail_paths(sub_mounts):
     return shared_paths
 
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def one_per_node(pod, selector):
+    """A required anti-affinity to the NodeSet's own workers on the node's hostname: never two of them on one node;
+    added to any the user wrote. A worker with no node left stays Pending (FailedScheduling says why)."""
+    anti = pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {})
+    anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
+        {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": HOSTNAME_LABEL})
+
+
 def worker(c, nodeset):
     set_name = nodeset["metadata"]["name"]
     spec = nodeset["spec"]
@@ -105,6 +116,8 @@ def worker(c, nodeset):
     grace = max(60, c.spec["slurm"]["killWait"] + 30)
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
                      grace=grace)
+    if (spec.get("placement") or {}).get("onePerNode"):
+        one_per_node(pod, names.selector_labels(c.name, names.COMPONENT_WORKER, set_name))
     name = names.worker_name(c.name, set_name)
     return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
                        # OnDelete: a template change replaces no pod by itself; the converge plan replaces each

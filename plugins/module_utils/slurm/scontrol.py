@@ -11,11 +11,17 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import hostlist
+
 
 # Pod names (DNS labels): the only node names we ever pass to scontrol, so a name cannot smuggle in a
 # hostlist expression ("a,b", "n[1-9]") or another key=value.
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")
 
+
+# A feature we pass on (ours, the NodeSet's, an administrator's): nothing that separates a line, a list, a key or
+# an argument, nor a constraint operator.
+FEATURE_RE = re.compile(r"^[^\s,=&|\[\]*!()\"'\\#:]{1,253}$")
 
 # Base states in which a node runs jobs; COMPLETING is a flag.
 _BUSY_STATES = ("ALLOCATED", "MIXED")
@@ -107,8 +113,42 @@ def parse_show_node(text):
             "busy": base in _BUSY_STATES or "COMPLETING" in flags or cpus_alloc > 0,
             "drain": "DRAIN" in flags or "FAIL" in flags or base in ("DRAIN", "FAIL"),
             "down": base == "DOWN",
+            "features": _list(fields.get("AvailableFeatures")),
+            "active_features": _list(fields.get("ActiveFeatures")),
         }
     return result
+
+
+def _list(value):
+    return [] if value in (None, "", "(null)") else value.split(",")
+
+
+def parse_show_topology(text):
+    """``scontrol show topology`` -> ``{node: its lowest switch or block}``: where Slurm places each node now
+    (a node in no switch is absent). Hostlists expanded (``slurm/hostlist.py``)."""
+    placed = {}
+    for line in (text or "").splitlines():
+        fields = _parse_fields(line.strip())
+        if "SwitchName" in fields and fields.get("Level") == "0":
+            group = fields["SwitchName"]
+        elif "BlockName" in fields:
+            group = fields["BlockName"]
+        else:
+            continue
+        for node in hostlist.expand(fields.get("Nodes") or ""):
+            placed.setdefault(node, group)
+    return placed
+
+
+def features_update(node_name, features):
+    """argv of the scontrol call that sets a node's features (available and active: no changeable features)."""
+    validate_node_names([node_name])
+    bad = [f for f in features if not FEATURE_RE.match(f)]
+    if bad:
+        raise ValueError("invalid Slurm features: %s" % ", ".join(repr(b) for b in bad))
+    value = ",".join(features)
+    return ["scontrol", "update", "nodename=%s" % node_name, "availablefeatures=%s" % value,
+            "activefeatures=%s" % value]
 
 
 # The jobs on each node named as an argument (plain pod names, validated): one line "<node> <job id>" per job, and
