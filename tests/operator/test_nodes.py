@@ -80,3 +80,9 @@ def test_status_changes_writes_only_what_differs():
     nodeset["status"].update(idle=1, allocated=1)
     pods["demo-cpu-0"]["status"]["conditions"] = [dict(conditions[0][1], lastTransitionTime="t")]
     assert S.status_changes([nodeset], sts, pods, slurm) == ([], [])
+
+
+def test_a_label_change_changes_the_signature():
+    labelled = node("k1", Ready="True")
+    labelled["metadata"]["labels"] = {"feature.node.kubernetes.io/ib": "true"}
+    assert N.signature(labelled) != N.signature(node("k1", Ready="True"))

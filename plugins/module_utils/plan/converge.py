@@ -156,6 +156,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     components.plan_guards(p, ctx)
     projection.plan_projection(p, ctx)
     node_labels.plan_features(p, ctx)
+    node_labels.plan_unplaced(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)
     return p

@@ -223,3 +223,25 @@ def _plan_reconfigure(p, ctx, text, mounted, all_names, placement):
         return
     p.reconfigure = "topology.conf: %s placed otherwise" % ", ".join(wrong[:5]) + (
         " and %d more" % (len(wrong) - 5) if len(wrong) > 5 else "")
+
+
+UNPLACED_NAMED = 5  # pods a NodeSet's status names
+
+
+def plan_unplaced(p, ctx):
+    """The NodeSets' workers the scheduler could not place (PodScheduled False: with onePerNode, more workers than
+    nodes), with the scheduler's message: ``p.nodesets[set]["unschedulable"]``."""
+    for ns in ctx.valid:
+        sts_name = ctx.worker_statefulset(ns)
+        found = []
+        for pod_name in sorted(ctx.pods, key=lambda n: names.ordinal(n, sts_name) or 0):
+            pod = ctx.pods[pod_name]
+            if names.statefulset_of(pod_name) != sts_name or names.ordinal(pod_name, sts_name) is None:
+                continue
+            for cond in (pod.get("status") or {}).get("conditions") or ():
+                if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                    found.append("%s: %s" % (pod_name, (cond.get("message") or cond.get("reason") or "")[:200]))
+        if found and name(ns) in p.nodesets:
+            more = len(found) - UNPLACED_NAMED
+            p.nodesets[name(ns)]["unschedulable"] = found[:UNPLACED_NAMED] + (
+                ["%d more" % more] if more > 0 else [])

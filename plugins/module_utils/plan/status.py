@@ -197,6 +197,8 @@ def nodeset_status(old, obj, plan, facts, selector, now):
             message = "%d/%d pods ready, %d/%d Slurm nodes up" % (facts["readyReplicas"], want, facts["serving"], want)
             if facts["replicas"] != want:
                 message += ", %d replicas kept until their nodes drain" % facts["replicas"]
+            if facts.get("unschedulable"):
+                message += "; not placed: " + "; ".join(facts["unschedulable"])
         conds = set_condition(conds, "Ready", "True" if ready else "False", reason, message, gen, now)
         if facts.get("outdatedReplicas") is not None:
             outdated = facts["outdatedReplicas"]

@@ -201,3 +201,20 @@ def test_block_topology():
 def test_no_topology_renders_none():
     p, text = plan_topology(four(TWO_LEAVES), spec={})
     assert text is None and p.topology is None and p.reconfigure is None
+
+
+def test_a_worker_the_scheduler_cannot_place_is_named_in_the_nodesets_status():
+    from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+    statefulsets, pods = workers(3)
+    message = "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+    pods["demo-cpu-2"]["status"]["conditions"].append({"type": "PodScheduled", "status": "False",
+                                                        "reason": "Unschedulable", "message": message})
+    ctx = context(nodesets=(("cpu", {"placement": {"onePerNode": True}}),),
+                  observed={"statefulsets": statefulsets, "pods": pods})
+    p = model.Plan()
+    p.nodesets["cpu"] = {"desired": 3, "replicas": 3, "readyReplicas": 2, "serving": 2, "currentReplicas": 3}
+    node_labels.plan_unplaced(p, ctx)
+    assert p.nodesets["cpu"]["unschedulable"] == ["demo-cpu-2: " + message]
+    status = st.nodeset_status({}, ctx.valid[0], p, p.nodesets["cpu"], None, "2026-01-01T00:00:00Z")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and message in ready["message"]

@@ -1,0 +1,115 @@
+"""Node awareness against the real kube-apiserver, scheduler and kwok nodes: the rendered one-per-node placement
+(more workers than nodes: the extra stay Pending, never two on a node, the scheduler's reason in the NodeSet's
+status), and the converge adapter reading node labels that the planner turns into Slurm features."""
+
+import time
+
+import pytest
+from kubernetes import client, dynamic
+from resources import make_cluster, make_nodeset
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+
+pytestmark = pytest.mark.cluster
+
+
+def wait(predicate, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def schedulable_kwok_nodes(core):
+    return sorted(n.metadata.name for n in core.list_node(label_selector="type=kwok").items
+                  if not n.spec.taints and not n.spec.unschedulable)
+
+
+def worker_statefulset(nodeset_spec, namespace):
+    """The rendered worker StatefulSet of NodeSet cpu, its pod reduced to one container that needs nothing (kwok
+    runs no image): the placement, labels and selector are the rendered ones."""
+    cluster = make_cluster(namespace=namespace)
+    rendered = render_cluster(cluster, [make_nodeset("cpu", nodeset_spec, namespace=namespace)])
+    sts = next(m for m in rendered if m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-cpu")
+    pod = sts["spec"]["template"]["spec"]
+    kept = dict((k, pod[k]) for k in ("affinity", "nodeSelector", "tolerations") if k in pod)
+    sts["spec"]["template"]["spec"] = dict(kept, containers=[{"name": "slurmd", "image": "example.invalid/none"}])
+    sts["spec"]["volumeClaimTemplates"] = []
+    return sts
+
+
+def test_one_per_node_leaves_the_extra_worker_pending_and_says_why(k8s, namespace):
+    core, apps = client.CoreV1Api(k8s), client.AppsV1Api(k8s)
+    hosts = schedulable_kwok_nodes(core)
+    if not hosts:
+        pytest.skip("no schedulable kwok node")
+    replicas = len(hosts) + 1
+    spec = {"replicas": replicas, "placement": {"onePerNode": True, "nodeSelector": {"type": "kwok"}}}
+    apps.create_namespaced_stateful_set(namespace, worker_statefulset(spec, namespace))
+
+    def settled():
+        pods = core.list_namespaced_pod(namespace, label_selector=names.LABEL_NODESET + "=cpu").items
+        placed = [p for p in pods if p.spec.node_name]
+        pending = [p for p in pods if any(c.type == "PodScheduled" and c.status == "False"
+                                          for c in p.status.conditions or ())]
+        return (pods, placed, pending) if len(placed) == len(hosts) and len(pending) == 1 else None
+
+    pods, placed, pending = wait(settled, "%d workers placed and one Pending" % len(hosts))
+    assert sorted(p.spec.node_name for p in placed) == hosts  # one on each node, never two on one
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    observed = {"pods": dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_NODESET + "=cpu"))}
+    ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)),
+                        [specs.validate_nodeset(make_nodeset("cpu", spec, namespace=namespace))], [], {}, observed, 0)
+    p = model.Plan()
+    p.nodesets["cpu"] = {"desired": replicas, "replicas": replicas, "readyReplicas": len(hosts),
+                         "serving": len(hosts), "currentReplicas": replicas}
+    node_labels.plan_unplaced(p, ctx)
+    status = st.nodeset_status({}, ctx.valid[0], p, p.nodesets["cpu"], None, "2026-11-26T00:00:00Z")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert pending[0].metadata.name in ready["message"] and "anti-affinity" in ready["message"], ready["message"]
+
+
+def test_node_labels_read_by_the_adapter_become_features(k8s, namespace):
+    core = client.CoreV1Api(k8s)
+    hosts = schedulable_kwok_nodes(core)
+    if not hosts:
+        pytest.skip("no schedulable kwok node")
+    host = hosts[0]
+    prefix = "test.soperator.dev/%s-" % namespace[-12:]  # this test's own label keys: others' tests see none
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "demo-cpu-0", "labels": {names.LABEL_CLUSTER: "demo"}},
+        "spec": {"nodeName": host, "containers": [{"name": "slurmd", "image": "example.invalid/none"}]}})
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    nodeset = specs.validate_nodeset(make_nodeset("cpu", {"featureLabelPrefix": prefix}, namespace=namespace))
+    def plan(features="cpu"):
+        line = "NodeName=demo-cpu-0 State=IDLE+DYNAMIC_NORM AvailableFeatures=%s ActiveFeatures=%s" % (features,
+                                                                                                   features)
+        pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_CLUSTER + "=demo"))
+        found, error = conv.kubernetes_nodes(pods)
+        assert error is None
+        ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)), [nodeset], [], {},
+                            {"pods": pods, "slurm": scontrol.parse_show_node(line), "k8s_nodes": found}, 0)
+        p = model.Plan()
+        p.nodesets["cpu"] = {}
+        node_labels.plan_features(p, ctx)
+        return p
+
+    try:
+        core.patch_node(host, {"metadata": {"labels": {prefix + "ib": "true", prefix + "model": "h100"}}})
+        p = plan()
+        assert p.set_features == {"demo-cpu-0": ["cpu", "ib", "model_h100"]}
+        assert p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib", "model_h100"]}
+    finally:
+        core.patch_node(host, {"metadata": {"labels": {prefix + "ib": None, prefix + "model": None}}})
+    # Applied and recorded; the labels gone: exactly those features go.
+    nodeset["status"] = {"labelFeatures": {"demo-cpu-0": ["ib", "model_h100"]}}
+    assert plan("cpu,ib,model_h100").set_features == {"demo-cpu-0": ["cpu"]}
