@@ -56,6 +56,6 @@ class NodeWatch:
             return
         node_name = new["metadata"]["name"]
         for namespace, cluster in clusters_on(node_name, pods_informer.store.list()):
-            log.info("node %s changed (cordon, conditions or labels): reconciling SlurmCluster %s/%s", node_name, namespace,
-                     cluster)
+            log.info("node %s changed (cordon, conditions or labels): reconciling SlurmCluster %s/%s", node_name,
+                     namespace, cluster)
             self.controller.queue.add((names.CLUSTER_KIND, namespace, cluster), reason=workqueue.REQUEUE)

@@ -11,7 +11,7 @@ from resources import make_cluster, make_nodeset
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels, pins
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
@@ -113,3 +113,88 @@ def test_node_labels_read_by_the_adapter_become_features(k8s, namespace):
     # Applied and recorded; the labels gone: exactly those features go.
     nodeset["status"] = {"labelFeatures": {"demo-cpu-0": ["ib", "model_h100"]}}
     assert plan("cpu,ib,model_h100").set_features == {"demo-cpu-0": ["cpu"]}
+
+
+@pytest.fixture
+def own_nodes(k8s, namespace):
+    """Two kwok nodes of this test only (its label and taint): one of them is deleted."""
+    core = client.CoreV1Api(k8s)
+    made = []
+    for suffix in ("a", "b"):
+        name = "pin-%s-%s" % (namespace[-20:], suffix)
+        capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                                       "labels": {"kubernetes.io/hostname": name, "soperator-test": namespace}},
+                          "spec": {"taints": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]},
+                          "status": {"allocatable": capacity, "capacity": capacity}})
+        made.append(name)
+    try:
+        yield made
+    finally:
+        for name in made:
+            try:
+                core.delete_node(name)
+            except client.ApiException as e:
+                if e.status != 404:
+                    raise
+
+
+def test_a_pinned_worker_returns_to_its_node_and_its_nodes_deletion_releases_the_pin(k8s, namespace, own_nodes):
+    core, apps = client.CoreV1Api(k8s), client.AppsV1Api(k8s)
+    spec = {"replicas": 1, "placement": {
+        "onePerNode": True, "pinned": True, "nodeSelector": {"soperator-test": namespace},
+        "tolerations": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]}}
+    sts = worker_statefulset(spec, namespace)
+    assert sts["spec"]["template"]["spec"].get("schedulingGates") is None  # the reduced pod: gate it as rendered
+    rendered = render_cluster(make_cluster(namespace=namespace), [make_nodeset("cpu", spec, namespace=namespace)])
+    gates = next(m for m in rendered if m["metadata"]["name"] == "demo-cpu" and m["kind"] == "StatefulSet")[
+        "spec"]["template"]["spec"]["schedulingGates"]
+    sts["spec"]["template"]["spec"]["schedulingGates"] = gates
+    apps.create_namespaced_stateful_set(namespace, sts)
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    nodeset = specs.validate_nodeset(make_nodeset("cpu", spec, namespace=namespace))
+    cluster = specs.validate_cluster(make_cluster(namespace=namespace))
+    nodeset["status"] = {"pins": {}}
+
+    def nodes():
+        """The nodes as the converge reads them (observe.kubernetes_nodes: the pods' and the pins' nodes)."""
+        pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_NODESET + "=cpu"))
+        found, error = conv.kubernetes_nodes(pods, sorted(nodeset["status"]["pins"].values()))
+        assert error is None
+        return pods, found
+
+    def converge():
+        """One pass of the pins' concern: observe, plan, let a gated pod go; the status recorded."""
+        pods, found = nodes()
+        ctx = model.Context(cluster, [nodeset], [], {}, {"pods": pods, "k8s_nodes": found}, 0)
+        p = model.Plan()
+        pins.plan_pins(p, ctx)
+        done = conv.ungate(p.ungate)
+        nodeset["status"]["pins"] = p.nodesets["cpu"]["pins"]
+        return done
+
+    def placed_anew(old_uid):
+        def placed():
+            pod = core.read_namespaced_pod("demo-cpu-0", namespace)
+            if pod.metadata.uid == old_uid:
+                return None
+            if pod.spec.scheduling_gates:
+                converge()
+                return None
+            return pod.spec.node_name and (pod.metadata.uid, pod.spec.node_name)
+        return wait(placed, "a new demo-cpu-0 placed")
+
+    uid, first = placed_anew(None)
+    converge()
+    assert nodeset["status"]["pins"] == {"demo-cpu-0": first}
+    for _ in range(10):
+        core.delete_namespaced_pod("demo-cpu-0", namespace, grace_period_seconds=0)
+        uid, host = placed_anew(uid)
+        assert host == first
+    other = [n for n in own_nodes if n != first][0]
+    core.delete_node(first)
+    core.delete_namespaced_pod("demo-cpu-0", namespace, grace_period_seconds=0)
+    uid, host = placed_anew(uid)
+    assert host == other
+    converge()
+    assert nodeset["status"]["pins"] == {"demo-cpu-0": other}

@@ -171,6 +171,7 @@ class Converger(Observation, ConfigChecks):
             if not self.check_mode:
                 slurm.reconfigure()
             done["reconfigured"] = plan.reconfigure
+        done["ungated"] = self.ungate(plan.ungate)
         for set_name, message in plan.label_events:
             self.label_event(set_name, message)
         if plan.delete_nodes:
@@ -209,6 +210,22 @@ class Converger(Observation, ConfigChecks):
             except KubernetesError as e:
                 self.warnings.append("%s (%s)" % (e.msg, message))
         return message
+
+    def ungate(self, ungate):
+        """Let the gated pods of pinned workers be scheduled (``Plan.ungate``): their pin's node affinity, then the gate
+        off. Returns "<pod> -> <node>" of each."""
+        done = []
+        for pod_name, (uid, node, patches) in sorted(ungate.items()):
+            if not self.check_mode:
+                try:
+                    for body in patches:  # the uid: never a newer pod of the same name
+                        self.api.patch("v1", "Pod", pod_name, self.namespace, dict(body, metadata={"uid": uid}),
+                                       what="place pinned pod %s/%s" % (self.namespace, pod_name))
+                except (access.Conflict, access.NotFound, access.Invalid) as e:
+                    self.warnings.append(e.msg)
+                    continue
+            done.append("%s -> %s" % (pod_name, node or "(released)"))
+        return done
 
     def label_event(self, set_name, message):
         """A Warning LabelRefused on the NodeSet (or the SlurmCluster): a node label Slurm's configuration refuses."""
@@ -291,7 +308,8 @@ class Converger(Observation, ConfigChecks):
             diffs += applied.get("diff") or []
             changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
                                                             or done["deleted_nodes"] or done["replaced_pods"]
-                                                            or done.get("features") or done.get("reconfigured"))
+                                                            or done.get("features") or done.get("reconfigured")
+                                                            or done.get("ungated"))
             for key in ("drained", "resumed", "deleted_nodes", "replaced_pods", "events"):
                 totals[key] += [n for n in done[key] if n not in totals[key]]
             totals["scaled"].update(done["scaled"])

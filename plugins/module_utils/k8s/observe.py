@@ -110,8 +110,11 @@ class Observation(object):
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         topology = (cluster.get("spec") or {}).get("topology")
         labels = topology or any((ns.get("spec") or {}).get("featureLabelPrefix") for ns in nodesets)
-        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions") or labels):
-            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
+        pinned = sorted(set(host for ns in nodesets if ((ns.get("spec") or {}).get("placement") or {}).get("pinned")
+                            for host in ((ns.get("status") or {}).get("pins") or {}).values()))
+        if pinned or (slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")
+                                                   or labels)):
+            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods, pinned)
         if slurm_nodes is not None and topology:
             try:  # what Slurm placed, and the file the controller has now (node_labels.plan_topology)
                 observed["slurm_topology"] = self.slurm().show_topology()
@@ -133,12 +136,12 @@ class Observation(object):
                 found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
         return found
 
-    def kubernetes_nodes(self, pods):
+    def kubernetes_nodes(self, pods, more=()):
         """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
         when Nodes may not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
         found = {}
         hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
-                    if (p.get("spec") or {}).get("nodeName"))
+                    if (p.get("spec") or {}).get("nodeName")) | set(more)
         for host in sorted(hosts):
             try:
                 node = self.api.get("v1", "Node", host, what="get Node %s" % host)

@@ -41,7 +41,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import referen
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    components, login, maintenance, node_labels, projection, rolls, scale,
+    components, login, maintenance, node_labels, pins, projection, rolls, scale,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -157,6 +157,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     projection.plan_projection(p, ctx)
     node_labels.plan_features(p, ctx)
     node_labels.plan_unplaced(p, ctx)
+    pins.plan_pins(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)
     return p

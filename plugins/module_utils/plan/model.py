@@ -144,6 +144,7 @@ class Plan(object):
         self.label_events = []       # (nodeset name or None, message): node labels refused (node_labels.py)
         self.topology = None         # topology.conf text (spec.topology), None without one
         self.reconfigure = None      # why slurmctld must reread its configuration (scontrol reconfigure), or None
+        self.ungate = {}             # gated pinned worker pod -> (uid, its pin's node or None, patches): plan/pins.py
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""

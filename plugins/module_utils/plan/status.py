@@ -224,10 +224,11 @@ def nodeset_status(old, obj, plan, facts, selector, now):
         for key in COUNT_KEYS:
             if key in facts:
                 status[key] = facts[key]
-        if "labelFeatures" in facts:
-            # A merge patch: a worker no longer listed is removed by null.
-            gone = dict((n, None) for n in ((old or {}).get("labelFeatures") or {}) if n not in facts["labelFeatures"])
-            status["labelFeatures"] = dict(gone, **facts["labelFeatures"])
+        for key in ("labelFeatures", "pins"):
+            if key in facts:
+                # A merge patch: a worker no longer listed is removed by null.
+                gone = dict((n, None) for n in ((old or {}).get(key) or {}) if n not in facts[key])
+                status[key] = dict(gone, **facts[key])
     if selector:
         status["selector"] = selector
     status.update(conditions=conds, observedGeneration=gen)

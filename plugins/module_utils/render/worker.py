@@ -118,6 +118,9 @@ def worker(c, nodeset):
                      grace=grace)
     if (spec.get("placement") or {}).get("onePerNode"):
         one_per_node(pod, names.selector_labels(c.name, names.COMPONENT_WORKER, set_name))
+    if (spec.get("placement") or {}).get("pinned"):
+        # The converge adds the worker's pin (a node affinity) and then removes the gate: plan/pins.py.
+        pod["schedulingGates"] = [{"name": names.PIN_GATE}]
     name = names.worker_name(c.name, set_name)
     return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
                        # OnDelete: a template change replaces no pod by itself; the converge plan replaces each

@@ -99,3 +99,10 @@ def test_good_node_awareness_fields_are_accepted():
     ns = specs.validate_nodeset(make_nodeset("cpu", {"featureLabelPrefix": "feature.node.kubernetes.io/",
                                                      "placement": {"onePerNode": True}}))
     assert ns["spec"]["placement"]["pinned"] is False
+
+
+def test_pinned_workers_are_created_gated():
+    sts = by_kind(render_cluster(make_cluster(), [make_nodeset("gpu", {"placement": {"onePerNode": True,
+                                                                                      "pinned": True}})]),
+                  "StatefulSet", "demo-gpu")
+    assert sts["spec"]["template"]["spec"]["schedulingGates"] == [{"name": names.PIN_GATE}]
