@@ -116,6 +116,9 @@ class Observation(object):
                                                    or labels)):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods, pinned)
         if slurm_nodes is not None and topology:
+            live = self.api.get("v1", "ConfigMap", names.slurm_config_name(self.name), self.namespace,
+                                what="read ConfigMap %s" % names.slurm_config_name(self.name))
+            observed["live_topology"] = ((live or {}).get("data") or {}).get("topology.conf")
             try:  # what Slurm placed, and the file the controller has now (node_labels.plan_topology)
                 observed["slurm_topology"] = self.slurm().show_topology()
                 observed["mounted_topology"] = self.slurm().config_file("topology.conf")

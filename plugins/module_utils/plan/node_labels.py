@@ -181,7 +181,9 @@ def plan_topology(p, ctx, counts):
         return None
     plugin, levels = spec.get("plugin", "tree"), spec["levels"]
     mounted = ctx.observed.get("mounted_topology")
-    previous = topo.parse_topology_conf(mounted) if mounted else {}
+    # What was decided last: the live ConfigMap's file (the controller's copy may still be older).
+    last = ctx.observed.get("live_topology") or mounted
+    previous = topo.parse_topology_conf(last) if last else {}
     all_names = worker_names(ctx, counts)
     placement = dict((n, previous[n]) for n in all_names if n in previous)
     k8s_nodes = _nodes(ctx)

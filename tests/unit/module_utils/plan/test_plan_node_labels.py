@@ -218,3 +218,19 @@ def test_a_worker_the_scheduler_cannot_place_is_named_in_the_nodesets_status():
     status = st.nodeset_status({}, ctx.valid[0], p, p.nodesets["cpu"], None, "2026-01-01T00:00:00Z")
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and message in ready["message"]
+
+
+def test_the_live_configmaps_file_is_what_was_decided_last():
+    _p, old = plan_topology(four(TWO_LEAVES))
+    relabelled = dict(TWO_LEAVES, **leafs(**{"node-1": "leaf1/spine", "node-2": "leaf2/spine"}))
+    _p, new = plan_topology(four(relabelled))
+    # The controller still has the old file; pods 1 and 2 between pods: the live ConfigMap's places win.
+    obs = four(TWO_LEAVES, mounted=old, hosts={"demo-cpu-1": None, "demo-cpu-2": None})
+    obs["live_topology"] = new
+    p, text = plan_topology(obs)
+    assert text == new
+    # Without Nodes (the operator's drift check): every worker keeps its place, the file is unchanged.
+    obs = four({}, hosts=dict((n, None) for n in ("demo-cpu-0", "demo-cpu-1", "demo-cpu-2", "demo-cpu-3")))
+    obs["live_topology"], obs["k8s_nodes"] = new, None
+    p, text = plan_topology(obs)
+    assert text == new and p.reconfigure is None
