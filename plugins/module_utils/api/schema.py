@@ -947,6 +947,9 @@ def nodeset_schema():
                                 "(spec.featureLabelPrefix), as last applied: the operator removes exactly these "
                                 "when a label goes, never a feature it did not add.",
                                 _a("Features from labels.", _s("A feature.", maxLength=253), 64), 65000),
+            "labelsRefused": _a("Node labels refused now (spec.featureLabelPrefix, the cluster's spec.topology): "
+                                "each also an Event LabelRefused when first seen.", _s("What and why.",
+                                                                                      maxLength=1024), 1024),
             "pins": _m("spec.placement.pinned: the Kubernetes node each worker is pinned to (where it last ran).",
                        _s("A Kubernetes node name.", maxLength=253), 65000),
             "conditions": _conditions_schema(),

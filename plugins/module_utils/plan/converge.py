@@ -157,6 +157,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     projection.plan_projection(p, ctx)
     node_labels.plan_features(p, ctx)
     node_labels.plan_unplaced(p, ctx)
+    node_labels.plan_label_events(p, ctx)
     pins.plan_pins(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)

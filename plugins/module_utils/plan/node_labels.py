@@ -247,3 +247,19 @@ def plan_unplaced(p, ctx):
             more = len(found) - UNPLACED_NAMED
             p.nodesets[name(ns)]["unschedulable"] = found[:UNPLACED_NAMED] + (
                 ["%d more" % more] if more > 0 else [])
+
+
+def plan_label_events(p, ctx):
+    """Each refused label once: ``p.nodesets[set]["labelsRefused"]`` lists the NodeSet's refusals now (its status),
+    and only those not already there stay in ``p.label_events`` (an Event each)."""
+    fresh = []
+    for ns in ctx.valid:
+        if name(ns) not in p.nodesets:
+            continue
+        now = sorted(set(m for set_name, m in p.label_events if set_name == name(ns)))
+        before = set((ns.get("status") or {}).get("labelsRefused") or ())
+        if now or before:
+            p.nodesets[name(ns)]["labelsRefused"] = now
+        fresh += [(name(ns), m) for m in now if m not in before]
+    known = set(name(ns) for ns in ctx.valid)
+    p.label_events = fresh + [(s, m) for s, m in p.label_events if s not in known]

@@ -224,6 +224,8 @@ def nodeset_status(old, obj, plan, facts, selector, now):
         for key in COUNT_KEYS:
             if key in facts:
                 status[key] = facts[key]
+        if "labelsRefused" in facts:
+            status["labelsRefused"] = facts["labelsRefused"]
         for key in ("labelFeatures", "pins"):
             if key in facts:
                 # A merge patch: a worker no longer listed is removed by null.

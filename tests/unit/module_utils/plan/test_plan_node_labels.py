@@ -234,3 +234,19 @@ def test_the_live_configmaps_file_is_what_was_decided_last():
     obs["live_topology"], obs["k8s_nodes"] = new, None
     p, text = plan_topology(obs)
     assert text == new and p.reconfigure is None
+
+
+def test_a_refused_label_is_one_event_until_it_changes():
+    obs = observed([line("demo-cpu-0", "cpu,fast")], {"node-0": {PREFIX + "x": "a b"}}, count=1)
+    ctx = context(nodesets=(("cpu", FEATURED),), observed=obs)
+    p = model.Plan()
+    p.nodesets["cpu"] = {}
+    node_labels.plan_features(p, ctx)
+    node_labels.plan_label_events(p, ctx)
+    assert len(p.label_events) == 1 and p.nodesets["cpu"]["labelsRefused"] == [p.label_events[0][1]]
+    ctx.valid[0]["status"] = {"labelsRefused": p.nodesets["cpu"]["labelsRefused"]}
+    again = model.Plan()
+    again.nodesets["cpu"] = {}
+    node_labels.plan_features(again, ctx)
+    node_labels.plan_label_events(again, ctx)
+    assert again.label_events == [] and again.nodesets["cpu"]["labelsRefused"] == p.nodesets["cpu"]["labelsRefused"]
