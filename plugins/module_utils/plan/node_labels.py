@@ -148,11 +148,14 @@ def worker_names(ctx, counts):
     return found
 
 
-def consistent(placement, previous):
-    """Drop the placements that would give a switch a second parent (or a name at two levels); the first, in name
-    order, wins. Returns (placement, [(node, problem)])."""
+def consistent(placement, previous, fresh=()):
+    """Drop the placements that would give a switch a second parent (or a name at two levels): the ``fresh`` ones
+    (read from labels now) first, then the kept ones, each in name order; the first wins. A fresh one that clashes
+    keeps its ``previous`` place, a kept one that clashes with the labels now is unplaced. Returns (placement,
+    [(node, problem)]) of the fresh ones refused."""
     parents, level_of, kept, problems = {}, {}, {}, []
-    for node in sorted(placement):
+    order = sorted(n for n in placement if n in fresh) + sorted(n for n in placement if n not in fresh)
+    for node in order:
         path = placement[node]
         clash = None
         for index, switch in enumerate(path):
@@ -161,9 +164,10 @@ def consistent(placement, previous):
             elif index + 1 < len(path) and parents.get(switch, path[index + 1]) != path[index + 1]:
                 clash = "switch %s would have two parents (%s, %s)" % (switch, parents[switch], path[index + 1])
         if clash:
-            problems.append((node, clash))
-            if node in previous:
-                kept[node] = previous[node]
+            if node in fresh:
+                problems.append((node, clash))
+                if node in previous:
+                    kept[node] = previous[node]
             continue
         for index, switch in enumerate(path):
             level_of[switch] = index
@@ -186,6 +190,7 @@ def plan_topology(p, ctx, counts):
     previous = topo.parse_topology_conf(last) if last else {}
     all_names = worker_names(ctx, counts)
     placement = dict((n, previous[n]) for n in all_names if n in previous)
+    fresh = set()
     k8s_nodes = _nodes(ctx)
     if k8s_nodes is None:
         p.deferred.append("spec.topology: %s" % (ctx.observed.get("k8s_nodes_error") or "Kubernetes nodes not read"))
@@ -200,9 +205,10 @@ def plan_topology(p, ctx, counts):
                                            % (host, pod_name, problem)))
                 elif path:
                     placement[pod_name] = path
+                    fresh.add(pod_name)
                 else:
                     placement.pop(pod_name, None)
-    placement, problems = consistent(placement, previous)
+    placement, problems = consistent(placement, previous, fresh)
     for node, problem in problems:
         p.label_events.append((None, "worker %s: %s; its placement is left as it is" % (node, problem)))
     text = topo.render_topology_conf(plugin, all_names, placement)

@@ -250,3 +250,12 @@ def test_a_refused_label_is_one_event_until_it_changes():
     node_labels.plan_features(again, ctx)
     node_labels.plan_label_events(again, ctx)
     assert again.label_events == [] and again.nodesets["cpu"]["labelsRefused"] == p.nodesets["cpu"]["labelsRefused"]
+
+
+def test_a_rewired_leaf_follows_the_labels_and_a_worker_between_pods_does_not_hold_it_back():
+    _p, old = plan_topology(four(TWO_LEAVES))
+    # leaf1 moves under spine2; demo-cpu-0 (on leaf1) is between pods and kept its old path [leaf1, spine].
+    rewired = dict(TWO_LEAVES, **leafs(**{"node-2": "leaf1/spine2"}))
+    p, text = plan_topology(four(rewired, mounted=old, hosts={"demo-cpu-0": None}))
+    assert "SwitchName=spine2 Switches=leaf1" in text and not p.label_events
+    assert "SwitchName=unknown Nodes=demo-cpu-0" in text
