@@ -175,7 +175,12 @@ def test_a_pinned_worker_returns_to_its_node_and_its_nodes_deletion_releases_the
 
     def placed_anew(old_uid):
         def placed():
-            pod = core.read_namespaced_pod("demo-cpu-0", namespace)
+            try:
+                pod = core.read_namespaced_pod("demo-cpu-0", namespace)
+            except client.ApiException as e:
+                if e.status == 404:  # not made again yet by the StatefulSet controller
+                    return None
+                raise
             if pod.metadata.uid == old_uid:
                 return None
             if pod.spec.scheduling_gates:

@@ -30,6 +30,13 @@ TWO_LEAVES = {"node-0": {LEAF: "leaf1", SPINE: "spine"}, "node-1": {LEAF: "leaf2
 DYNAMIC = "CPUs=2 RealMemory=500 Feature=cpu"
 
 
+class DynamicCluster(CloudCluster):
+    """The harness with dynamic nodes only: no cloud node to wait for at start."""
+
+    def wait_nodes_idle(self, timeout: float = 60) -> None:
+        return None
+
+
 class Converge:
     """One reconcile against the real slurmctld: observe, plan (pure), act as the adapter does."""
 
@@ -110,7 +117,7 @@ def sbatch_wait(c: CloudCluster, *args: str) -> list[str]:
 @pytest.fixture(scope="module")
 def tree():
     cluster_spec, config = start("tree", [LEAF, SPINE])
-    with running(CloudCluster(config)) as c:
+    with running(DynamicCluster(config)) as c:
         for name in NODES:
             c.start_node(name, dynamic_conf=DYNAMIC)
         wait_for(lambda: all(c.state(n) == "idle" for n in NODES), 30, "the four nodes idle")
@@ -194,7 +201,7 @@ def test_a_bad_label_value_is_refused_and_nothing_changes(tree):
 @pytest.fixture(scope="module")
 def blocks():
     cluster_spec, config = start("block", [BLOCK])
-    with running(CloudCluster(config)) as c:
+    with running(DynamicCluster(config)) as c:
         for name in NODES:
             c.start_node(name, dynamic_conf=DYNAMIC)
         wait_for(lambda: all(c.state(n) == "idle" for n in NODES), 30, "the four nodes idle")
