@@ -23,7 +23,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scont
 
 NODES = [node_name("cpu", i) for i in range(4)]
 PREFIX = "feature.node.kubernetes.io/"
-LEAF, SPINE, BLOCK = "network.topology.example/leaf", "network.topology.example/spine", "nvidia.com/gpu.clique"
+LEAF, SPINE = "network.topology.example/leaf", "network.topology.example/spine"
 # Leaves interleave the names, so plain lowest-names-first -N2 (nodes 0 and 1) crosses leaves.
 TWO_LEAVES = {"node-0": {LEAF: "leaf1", SPINE: "spine"}, "node-1": {LEAF: "leaf2", SPINE: "spine"},
               "node-2": {LEAF: "leaf1", SPINE: "spine"}, "node-3": {LEAF: "leaf2", SPINE: "spine"}}
@@ -196,24 +196,3 @@ def test_a_bad_label_value_is_refused_and_nothing_changes(tree):
     assert (c.root / "etc/slurm/topology.conf").read_text() == text
     assert c.node("demo-cpu-3")["AvailableFeatures"] == features
     assert len(p.label_events) == 2
-
-
-@pytest.fixture(scope="module")
-def blocks():
-    cluster_spec, config = start("block", [BLOCK])
-    with running(DynamicCluster(config)) as c:
-        for name in NODES:
-            c.start_node(name, dynamic_conf=DYNAMIC)
-        wait_for(lambda: all(c.state(n) == "idle" for n in NODES), 30, "the four nodes idle")
-        yield c, Converge(c, cluster_spec, {})
-
-
-def test_block_labels_and_segment(blocks):
-    c, conv = blocks
-    conv.labels = {"node-0": {BLOCK: "b1"}, "node-2": {BLOCK: "b1"}, "node-1": {BLOCK: "b2"}, "node-3": {BLOCK: "b2"}}
-    conv.converge()
-    assert conv.reconfigures == 1
-    assert {n: switches(c, n)[0] for n in NODES} == {"demo-cpu-0": "b1", "demo-cpu-2": "b1", "demo-cpu-1": "b2",
-                                                      "demo-cpu-3": "b2"}
-    placements = [sbatch_wait(c, "-N2", "--segment=2") for _ in range(20)]
-    assert all(p in (["demo-cpu-0", "demo-cpu-2"], ["demo-cpu-1", "demo-cpu-3"]) for p in placements), placements

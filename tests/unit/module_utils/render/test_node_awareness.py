@@ -94,8 +94,14 @@ def test_bad_nodeset_fields_name_the_field(nodeset_spec, path):
     assert path in [p for p, _m in found], found
 
 
+def test_block_topology_is_refused_with_dynamic_workers():
+    found = errors_of(lambda: specs.validate_cluster(make_cluster({"topology": {"plugin": "block",
+                                                                                "levels": ["nvidia.com/gpu.clique"]}})))
+    assert [p for p, m in found] == ["spec.topology.plugin"] and "Block not contains any nodes" in found[0][1]
+
+
 def test_good_node_awareness_fields_are_accepted():
-    specs.validate_cluster(make_cluster({"topology": {"plugin": "block", "levels": ["nvidia.com/gpu.clique"]}}))
+    specs.validate_cluster(make_cluster({"topology": {"plugin": "tree", "levels": ["net/leaf"]}}))
     ns = specs.validate_nodeset(make_nodeset("cpu", {"featureLabelPrefix": "feature.node.kubernetes.io/",
                                                      "placement": {"onePerNode": True}}))
     assert ns["spec"]["placement"]["pinned"] is False
