@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     container_resources,
     run_mount,
@@ -121,6 +122,7 @@ def worker(c, nodeset):
     if (spec.get("placement") or {}).get("pinned"):
         # The converge adds the worker's pin (a node affinity) and then removes the gate: plan/pins.py.
         pod["schedulingGates"] = [{"name": names.PIN_GATE}]
+    directory.attach(c, pod, container)
     name = names.worker_name(c.name, set_name)
     return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
                        # OnDelete: a template change replaces no pod by itself; the converge plan replaces each
