@@ -5,11 +5,14 @@
 
 Every worker name of every NodeSet is listed, placed or not: a name without a placement is under the switch (or
 block) ``unknown``, so a pod that is Pending or being replaced does not rewrite the file. Tree: the leaves hold the
-nodes, each higher level the switches below it, and a ``root`` joins the top switches (and ``unknown``) when there is
-more than one, so that every node is reachable (topology.conf(5): "All nodes in the network must be connected to at
-least one switch"). Block: one ``BlockName`` per block. Switch and block names are label values, judged by
-``plan/node_labels.py`` before they get here; :func:`render_topology_conf` refuses anything else as a last line of
-defence.
+nodes, each higher level the switches below it, and the top of the tree is always one switch of switches: a ``root``
+joins the top switches (and ``unknown``) when there is more than one, or when the only one is a leaf. So every node is
+reachable (topology.conf(5): "All nodes in the network must be connected to at least one switch"), and Slurm's view
+of that top switch tells which nodes it really placed: 24.11 shows a leaf's ``Nodes=`` as the file wrote it, names
+it could not place included (a dynamic node absent at the last reconfigure), but a switch of switches from the nodes
+it holds (``scontrol.parse_show_topology``; docs/slurm-24.11-findings.md B.1). Block: one ``BlockName`` per block.
+Switch and block names are label values, judged by ``plan/node_labels.py`` before they get here;
+:func:`render_topology_conf` refuses anything else as a last line of defence.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -77,7 +80,8 @@ def render_topology_conf(plugin, node_names, placement):
     if unplaced:
         lines.append("SwitchName=%s Nodes=%s" % (UNKNOWN, hostlist.compress(unplaced)))
         level.add(UNKNOWN)
-    if len(level) > 1:
+    # One switch of switches on top: several tops, or a leaf alone, get the root.
+    if len(level) > 1 or (level and level <= set(members) | {UNKNOWN}):
         lines.append("SwitchName=%s Switches=%s" % (ROOT, ",".join(sorted(level))))
     return "\n".join(lines) + "\n"
 

@@ -125,18 +125,27 @@ def _list(value):
 
 def parse_show_topology(text):
     """``scontrol show topology`` -> ``{node: its lowest switch or block}``: where Slurm places each node now
-    (a node in no switch is absent). Hostlists expanded (``slurm/hostlist.py``)."""
-    placed = {}
+    (a node in no switch is absent). Hostlists expanded (``slurm/hostlist.py``).
+
+    Tree: 24.11 prints a leaf's ``Nodes=`` as topology.conf wrote it, names it could not place included (a dynamic
+    node absent at the last reconfigure is in no switch: jobs that need it are refused "Requested topology
+    configuration is not available"), but a switch of switches from the nodes it really holds. So a node counts as
+    placed only when a switch above the leaves lists it (``render.topology`` always writes one above every leaf);
+    a tree of leaves alone places nobody."""
+    leaves, reached, blocks = {}, set(), {}
     for line in (text or "").splitlines():
         fields = _parse_fields(line.strip())
+        nodes = hostlist.expand(fields.get("Nodes") or "")
         if "SwitchName" in fields and fields.get("Level") == "0":
-            group = fields["SwitchName"]
+            for node in nodes:
+                leaves.setdefault(node, fields["SwitchName"])
+        elif "SwitchName" in fields:
+            reached.update(nodes)
         elif "BlockName" in fields:
-            group = fields["BlockName"]
-        else:
-            continue
-        for node in hostlist.expand(fields.get("Nodes") or ""):
-            placed.setdefault(node, group)
+            for node in nodes:
+                blocks.setdefault(node, fields["BlockName"])
+    placed = dict((node, leaf) for node, leaf in leaves.items() if node in reached)
+    placed.update(blocks)
     return placed
 
 

@@ -5,6 +5,7 @@ from planning import context, slurm, workers
 
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 PREFIX = "feature.node.kubernetes.io/"
 FEATURED = {"featureLabelPrefix": PREFIX, "features": ["fast"]}
@@ -173,6 +174,22 @@ def test_a_dynamic_node_slurm_left_unplaced_gets_a_reconfigure():
     shown = {"demo-cpu-0": "leaf1", "demo-cpu-1": "leaf2", "demo-cpu-2": "leaf1"}  # demo-cpu-3 registered later
     p, dummy = plan_topology(four(TWO_LEAVES, shown=shown, mounted=text))
     assert p.reconfigure and "demo-cpu-3" in p.reconfigure
+
+
+def test_a_node_slurm_lists_on_its_leaf_but_did_not_place_gets_a_reconfigure():
+    """24.11 echoes a leaf's Nodes= from the file; the switch above lists the nodes it placed (findings B.1). A dynamic
+    node registered after the last reconfigure is in the leaf line only: jobs needing it are refused ("Requested
+    topology configuration is not available") until a reconfigure."""
+    text = topo.render_topology_conf("tree", ["demo-cpu-%d" % i for i in range(4)], {})
+    shown = scontrol.parse_show_topology("SwitchName=unknown Level=0 LinkSpeed=1 Nodes=demo-cpu-[0-3]\n"
+                                         "SwitchName=root Level=1 LinkSpeed=1 Nodes=(null) Switches=unknown\n")
+    p, again = plan_topology(four({}, shown=shown, mounted=text))
+    assert again == text and p.reconfigure and "demo-cpu-0" in p.reconfigure
+    placed = scontrol.parse_show_topology("SwitchName=unknown Level=0 LinkSpeed=1 Nodes=demo-cpu-[0-3]\n"
+                                          "SwitchName=root Level=1 LinkSpeed=1 Nodes=demo-cpu-[0-3] "
+                                          "Switches=unknown\n")
+    p, dummy = plan_topology(four({}, shown=placed, mounted=text))
+    assert p.reconfigure is None and not p.pending
 
 
 @pytest.mark.parametrize("value", ["unknown", "root", "a b", "a=b", "a,b", "a\nb", "x" * 64])

@@ -53,7 +53,8 @@ def test_topology_conf_is_in_the_configuration_and_its_change_restarts_nothing()
 def test_without_a_placement_every_worker_is_unknown():
     config = by_kind(render_cluster(make_cluster(TREE), [make_nodeset("cpu", {"replicas": 3})]), "ConfigMap",
                      "demo-slurm-config")["data"]
-    assert config["topology.conf"].splitlines()[1:] == ["SwitchName=unknown Nodes=demo-cpu-[0-2]"]
+    assert config["topology.conf"].splitlines()[1:] == ["SwitchName=unknown Nodes=demo-cpu-[0-2]",
+                                                        "SwitchName=root Switches=unknown"]
 
 
 def test_no_topology_no_file_and_no_plugin():

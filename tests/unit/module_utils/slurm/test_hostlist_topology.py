@@ -39,6 +39,58 @@ def test_show_topology_gives_each_nodes_leaf_or_block():
                                                        "demo-gpu-2": "b2", "demo-gpu-3": "b2"}
 
 
+# Recorded from the harness (findings B.1): demo-cpu-[0-1] named in topology.conf, registered (slurmd -Z) after the
+# last reconfigure. The leaf echoes the file; the spine lists the nodes Slurm placed.
+SHOW_TREE_UNPLACED = """SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=demo-gpu-0,demo-cpu-0
+SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=demo-gpu-1,demo-cpu-1
+SwitchName=spine Level=1 LinkSpeed=1 Nodes=demo-gpu-[0-1] Switches=leaf[1-2]
+"""
+
+
+def test_show_topology_places_a_node_only_when_a_switch_above_its_leaf_holds_it():
+    assert scontrol.parse_show_topology(SHOW_TREE_UNPLACED) == {"demo-gpu-0": "leaf1", "demo-gpu-1": "leaf2"}
+    # Leaves alone (no switch of switches): nothing is known to be placed.
+    assert scontrol.parse_show_topology("SwitchName=unknown Level=0 LinkSpeed=1 Nodes=demo-cpu-[0-3]\n") == {}
+    shown = ("SwitchName=unknown Level=0 LinkSpeed=1 Nodes=demo-cpu-[0-3]\n"
+             "SwitchName=root Level=1 LinkSpeed=1 Nodes=demo-cpu-[0-3] Switches=unknown\n")
+    assert scontrol.parse_show_topology(shown) == dict(("demo-cpu-%d" % i, "unknown") for i in range(4))
+
+
+def tree_of(text):
+    """({switch: [children]}, {switch: [nodes]}) of a rendered topology.conf."""
+    children, nodes = {}, {}
+    for line in text.splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if "Switches" in fields:
+            children[fields["SwitchName"]] = fields["Switches"].split(",")
+        elif "Nodes" in fields:
+            nodes[fields["SwitchName"]] = hostlist.expand(fields["Nodes"])
+    return children, nodes
+
+
+@pytest.mark.parametrize("placement", [
+    {},  # nothing placed yet: every name under unknown
+    {"n-0": ["l1"], "n-1": ["l1"], "n-2": ["l1"], "n-3": ["l1"]},  # one level, one leaf
+    {"n-0": ["l1"], "n-1": ["l2"]},  # one level, two leaves and unknown
+    {"n-0": ["l1", "s1"], "n-1": ["l2", "s1"], "n-2": ["l1", "s1"], "n-3": ["l2", "s1"]},  # one spine
+    {"n-0": ["l1", "s1"], "n-1": ["l2", "s2"], "n-2": ["l1", "s1"], "n-3": ["l2", "s2"]},  # two spines
+    {"n-0": ["l1", "s1", "core"], "n-1": ["l2", "s1", "core"], "n-2": ["l3", "s2", "core"]},
+])
+def test_tree_has_one_top_switch_of_switches_that_reaches_every_node(placement):
+    """The rendering rule: one switch no other names, a switch of switches (Slurm shows its nodes as placed, not as
+    written), and every worker name under it."""
+    all_names = ["n-0", "n-1", "n-2", "n-3"]
+    children, nodes = tree_of(topo.render_topology_conf("tree", all_names, placement))
+    named = set(c for cs in children.values() for c in cs)
+    tops = [s for s in list(children) + list(nodes) if s not in named]
+    assert len(tops) == 1 and tops[0] in children
+
+    def below(switch):
+        return nodes.get(switch, []) + [n for c in children.get(switch, ()) for n in below(c)]
+    assert sorted(below(tops[0])) == all_names
+    assert sorted(n for ns in nodes.values() for n in ns) == all_names  # each on exactly one leaf
+
+
 def test_show_node_features():
     node = scontrol.parse_show_node("NodeName=a State=IDLE AvailableFeatures=cpu,ib ActiveFeatures=cpu")["a"]
     assert node["features"] == ["cpu", "ib"] and node["active_features"] == ["cpu"]
