@@ -120,8 +120,11 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None
     statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
     pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")
     try:
-        plan = converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None}, now,
-                             policy=policy)
+        config = live.get(("ConfigMap", names.slurm_config_name(cluster["metadata"]["name"]))) or {}
+        # The topology last decided (spec.topology): without the Nodes here, every worker keeps its place.
+        plan = converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None,
+                                                 "live_topology": (config.get("data") or {}).get("topology.conf")},
+                             now, policy=policy)
     except SpecErrors:
         return None if memo.invalid_generation == gens[names.CLUSTER_KIND] else "invalid spec"
     # Without Slurm's view the plan is never "ready": only work under way counts (a shrink, maintenance, a

@@ -1,6 +1,7 @@
-"""Kubernetes Nodes into the work queue: a cordon, an uncordon or a change of a node condition runs the converge of
-every SlurmCluster with a worker pod on that node at once (spec.healthChecks.kubernetesNodes: the converge drains or
-resumes their Slurm nodes). Opt-in (``--watch-nodes``, the role's ``operator_read_nodes``): Nodes are cluster-scoped.
+"""Kubernetes Nodes into the work queue: a cordon, an uncordon, a change of a node condition or of its labels runs the
+converge of every SlurmCluster with a worker pod on that node at once (spec.healthChecks.kubernetesNodes: the converge
+drains or resumes their Slurm nodes; spec.featureLabelPrefix, spec.topology: features and topology follow the labels).
+Opt-in (``--watch-nodes``, the role's ``operator_read_nodes``): Nodes are cluster-scoped.
 
 The converge decides; this only says when to look. Its run is forced (a requeue): the caches carry no Slurm state,
 so the drift check could not tell that a drain is due.
@@ -18,12 +19,14 @@ NODES = cache.Resource("", "v1", "nodes", "Node")
 
 
 def signature(node):
-    """What of a Node the converge projects into Slurm: cordoned or not, and its conditions' statuses."""
+    """What of a Node the converge projects into Slurm: cordoned or not, its conditions' statuses, and its labels
+    (features and topology from labels: spec.featureLabelPrefix, spec.topology)."""
     if node is None:
         return None
     conditions = (node.get("status") or {}).get("conditions") or ()
     return (bool((node.get("spec") or {}).get("unschedulable")),
-            tuple(sorted((c.get("type"), c.get("status")) for c in conditions)))
+            tuple(sorted((c.get("type"), c.get("status")) for c in conditions)),
+            tuple(sorted(((node.get("metadata") or {}).get("labels") or {}).items())))
 
 
 def clusters_on(node_name, pods):
@@ -53,6 +56,6 @@ class NodeWatch:
             return
         node_name = new["metadata"]["name"]
         for namespace, cluster in clusters_on(node_name, pods_informer.store.list()):
-            log.info("node %s changed (cordon or conditions): reconciling SlurmCluster %s/%s", node_name, namespace,
-                     cluster)
+            log.info("node %s changed (cordon, conditions or labels): reconciling SlurmCluster %s/%s", node_name,
+                     namespace, cluster)
             self.controller.queue.add((names.CLUSTER_KIND, namespace, cluster), reason=workqueue.REQUEUE)

@@ -112,9 +112,11 @@ def operator_rules(allow_data_deletion=False):
     # The runtime caches pods (readiness); the reconciler execs fixed commands in the controller pod (scontrol)
     # and in outdated login pods (session count, sshd -t), and deletes an outdated worker pod (OnDelete rolling
     # update) once its Slurm node is drained and idle, a login pod once nobody is logged in to it; creates the pod of
-    # each node of an elastic NodeSet that Slurm powered up, and deletes it once Slurm powered the node down.
+    # each node of an elastic NodeSet that Slurm powered up, and deletes it once Slurm powered the node down; patches a
+    # pinned worker's gated pod: its pin's node affinity, then the gate off (plan/pins.py; no more than the
+    # StatefulSets it already writes could do).
     rules.append({"apiGroups": [""], "resources": [POD.plural],
-                  "verbs": ["get", "list", "watch", "create", "delete"]})
+                  "verbs": ["get", "list", "watch", "create", "patch", "delete"]})
     # Each worker pod's SlurmNodeReady condition (its Slurm node state); moving an unhealthy worker to another node
     # (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter) through the Eviction API, which honours its budget.
     rules.append({"apiGroups": [""], "resources": [POD.plural + "/status"], "verbs": ["patch"]})

@@ -118,6 +118,9 @@ CONVERGE_REASONS = (REASON_SCALE_IN, REASON_MAINTENANCE, REASON_UPDATE, REASON_N
 # On a Kubernetes node the converge cordoned (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter): why, for whoever
 # uncordons it once repaired.
 ANNOTATION_CORDONED = GROUP + "/cordoned"
+# The scheduling gate of a pinned NodeSet's workers: the converge adds the node affinity of the worker's pin (or none,
+# the pin released) and removes it (plan/pins.py).
+PIN_GATE = GROUP + "/pin"
 # The pod condition carrying a worker's Slurm node state (status from Slurm, reason its state in CamelCase).
 POD_CONDITION_SLURM_NODE = "SlurmNodeReady"
 

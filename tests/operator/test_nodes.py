@@ -99,3 +99,9 @@ def test_an_elastic_node_slurm_powered_up_or_down_without_its_pod_due_forces_a_r
     assert S.elastic_mismatch("demo", [gpu, cpu], pods, slurm) == []
     assert S.elastic_counts("demo", [gpu, cpu], slurm) == {
         "gpu": {"up": 1, "poweringUp": 1, "poweredDown": 1, "failed": 0}}
+
+
+def test_a_label_change_changes_the_signature():
+    labelled = node("k1", Ready="True")
+    labelled["metadata"]["labels"] = {"feature.node.kubernetes.io/ib": "true"}
+    assert N.signature(labelled) != N.signature(node("k1", Ready="True"))

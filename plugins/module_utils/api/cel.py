@@ -193,6 +193,20 @@ def _elastic_min_max(elastic, path):
     return []
 
 
+@_twin(schema.TOPOLOGY_BLOCK_LEVELS)
+def _topology_block(topology, path):
+    if topology.get("plugin") == "block" and len(topology.get("levels") or ()) != 1:
+        return _cel_error(child_path(path, "levels"), schema.TOPOLOGY_BLOCK_LEVELS)
+    return []
+
+
+@_twin(schema.PINNED_ONE_PER_NODE)
+def _pinned(placement, path):
+    if placement.get("pinned") and not placement.get("onePerNode"):
+        return _cel_error(child_path(path, "pinned"), schema.PINNED_ONE_PER_NODE)
+    return []
+
+
 # Transition rules (``self == oldSelf``): judged only on an update, with the stored value.
 @_twin(schema.SPOOL_IMMUTABLE)
 def _spool_immutable(spool, path, old):

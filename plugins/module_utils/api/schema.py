@@ -361,6 +361,30 @@ def _spool():
 
 
 # --- node health (spec.healthChecks of a SlurmCluster and of a NodeSet) ----------------------------------------------
+TOPOLOGY_PLUGINS = ("tree", "block")
+TOPOLOGY_BLOCK_LEVELS = "topology block has exactly one level: the label whose value names a node's block"
+TOPOLOGY_LEVELS_MAX = 8
+# A label key prefix ([dns-subdomain/][name characters]): the start of the keys whose labels become features.
+FEATURE_LABEL_PREFIX_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                                r"[A-Za-z0-9._-]*$")
+PINNED_ONE_PER_NODE = "placement.pinned needs placement.onePerNode: a pin is one worker's claim on one node"
+
+
+def topology_schema():
+    return _o("Network topology from Kubernetes node labels (issue 25): the cluster's topology.conf, applied by "
+              "scontrol reconfigure. It lists every possible worker name of every NodeSet; a worker not (yet) on a "
+              "labelled node is under the switch 'unknown'. Needs the opt-in to read Nodes (operator_read_nodes).", {
+                  "plugin": _s("tree: SwitchName lines (jobs use --switches); block: BlockName lines (--segment).",
+                               enum=list(TOPOLOGY_PLUGINS), default="tree"),
+                  "levels": _a("Node label keys, lowest level first: tree: the leaf switch's label, then the "
+                               "spine's ...; block: the one label naming the node's block (e.g. an NVLink domain).",
+                               _label_key("A node label key."), TOPOLOGY_LEVELS_MAX, minItems=1,
+                               **{"x-kubernetes-list-type": "set"}),
+              }, required=["levels"], **{"x-kubernetes-validations": [
+                  _rule("!has(self.plugin) || self.plugin != 'block' || size(self.levels) == 1",
+                        TOPOLOGY_BLOCK_LEVELS, ".levels")]})
+
+
 HEALTH_NODE_STATES = ["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
 DEFAULT_XIDS = [48, 63, 64, 74, 79, 92, 94, 95]
 NCCL_SIZE_PATTERN = r"^[0-9]+[KMG]?$"
@@ -992,6 +1016,7 @@ def slurm_cluster_schema():
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
                   "healthChecks": health_checks_schema(),
+                  "topology": topology_schema(),
                   "deletionPolicy": _o("What deleting the cluster does to its data.", {
                       "jail": _s("The jail claim and the controller's spool claim: Retain or Delete.",
                                  enum=["Retain", "Delete"], default="Retain"),
@@ -1039,6 +1064,21 @@ def slurm_cluster_schema():
     return _root("A Slurm cluster in Kubernetes.", spec, status, _name_rules("SlurmCluster", CLUSTER_NAME_MAX))
 
 
+def nodeset_placement_schema():
+    placement = placement_schema("Where the nodes' pods run (merged over the cluster-wide placement).")
+    placement["properties"]["onePerNode"] = _b(
+        "Never two workers of this NodeSet on one Kubernetes node (a required pod anti-affinity on the node's "
+        "hostname); a worker with no node left stays Pending, and the NodeSet's status says why.", default=False)
+    placement["properties"]["pinned"] = _b(
+        "Each worker comes back to the Kubernetes node it last ran on (a required node affinity, recorded in "
+        "status.pins), until that node is gone or no longer matches the NodeSet's placement. Needs onePerNode.",
+        default=False)
+    placement["x-kubernetes-validations"] = [
+        _rule("!has(self.pinned) || !self.pinned || (has(self.onePerNode) && self.onePerNode)",
+              PINNED_ONE_PER_NODE, ".pinned")]
+    return placement
+
+
 def nodeset_schema():
     spec = _o("Desired state of a group of identical Slurm worker nodes (one pod each).", {
         "clusterRef": _o("The SlurmCluster (same namespace) the nodes join; immutable.", {
@@ -1075,7 +1115,14 @@ def nodeset_schema():
         "partitions": _a("Partitions the nodes join (empty: the cluster's default partition).",
                          _s("A partition name of the cluster.", maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
                          64, **{"x-kubernetes-list-type": "set"}),
-        "placement": placement_schema("Where the nodes' pods run (merged over the cluster-wide placement)."),
+        "placement": nodeset_placement_schema(),
+        "featureLabelPrefix": _s("Labels of a worker's Kubernetes node whose key starts with this prefix become "
+                                 "Slurm features of the worker: the rest of the key, when the value is 'true' or "
+                                 "empty, else <rest>_<value> ('false' gives none). Kept up to date while the "
+                                 "labels change, without a slurmctld restart; features of the NodeSet and an "
+                                 "administrator's are never touched. Needs the opt-in to read Nodes "
+                                 "(operator_read_nodes). Example: feature.node.kubernetes.io/",
+                                 minLength=1, maxLength=253, pattern=FEATURE_LABEL_PREFIX_PATTERN),
         "drainTimeout": _s("How long a scale-in, maintenance or the NodeSet's removal waits for a draining node's "
                            "jobs; then onDrainTimeout applies. Not rolling updates: see "
                            "updateStrategy.proceedAfter.",
@@ -1138,6 +1185,15 @@ def nodeset_schema():
                                         }), 65000),
                                     "summary": _s("The same in one line (kubectl get nodeset).", maxLength=1024),
                                 }),
+            "labelFeatures": _m("The Slurm features each worker has from its Kubernetes node's labels "
+                                "(spec.featureLabelPrefix), as last applied: the operator removes exactly these "
+                                "when a label goes, never a feature it did not add.",
+                                _a("Features from labels.", _s("A feature.", maxLength=253), 64), 65000),
+            "labelsRefused": _a("Node labels refused now (spec.featureLabelPrefix, the cluster's spec.topology): "
+                                "each also an Event LabelRefused when first seen.",
+                                _s("What and why.", maxLength=1024), 1024),
+            "pins": _m("spec.placement.pinned: the Kubernetes node each worker is pinned to (where it last ran).",
+                       _s("A Kubernetes node name.", maxLength=253), 65000),
             "conditions": _conditions_schema(),
         },
     }

@@ -54,6 +54,14 @@ def _cluster_rules(spec, errors):
         object_rules.resources_rules(component.get("resources"), "spec.%s.resources" % part, errors)
         object_rules.placement_rules(component.get("placement"), "spec.%s.placement" % part, errors)
     object_rules.placement_rules(spec.get("placement"), "spec.placement", errors)
+    if (spec.get("topology") or {}).get("plugin") == "block":
+        # Measured (tests/slurm/test_node_labels.py): a block of workers not registered yet ends slurmctld at start.
+        errors.append(SpecError("spec.topology.plugin", "block is not supported with dynamic workers on Slurm 24.11: "
+                                                        "slurmctld exits at start ('Block not contains any nodes') "
+                                                        "while a block's workers are not registered; use tree"))
+    if spec.get("topology") and "TopologyPlugin" in ((spec.get("slurm") or {}).get("slurmConf") or {}):
+        errors.append(SpecError("spec.slurm.slurmConf.TopologyPlugin",
+                                "spec.topology sets TopologyPlugin: remove it from spec.slurm.slurmConf"))
     ranges = (login.get("service") or {}).get("loadBalancerSourceRanges") or ()
     for index, cidr in enumerate(ranges):
         try:

@@ -82,6 +82,9 @@ def _check_scalar(value, node, path, errors):
         errors.append(SpecError(path, "Unsupported value: %r: supported values: %s"
                                 % (value, ", ".join('"%s"' % v for v in node["enum"]))))
     if isinstance(value, str):
+        if "minLength" in node and len(value) < node["minLength"]:
+            errors.append(SpecError(path, "Invalid value: %r: should be at least %d chars long"
+                                    % (value, node["minLength"])))
         if "maxLength" in node and len(value) > node["maxLength"]:
             errors.append(SpecError(path, "Too long: may not be more than %d characters" % node["maxLength"]))
         if "pattern" in node and not matches(node["pattern"], value):
@@ -156,6 +159,9 @@ def _validate_object(value, node, path, errors, old=NO_OLD):
 
 
 def _validate_array(value, node, path, errors):
+    if "minItems" in node and len(value) < node["minItems"]:
+        errors.append(SpecError(path, "Invalid value: %d: should have at least %d items"
+                                % (len(value), node["minItems"])))
     if "maxItems" in node and len(value) > node["maxItems"]:
         errors.append(SpecError(path, "Too many: %d: must have at most %d items" % (len(value), node["maxItems"])))
     if "minItems" in node and len(value) < node["minItems"]:

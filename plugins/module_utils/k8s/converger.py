@@ -35,7 +35,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.k8s.checks import 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.observe import Observation
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge as core
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import teardown as teardown_plan
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
@@ -168,6 +168,17 @@ class Converger(Observation, ConfigChecks):
                 except access.Conflict:
                     continue
             done["replaced_pods"].append(pod_name)
+        for node_name, features in sorted(plan.set_features.items()):
+            if not self.check_mode:
+                slurm.set_features(node_name, features)
+            done.setdefault("features", []).append(node_name)
+        if plan.reconfigure:
+            if not self.check_mode:
+                slurm.reconfigure()
+            done["reconfigured"] = plan.reconfigure
+        done["ungated"] = self.ungate(plan.ungate)
+        for set_name, message in plan.label_events:
+            self.label_event(set_name, message)
         if plan.delete_nodes:
             if not self.check_mode:
                 slurm.delete(plan.delete_nodes)
@@ -242,6 +253,37 @@ class Converger(Observation, ConfigChecks):
                 self.warnings.append("%s (%s)" % (e.msg, message))
         return message
 
+    def ungate(self, ungate):
+        """Let the gated pods of pinned workers be scheduled (``Plan.ungate``): their pin's node affinity, then the gate
+        off. Returns "<pod> -> <node>" of each."""
+        done = []
+        for pod_name, (uid, node, patches) in sorted(ungate.items()):
+            if not self.check_mode:
+                try:
+                    for body in patches:  # the uid: never a newer pod of the same name
+                        self.api.patch("v1", "Pod", pod_name, self.namespace, dict(body, metadata={"uid": uid}),
+                                       what="place pinned pod %s/%s" % (self.namespace, pod_name))
+                except (access.Conflict, access.NotFound, access.Invalid) as e:
+                    self.warnings.append(e.msg)
+                    continue
+            done.append("%s -> %s" % (pod_name, node or "(released)"))
+        return done
+
+    def label_event(self, set_name, message):
+        """A Warning LabelRefused on the NodeSet (or the SlurmCluster): a node label Slurm's configuration refuses."""
+        if set_name is None:
+            target = {"apiVersion": names.API_VERSION, "kind": names.CLUSTER_KIND,
+                      "metadata": {"name": self.name, "namespace": self.namespace}}
+        else:
+            target = {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
+                      "metadata": {"name": set_name, "namespace": self.namespace}}
+        if not self.check_mode:
+            try:
+                self.api.event(target, "Warning", node_labels.EVENT_LABEL_REFUSED, message, self.field_manager,
+                               self.clock())
+            except KubernetesError as e:
+                self.warnings.append("%s (%s)" % (e.msg, message))
+
     def move_pod(self, pod_name, uid, host, why):
         """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
         API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
@@ -308,7 +350,9 @@ class Converger(Observation, ConfigChecks):
             diffs += applied.get("diff") or []
             changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
                                                             or done["deleted_nodes"] or done["replaced_pods"]
-                                                            or done["created_pods"] or done["powered"])
+                                                            or done["created_pods"] or done["powered"]
+                                                            or done.get("features") or done.get("reconfigured")
+                                                            or done.get("ungated"))
             for key in ("drained", "resumed", "deleted_nodes", "replaced_pods", "events", "created_pods"):
                 totals[key] += [n for n in done[key] if n not in totals[key]]
             totals["scaled"].update(done["scaled"])

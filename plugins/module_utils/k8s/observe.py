@@ -116,8 +116,23 @@ class Observation(object):
                     "worker_pods_read": workers_read}
         observed["identity"], observed["identity_error"] = self.identity_status(cluster, pods)
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
-        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
-            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
+        topology = (cluster.get("spec") or {}).get("topology")
+        labels = topology or any((ns.get("spec") or {}).get("featureLabelPrefix") for ns in nodesets)
+        pinned = sorted(set(host for ns in nodesets if ((ns.get("spec") or {}).get("placement") or {}).get("pinned")
+                            for host in ((ns.get("status") or {}).get("pins") or {}).values()))
+        if pinned or (slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")
+                                                   or labels)):
+            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods, pinned)
+        if slurm_nodes is not None and topology:
+            live = self.api.get("v1", "ConfigMap", names.slurm_config_name(self.name), self.namespace,
+                                what="read ConfigMap %s" % names.slurm_config_name(self.name))
+            observed["live_topology"] = ((live or {}).get("data") or {}).get("topology.conf")
+            try:  # what Slurm placed, and the file the controller has now (node_labels.plan_topology)
+                observed["slurm_topology"] = self.slurm().show_topology()
+                observed["mounted_topology"] = self.slurm().config_file("topology.conf")
+            except SlurmError as e:
+                observed["slurm_topology"] = None
+                observed["k8s_nodes_error"] = e.msg
         return marked, observed, slurm_error
 
     def worker_pods(self):
@@ -154,12 +169,12 @@ class Observation(object):
             return None, "the sssd sidecar of %s has not looked at the directory yet" % name
         return out, None
 
-    def kubernetes_nodes(self, pods):
+    def kubernetes_nodes(self, pods, more=()):
         """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
         when Nodes may not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
         found = {}
         hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
-                    if (p.get("spec") or {}).get("nodeName"))
+                    if (p.get("spec") or {}).get("nodeName")) | set(more)
         for host in sorted(hosts):
             try:
                 node = self.api.get("v1", "Node", host, what="get Node %s" % host)
@@ -168,6 +183,7 @@ class Observation(object):
             if node is None:
                 continue
             found[host] = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+                           "labels": dict((node.get("metadata") or {}).get("labels") or {}),
                            "conditions": dict((c.get("type"), c.get("status"))
                                               for c in (node.get("status") or {}).get("conditions") or ())}
         return found, None

@@ -161,6 +161,21 @@ class Slurm(object):
         except scontrol.ScontrolParseError as e:
             raise SlurmError(str(e), command=argv, rc=0, stdout=out)
 
+    def show_topology(self):
+        """``{node: its lowest switch or block}`` (scontrol.parse_show_topology)."""
+        return scontrol.parse_show_topology(self.run(SCONTROL + ["show", "topology"]))
+
+    def config_file(self, file_name):
+        """The text of one file of the controller's mounted configuration (None: absent)."""
+        rc, out, dummy = self.transport(["cat", "%s/%s" % (names.SLURM_CONFIG_DIR, file_name)])
+        return out if rc == 0 else None
+
+    def set_features(self, node_name, features):
+        self.run(scontrol.features_update(node_name, features))
+
+    def reconfigure(self):
+        self.run(["scontrol", "reconfigure"])
+
     def drain(self, node_names, reason):
         self._update(node_names, "state=drain", "reason=%s" % reason)
 

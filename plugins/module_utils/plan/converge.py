@@ -41,7 +41,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import referen
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    backup, components, elastic, login, maintenance, projection, rolls, scale,
+    backup, components, elastic, login, maintenance, node_labels, pins, projection, rolls, scale,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -148,6 +148,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     maintenance_ready = maintenance.plan_maintenance(p, ctx)
     slurm_user = maintenance.plan_slurm_user(p, ctx, maintenance_ready)
     replicas = scale.plan_replicas(p, ctx, maintenance_ready)
+    topology = node_labels.plan_topology(p, ctx, replicas.render)
     # While maintenance drains, every pod runs on: the cluster is rendered as out of maintenance until then.
     # An elastic NodeSet being deleted stays in slurm.conf until its nodes are powered down (plan/elastic.leave), and
     # one whose maxNodes was lowered keeps the names still up (plan/elastic.plan_shrink).
@@ -158,7 +159,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     p.manifests = render.render_cluster(cluster_ok, rendered,
                                         collection_version, served=observed.get("served") or (),
                                         slurm_user=slurm_user, replicas=replicas.render,
-                                        maintenance=ctx.spec["maintenance"] and maintenance_ready)
+                                        maintenance=ctx.spec["maintenance"] and maintenance_ready,
+                                        topology=topology)
     if ctx.elastic or ctx.elastic_leaving:
         hashes, render_pod = render.elastic_pods(cluster_ok, rendered, collection_version)
         elastic.plan_elastic(p, ctx, hashes, render_pod)
@@ -167,6 +169,10 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     scale.plan_node_records(p, ctx, dict(replicas.kept, **elastic.kept(ctx)))
     components.plan_guards(p, ctx)
     projection.plan_projection(p, ctx)
+    node_labels.plan_features(p, ctx)
+    node_labels.plan_unplaced(p, ctx)
+    node_labels.plan_label_events(p, ctx)
+    pins.plan_pins(p, ctx)
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)
     backup.plan_backup(p, ctx)

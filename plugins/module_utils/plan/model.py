@@ -175,6 +175,11 @@ class Plan(object):
         self.power_down = []         # elastic nodes to power down once idle (an older pod template)
         self.power_down_force = []   # elastic nodes handed back after a failed resume
         self.events = []             # (nodeset name, type, reason, message) of elastic power changes
+        self.set_features = {}       # Slurm node -> its features (labels under spec.featureLabelPrefix changed)
+        self.label_events = []       # (nodeset name or None, message): node labels refused (node_labels.py)
+        self.topology = None         # topology.conf text (spec.topology), None without one
+        self.reconfigure = None      # why slurmctld must reread its configuration (scontrol reconfigure), or None
+        self.ungate = {}             # gated pinned worker pod -> (uid, its pin's node or None, patches): plan/pins.py
         self.ready = False
         self.phase = PHASE_PROGRESSING
         self.message = ""
@@ -216,7 +221,7 @@ class Plan(object):
     @property
     def changes_slurm(self):
         return bool(self.drain or self.resume or self.delete_nodes or self.power_up or self.power_down
-                    or self.power_down_force)
+                    or self.power_down_force or self.set_features or self.reconfigure)
 
 
 def give_up_event(entry):

@@ -204,6 +204,8 @@ def nodeset_status(old, obj, plan, facts, selector, now):
             message = "%d/%d pods ready, %d/%d Slurm nodes up" % (facts["readyReplicas"], want, facts["serving"], want)
             if facts["replicas"] != want:
                 message += ", %d replicas kept until their nodes drain" % facts["replicas"]
+            if facts.get("unschedulable"):
+                message += "; not placed: " + "; ".join(facts["unschedulable"])
         conds = set_condition(conds, "Ready", "True" if ready else "False", reason, message, gen, now)
         if facts.get("outdatedReplicas") is not None:
             outdated = facts["outdatedReplicas"]
@@ -229,6 +231,13 @@ def nodeset_status(old, obj, plan, facts, selector, now):
         for key in COUNT_KEYS + ELASTIC_KEYS:
             if key in facts:
                 status[key] = facts[key]
+        if "labelsRefused" in facts:
+            status["labelsRefused"] = facts["labelsRefused"]
+        for key in ("labelFeatures", "pins"):
+            if key in facts:
+                # A merge patch: a worker no longer listed is removed by null.
+                gone = dict((n, None) for n in ((old or {}).get(key) or {}) if n not in facts[key])
+                status[key] = dict(gone, **facts[key])
     if selector:
         status["selector"] = selector
     status.update(conditions=conds, observedGeneration=gen)

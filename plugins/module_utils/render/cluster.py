@@ -48,10 +48,17 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf 
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster_with_nodesets
 from ansible_collections.soperator.slurm.plugins.module_utils.render.sshd_conf import render_sshd_config
+from ansible_collections.soperator.slurm.plugins.module_utils.render.topology import render_topology_conf
+
+
+def worker_names(c):
+    """Every worker name of every NodeSet, at the replicas rendered."""
+    return [names.pod_name(names.worker_name(c.name, ns["metadata"]["name"]), o)
+            for ns in sorted(c.nodesets, key=lambda ns: ns["metadata"]["name"]) for o in range(c.workers(ns))]
 
 
 def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=(),
-                   slurm_user=names.SLURM_USER, replicas=None, maintenance=None):
+                   slurm_user=names.SLURM_USER, replicas=None, maintenance=None, topology=None):
     """Every Kubernetes object of the cluster, in apply order.
 
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
@@ -62,12 +69,16 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
 
     What the planner decided is given as values: ``replicas`` ``{nodeset name: workers}`` (a scale-in waits for
     its drains; a NodeSet absent renders its ``spec.replicas``), ``maintenance`` whether every StatefulSet is at
-    zero now (None: ``spec.maintenance``; False while the maintenance drains: every pod runs until its node is idle).
+    zero now (None: ``spec.maintenance``; False while the maintenance drains: every pod runs until its node is idle),
+    ``topology`` the topology.conf text (``plan/node_labels.py``; None with spec.topology: every worker unplaced).
     """
     cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets, replicas=replicas, maintenance=maintenance)
     spec = c.spec
     slurm_config = render_config_files(cluster, nodesets, slurm_user)
+    if spec.get("topology"):
+        slurm_config["topology.conf"] = topology if topology is not None else render_topology_conf(
+            spec["topology"]["plugin"], worker_names(c), {})
     sshd_config = {"sshd_config": render_sshd_config(cluster)}
     objects = [secret(c, names.munge_key_name(c.name), names.GENERATE_MUNGE_KEY),
                secret(c, names.ssh_host_keys_name(c.name), names.GENERATE_SSH_HOST_KEYS)]

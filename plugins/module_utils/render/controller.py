@@ -27,6 +27,15 @@ CONTROLLER_CAPABILITIES = [
 ]
 
 
+# Files slurmctld rereads at `scontrol reconfigure` (the converge asks for one): no restart when they change.
+RECONFIGURE_FILES = ("topology.conf",)
+
+
+def restart_files(slurm_config):
+    """The files whose change restarts slurmctld (its pod template's config hash)."""
+    return dict((k, v) for k, v in slurm_config.items() if k not in RECONFIGURE_FILES)
+
+
 def controller(c, slurm_config, slurm_user=names.SLURM_USER):
     spec = c.spec["controller"]
     image = c.spec["images"]["controller"]
@@ -74,7 +83,7 @@ def controller(c, slurm_config, slurm_user=names.SLURM_USER):
         claim_spec["storageClassName"] = spool["storageClassName"]
     name = names.controller_name(c.name)
     return statefulset(c, name, names.COMPONENT_CONTROLLER, 1, name, pod,
-                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurm_config),
+                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash(restart_files(slurm_config)),
                                     names.ANNOTATION_SLURM_USER: slurm_user},
                        extra={
                            "volumeClaimTemplates": [{

@@ -190,6 +190,9 @@ def render_slurm_conf(cluster, nodesets, slurm_user=names.SLURM_USER):
         lines.append(conf_line("HealthCheckProgram", slurm["healthCheckProgram"], "spec.slurm.healthCheckProgram"))
     if has_gpus(nodesets):
         lines.append("GresTypes=gpu")
+    if spec.get("topology"):
+        # topology.conf is rendered from the nodes' labels (render/topology.py) and reread by a reconfigure.
+        lines.append("TopologyPlugin=topology/%s" % spec["topology"]["plugin"])
     lines.extend(conf_line(key, value, "spec.slurm.slurmConf.%s" % key)
                  for key, value in SLURM_CONF_DEFAULTS if key not in raw)
     if spec["accounting"]["enabled"]:

@@ -56,6 +56,17 @@ def shared_jail_paths(sub_mounts):
     return shared_paths
 
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def one_per_node(pod, selector):
+    """A required anti-affinity to the NodeSet's own workers on the node's hostname: never two of them on one node;
+    added to any the user wrote. A worker with no node left stays Pending (FailedScheduling says why)."""
+    anti = pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {})
+    anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
+        {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": HOSTNAME_LABEL})
+
+
 def worker(c, nodeset):
     """A fixed NodeSet's StatefulSet: one dynamic node (``slurmd -Z``) per pod."""
     set_name = nodeset["metadata"]["name"]
@@ -137,6 +148,11 @@ def worker_pod_spec(c, nodeset, elastic):
     grace = max(60, c.spec["slurm"]["killWait"] + 30)
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
                      grace=grace)
+    if (spec.get("placement") or {}).get("onePerNode"):
+        one_per_node(pod, names.selector_labels(c.name, names.COMPONENT_WORKER, set_name))
+    if (spec.get("placement") or {}).get("pinned"):
+        # The converge adds the worker's pin (a node affinity) and then removes the gate: plan/pins.py.
+        pod["schedulingGates"] = [{"name": names.PIN_GATE}]
     directory.attach(c, pod, container)
     return pod
 

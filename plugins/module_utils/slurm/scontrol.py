@@ -11,11 +11,17 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import hostlist
+
 
 # Pod names (DNS labels): the only node names we ever pass to scontrol, so a name cannot smuggle in a
 # hostlist expression ("a,b", "n[1-9]") or another key=value.
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")
 
+
+# A feature we pass on (ours, the NodeSet's, an administrator's): nothing that separates a line, a list, a key or
+# an argument, nor a constraint operator.
+FEATURE_RE = re.compile(r"^[^\s,=&|\[\]*!()\"'\\#:]{1,253}$")
 
 # Base states in which a node runs jobs; COMPLETING is a flag.
 _BUSY_STATES = ("ALLOCATED", "MIXED")
@@ -109,8 +115,51 @@ def parse_show_node(text):
             "drain": "DRAIN" in flags or "FAIL" in flags or base in ("DRAIN", "FAIL"),
             "down": base == "DOWN",
             "slurmd_start": _int(fields.get("SlurmdStartTime"), None),
+            "features": _list(fields.get("AvailableFeatures")),
+            "active_features": _list(fields.get("ActiveFeatures")),
         }
     return result
+
+
+def _list(value):
+    return [] if value in (None, "", "(null)") else value.split(",")
+
+
+def parse_show_topology(text):
+    """``scontrol show topology`` -> ``{node: its lowest switch or block}``: where Slurm places each node now
+    (a node in no switch is absent). Hostlists expanded (``slurm/hostlist.py``).
+
+    Tree: 24.11 prints a leaf's ``Nodes=`` as topology.conf wrote it, names it could not place included (a dynamic
+    node absent at the last reconfigure is in no switch: jobs that need it are refused "Requested topology
+    configuration is not available"), but a switch of switches from the nodes it really holds. So a node counts as
+    placed only when a switch above the leaves lists it (``render.topology`` always writes one above every leaf);
+    a tree of leaves alone places nobody."""
+    leaves, reached, blocks = {}, set(), {}
+    for line in (text or "").splitlines():
+        fields = _parse_fields(line.strip())
+        nodes = hostlist.expand(fields.get("Nodes") or "")
+        if "SwitchName" in fields and fields.get("Level") == "0":
+            for node in nodes:
+                leaves.setdefault(node, fields["SwitchName"])
+        elif "SwitchName" in fields:
+            reached.update(nodes)
+        elif "BlockName" in fields:
+            for node in nodes:
+                blocks.setdefault(node, fields["BlockName"])
+    placed = dict((node, leaf) for node, leaf in leaves.items() if node in reached)
+    placed.update(blocks)
+    return placed
+
+
+def features_update(node_name, features):
+    """argv of the scontrol call that sets a node's features (available and active: no changeable features)."""
+    validate_node_names([node_name])
+    bad = [f for f in features if not FEATURE_RE.match(f)]
+    if bad:
+        raise ValueError("invalid Slurm features: %s" % ", ".join(repr(b) for b in bad))
+    value = ",".join(features)
+    return ["scontrol", "update", "nodename=%s" % node_name, "availablefeatures=%s" % value,
+            "activefeatures=%s" % value]
 
 
 # The jobs on each node named as an argument (plain pod names, validated): one line "<node> <job id>" per job, and

@@ -1,0 +1,271 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes node labels onto Slurm: features (``spec.featureLabelPrefix`` of a NodeSet) and the network topology
+(``spec.topology`` of the cluster). Pure.
+
+**Features.** Workers are dynamic nodes (``slurmd -Z``): ``scontrol update nodename=X AvailableFeatures=...`` takes
+effect at once and survives a reconfigure and restarts of slurmd and slurmctld (docs/slurm-24.11-findings.md B.3), so
+no slurm.conf line and no reconfigure is needed. A node's features are then the NodeSet's (registered with ``slurmd
+--conf``), an administrator's (``scontrol update``) and ours; nothing in Slurm says which is which, so the features
+we added are recorded in the NodeSet's ``status.labelFeatures`` and only those are ever removed. A label yielding a
+feature the node already has and that is not ours (the NodeSet's or an administrator's) is not claimed: removing the
+label then leaves it.
+
+**Topology.** Each worker name is placed by the labels (``spec.topology.levels``) of the Kubernetes node its pod
+runs on; a name whose pod is not on a node (Pending, being replaced, not read) keeps the placement of the file the
+controller has now, so pod churn does not rewrite it; a name never placed is ``unknown``. Slurm reads
+topology.conf only at a reconfigure, and 24.11 places a dynamic node only if it existed at that reconfigure (findings
+B.1): the planner asks for one reconfigure when Slurm's placement of a registered node differs from the file, once
+the controller pod's mounted copy is the file rendered now (a burst of label changes within the kubelet's ConfigMap
+sync is therefore applied by one reconfigure).
+
+A label value that cannot become a feature or a switch name (a newline, ``=``, a space, a comma, longer than a feature
+may be) is refused with an Event; that node keeps what it had (features and placement).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import REQUEUE_PROGRESSING, deleting, name
+from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
+
+# The feature a label gives: the NodeSet's own feature rules (spec.features), one owner.
+FEATURE_RE = re.compile(schema.FEATURE_PATTERN)
+FEATURE_MAX = schema.MAX_SHORT
+EVENT_LABEL_REFUSED = "LabelRefused"
+
+
+def features_from_labels(labels, prefix):
+    """(sorted features, [problems]) of a Kubernetes node's ``labels`` under ``prefix``: the rest of the key when
+    the value is 'true' or empty, <rest>_<value> otherwise, none for 'false'."""
+    found, problems = set(), []
+    for key in sorted(labels or {}):
+        if not key.startswith(prefix) or key == prefix:
+            continue
+        rest, value = key[len(prefix):], str(labels[key])
+        if value.lower() == "false":
+            continue
+        feature = rest if value in ("", "true") else "%s_%s" % (rest, value)
+        if len(feature) > FEATURE_MAX or not FEATURE_RE.match(feature):
+            problems.append("label %s=%r cannot be a Slurm feature (at most %d characters of %s)"
+                            % (key, value, FEATURE_MAX, schema.FEATURE_PATTERN))
+            continue
+        found.add(feature)
+    return sorted(found), problems
+
+
+def node_features(current, recorded, wanted):
+    """(features to set or None when unchanged, ours now) of one Slurm node: ``current`` its features,
+    ``recorded`` what we added before, ``wanted`` what its labels give now."""
+    ours_before = [f for f in recorded if f in current]
+    others = [f for f in current if f not in ours_before]
+    ours = [f for f in wanted if f not in others]
+    result = others + ours
+    return (None if result == current else result), ours
+
+
+def worker_hosts(ctx, nodeset):
+    """{Slurm node (pod) name: its Kubernetes node} of the NodeSet's live, scheduled pods."""
+    sts_name = ctx.worker_statefulset(nodeset)
+    found = {}
+    for pod_name, pod in ctx.pods.items():
+        if names.statefulset_of(pod_name) != sts_name or names.ordinal(pod_name, sts_name) is None or deleting(pod):
+            continue
+        host = (pod.get("spec") or {}).get("nodeName")
+        if host:
+            found[pod_name] = host
+    return found
+
+
+def _nodes(ctx):
+    return ctx.observed.get("k8s_nodes")
+
+
+def plan_features(p, ctx):
+    """``p.set_features`` {node: features}, ``p.nodesets[set]["labelFeatures"]`` and ``p.label_events``."""
+    sets = [ns for ns in ctx.valid if ns["spec"].get("featureLabelPrefix")]
+    if not sets or ctx.slurm is None:
+        return
+    k8s_nodes = _nodes(ctx)
+    if k8s_nodes is None:
+        p.deferred.append("spec.featureLabelPrefix: %s" % (ctx.observed.get("k8s_nodes_error")
+                                                           or "Kubernetes nodes not read"))
+        return
+    for ns in sets:
+        recorded = dict(((ns.get("status") or {}).get("labelFeatures") or {}))
+        record = {}
+        hosts = worker_hosts(ctx, ns)
+        for pod_name in sorted(set(hosts) | set(recorded)):
+            node, host = ctx.slurm.get(pod_name), hosts.get(pod_name)
+            before = list(recorded.get(pod_name) or ())
+            if node is None:  # no Slurm record: nothing of ours is left on it
+                continue
+            if host not in k8s_nodes:  # its pod is not on a node we read: as it was
+                if before:
+                    record[pod_name] = before
+                continue
+            wanted, problems = features_from_labels(k8s_nodes[host].get("labels"), ns["spec"]["featureLabelPrefix"])
+            if problems:
+                p.label_events.append((name(ns), "Node %s, worker %s: %s; its features are left as they are"
+                                       % (host, pod_name, "; ".join(problems))))
+                record[pod_name] = [f for f in before if f in node["features"]]
+                continue
+            update, ours = node_features(node["features"], before, wanted)
+            if update is not None:
+                p.set_features[pod_name] = update
+            if ours:
+                record[pod_name] = ours
+        p.nodesets.setdefault(name(ns), {})["labelFeatures"] = record
+
+
+def placement_of(labels, levels):
+    """([switch or block per level], problem or None) of a Kubernetes node's labels; ([], None) when a level's label
+    is missing (unplaced)."""
+    path = []
+    for key in levels:
+        value = (labels or {}).get(key)
+        if value is None or value == "":
+            return [], None
+        if not topo.GROUP_RE.match(str(value)) or value in topo.RESERVED:
+            return [], "label %s=%r cannot name a switch (a label value, not %s)" % (
+                key, value, " or ".join(topo.RESERVED))
+        path.append(str(value))
+    return path, None
+
+
+def worker_names(ctx, counts):
+    """Every worker name of every valid NodeSet: <statefulset>-<ordinal> below its replicas (``counts``)."""
+    found = []
+    for ns in sorted(ctx.valid, key=name):
+        sts_name = ctx.worker_statefulset(ns)
+        found += [names.pod_name(sts_name, o) for o in range(counts.get(name(ns), ns["spec"]["replicas"]))]
+    return found
+
+
+def consistent(placement, previous, fresh=()):
+    """Drop the placements that would give a switch a second parent (or a name at two levels): the ``fresh`` ones
+    (read from labels now) first, then the kept ones, each in name order; the first wins. A fresh one that clashes
+    keeps its ``previous`` place, a kept one that clashes with the labels now is unplaced. Returns (placement,
+    [(node, problem)]) of the fresh ones refused."""
+    parents, level_of, kept, problems = {}, {}, {}, []
+    order = sorted(n for n in placement if n in fresh) + sorted(n for n in placement if n not in fresh)
+    for node in order:
+        path = placement[node]
+        clash = None
+        for index, switch in enumerate(path):
+            if level_of.get(switch, index) != index:
+                clash = "%s is a switch at two levels" % switch
+            elif index + 1 < len(path) and parents.get(switch, path[index + 1]) != path[index + 1]:
+                clash = "switch %s would have two parents (%s, %s)" % (switch, parents[switch], path[index + 1])
+        if clash:
+            if node in fresh:
+                problems.append((node, clash))
+                if node in previous:
+                    kept[node] = previous[node]
+            continue
+        for index, switch in enumerate(path):
+            level_of[switch] = index
+            if index + 1 < len(path):
+                parents[switch] = path[index + 1]
+        kept[node] = path
+    return kept, problems
+
+
+def plan_topology(p, ctx, counts):
+    """The topology.conf text to render (``p.topology``; None: no spec.topology) and whether Slurm must reread it
+    (``p.reconfigure``). ``counts``: {nodeset: replicas} rendered."""
+    spec = ctx.spec.get("topology")
+    if not spec:
+        return None
+    plugin, levels = spec.get("plugin", "tree"), spec["levels"]
+    mounted = ctx.observed.get("mounted_topology")
+    # What was decided last: the live ConfigMap's file (the controller's copy may still be older).
+    last = ctx.observed.get("live_topology") or mounted
+    previous = topo.parse_topology_conf(last) if last else {}
+    all_names = worker_names(ctx, counts)
+    placement = dict((n, previous[n]) for n in all_names if n in previous)
+    fresh = set()
+    k8s_nodes = _nodes(ctx)
+    if k8s_nodes is None:
+        p.deferred.append("spec.topology: %s" % (ctx.observed.get("k8s_nodes_error") or "Kubernetes nodes not read"))
+    else:
+        for ns in sorted(ctx.valid, key=name):
+            for pod_name, host in sorted(worker_hosts(ctx, ns).items()):
+                if pod_name not in all_names or host not in k8s_nodes:
+                    continue
+                path, problem = placement_of(k8s_nodes[host].get("labels"), levels)
+                if problem:
+                    p.label_events.append((name(ns), "Node %s, worker %s: %s; its placement is left as it is"
+                                           % (host, pod_name, problem)))
+                elif path:
+                    placement[pod_name] = path
+                    fresh.add(pod_name)
+                else:
+                    placement.pop(pod_name, None)
+    placement, problems = consistent(placement, previous, fresh)
+    for node, problem in problems:
+        p.label_events.append((None, "worker %s: %s; its placement is left as it is" % (node, problem)))
+    text = topo.render_topology_conf(plugin, all_names, placement)
+    p.topology = text
+    _plan_reconfigure(p, ctx, text, mounted, all_names, placement)
+    return text
+
+
+def _plan_reconfigure(p, ctx, text, mounted, all_names, placement):
+    shown = ctx.observed.get("slurm_topology")
+    if ctx.slurm is None or shown is None:
+        return
+    registered = [n for n in all_names if n in ctx.slurm]
+    wrong = [n for n in registered if shown.get(n) != (placement[n][0] if n in placement else topo.UNKNOWN)]
+    if not wrong:
+        return
+    if mounted != text:
+        p.wait(REQUEUE_PROGRESSING, "topology: waiting for the controller pod to see the new topology.conf "
+                                    "(%s placed otherwise)" % ", ".join(wrong[:5]))
+        return
+    p.reconfigure = "topology.conf: %s placed otherwise" % ", ".join(wrong[:5]) + (
+        " and %d more" % (len(wrong) - 5) if len(wrong) > 5 else "")
+
+
+UNPLACED_NAMED = 5  # pods a NodeSet's status names
+
+
+def plan_unplaced(p, ctx):
+    """The NodeSets' workers the scheduler could not place (PodScheduled False: with onePerNode, more workers than
+    nodes), with the scheduler's message: ``p.nodesets[set]["unschedulable"]``."""
+    for ns in ctx.valid:
+        sts_name = ctx.worker_statefulset(ns)
+        found = []
+        for pod_name in sorted(ctx.pods, key=lambda n: names.ordinal(n, sts_name) or 0):
+            pod = ctx.pods[pod_name]
+            if names.statefulset_of(pod_name) != sts_name or names.ordinal(pod_name, sts_name) is None:
+                continue
+            for cond in (pod.get("status") or {}).get("conditions") or ():
+                if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                    found.append("%s: %s" % (pod_name, (cond.get("message") or cond.get("reason") or "")[:200]))
+        if found and name(ns) in p.nodesets:
+            more = len(found) - UNPLACED_NAMED
+            p.nodesets[name(ns)]["unschedulable"] = found[:UNPLACED_NAMED] + (
+                ["%d more" % more] if more > 0 else [])
+
+
+def plan_label_events(p, ctx):
+    """Each refused label once: ``p.nodesets[set]["labelsRefused"]`` lists the NodeSet's refusals now (its status),
+    and only those not already there stay in ``p.label_events`` (an Event each)."""
+    fresh = []
+    for ns in ctx.valid:
+        if name(ns) not in p.nodesets:
+            continue
+        now = sorted(set(m for set_name, m in p.label_events if set_name == name(ns)))
+        before = set((ns.get("status") or {}).get("labelsRefused") or ())
+        if now or before:
+            p.nodesets[name(ns)]["labelsRefused"] = now
+        fresh += [(name(ns), m) for m in now if m not in before]
+    known = set(name(ns) for ns in ctx.valid)
+    p.label_events = fresh + [(s, m) for s, m in p.label_events if s not in known]

@@ -1,0 +1,205 @@
+"""Node awareness against the real kube-apiserver, scheduler and kwok nodes: the rendered one-per-node placement
+(more workers than nodes: the extra stay Pending, never two on a node, the scheduler's reason in the NodeSet's
+status), and the converge adapter reading node labels that the planner turns into Slurm features."""
+
+import time
+
+import pytest
+from kubernetes import client, dynamic
+from resources import make_cluster, make_nodeset
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels, pins
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+
+pytestmark = pytest.mark.cluster
+
+
+def wait(predicate, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def schedulable_kwok_nodes(core):
+    return sorted(n.metadata.name for n in core.list_node(label_selector="type=kwok").items
+                  if not n.spec.taints and not n.spec.unschedulable)
+
+
+def worker_statefulset(nodeset_spec, namespace):
+    """The rendered worker StatefulSet of NodeSet cpu, its pod reduced to one container that needs nothing (kwok
+    runs no image): the placement, labels and selector are the rendered ones."""
+    cluster = make_cluster(namespace=namespace)
+    rendered = render_cluster(cluster, [make_nodeset("cpu", nodeset_spec, namespace=namespace)])
+    sts = next(m for m in rendered if m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-cpu")
+    pod = sts["spec"]["template"]["spec"]
+    kept = dict((k, pod[k]) for k in ("affinity", "nodeSelector", "tolerations") if k in pod)
+    sts["spec"]["template"]["spec"] = dict(kept, containers=[{"name": "slurmd", "image": "example.invalid/none"}])
+    sts["spec"]["volumeClaimTemplates"] = []
+    return sts
+
+
+def test_one_per_node_leaves_the_extra_worker_pending_and_says_why(k8s, namespace):
+    core, apps = client.CoreV1Api(k8s), client.AppsV1Api(k8s)
+    hosts = schedulable_kwok_nodes(core)
+    if not hosts:
+        pytest.skip("no schedulable kwok node")
+    replicas = len(hosts) + 1
+    spec = {"replicas": replicas, "placement": {"onePerNode": True, "nodeSelector": {"type": "kwok"}}}
+    apps.create_namespaced_stateful_set(namespace, worker_statefulset(spec, namespace))
+
+    def settled():
+        pods = core.list_namespaced_pod(namespace, label_selector=names.LABEL_NODESET + "=cpu").items
+        placed = [p for p in pods if p.spec.node_name]
+        pending = [p for p in pods if any(c.type == "PodScheduled" and c.status == "False"
+                                          for c in p.status.conditions or ())]
+        return (pods, placed, pending) if len(placed) == len(hosts) and len(pending) == 1 else None
+
+    pods, placed, pending = wait(settled, "%d workers placed and one Pending" % len(hosts))
+    assert sorted(p.spec.node_name for p in placed) == hosts  # one on each node, never two on one
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    observed = {"pods": dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_NODESET + "=cpu"))}
+    ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)),
+                        [specs.validate_nodeset(make_nodeset("cpu", spec, namespace=namespace))], [], {}, observed, 0)
+    p = model.Plan()
+    p.nodesets["cpu"] = {"desired": replicas, "replicas": replicas, "readyReplicas": len(hosts),
+                         "serving": len(hosts), "currentReplicas": replicas}
+    node_labels.plan_unplaced(p, ctx)
+    status = st.nodeset_status({}, ctx.valid[0], p, p.nodesets["cpu"], None, "2026-11-26T00:00:00Z")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert pending[0].metadata.name in ready["message"] and "anti-affinity" in ready["message"], ready["message"]
+
+
+def test_node_labels_read_by_the_adapter_become_features(k8s, namespace):
+    core = client.CoreV1Api(k8s)
+    hosts = schedulable_kwok_nodes(core)
+    if not hosts:
+        pytest.skip("no schedulable kwok node")
+    host = hosts[0]
+    prefix = "test.soperator.dev/%s-" % namespace[-12:]  # this test's own label keys: others' tests see none
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "demo-cpu-0", "labels": {names.LABEL_CLUSTER: "demo"}},
+        "spec": {"nodeName": host, "containers": [{"name": "slurmd", "image": "example.invalid/none"}]}})
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    nodeset = specs.validate_nodeset(make_nodeset("cpu", {"featureLabelPrefix": prefix}, namespace=namespace))
+    def plan(features="cpu"):
+        line = "NodeName=demo-cpu-0 State=IDLE+DYNAMIC_NORM AvailableFeatures=%s ActiveFeatures=%s" % (features,
+                                                                                                   features)
+        pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_CLUSTER + "=demo"))
+        found, error = conv.kubernetes_nodes(pods)
+        assert error is None
+        ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)), [nodeset], [], {},
+                            {"pods": pods, "slurm": scontrol.parse_show_node(line), "k8s_nodes": found}, 0)
+        p = model.Plan()
+        p.nodesets["cpu"] = {}
+        node_labels.plan_features(p, ctx)
+        return p
+
+    try:
+        core.patch_node(host, {"metadata": {"labels": {prefix + "ib": "true", prefix + "model": "h100"}}})
+        p = plan()
+        assert p.set_features == {"demo-cpu-0": ["cpu", "ib", "model_h100"]}
+        assert p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib", "model_h100"]}
+    finally:
+        core.patch_node(host, {"metadata": {"labels": {prefix + "ib": None, prefix + "model": None}}})
+    # Applied and recorded; the labels gone: exactly those features go.
+    nodeset["status"] = {"labelFeatures": {"demo-cpu-0": ["ib", "model_h100"]}}
+    assert plan("cpu,ib,model_h100").set_features == {"demo-cpu-0": ["cpu"]}
+
+
+@pytest.fixture
+def own_nodes(k8s, namespace):
+    """Two kwok nodes of this test only (its label and taint): one of them is deleted."""
+    core = client.CoreV1Api(k8s)
+    made = []
+    for suffix in ("a", "b"):
+        name = "pin-%s-%s" % (namespace[-20:], suffix)
+        capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                                       "labels": {"kubernetes.io/hostname": name, "soperator-test": namespace}},
+                          "spec": {"taints": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]},
+                          "status": {"allocatable": capacity, "capacity": capacity}})
+        made.append(name)
+    try:
+        yield made
+    finally:
+        for name in made:
+            try:
+                core.delete_node(name)
+            except client.ApiException as e:
+                if e.status != 404:
+                    raise
+
+
+def test_a_pinned_worker_returns_to_its_node_and_its_nodes_deletion_releases_the_pin(k8s, namespace, own_nodes):
+    core, apps = client.CoreV1Api(k8s), client.AppsV1Api(k8s)
+    spec = {"replicas": 1, "placement": {
+        "onePerNode": True, "pinned": True, "nodeSelector": {"soperator-test": namespace},
+        "tolerations": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]}}
+    sts = worker_statefulset(spec, namespace)
+    assert sts["spec"]["template"]["spec"].get("schedulingGates") is None  # the reduced pod: gate it as rendered
+    rendered = render_cluster(make_cluster(namespace=namespace), [make_nodeset("cpu", spec, namespace=namespace)])
+    gates = next(m for m in rendered if m["metadata"]["name"] == "demo-cpu" and m["kind"] == "StatefulSet")[
+        "spec"]["template"]["spec"]["schedulingGates"]
+    sts["spec"]["template"]["spec"]["schedulingGates"] = gates
+    apps.create_namespaced_stateful_set(namespace, sts)
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    nodeset = specs.validate_nodeset(make_nodeset("cpu", spec, namespace=namespace))
+    cluster = specs.validate_cluster(make_cluster(namespace=namespace))
+    nodeset["status"] = {"pins": {}}
+
+    def nodes():
+        """The nodes as the converge reads them (observe.kubernetes_nodes: the pods' and the pins' nodes)."""
+        pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_NODESET + "=cpu"))
+        found, error = conv.kubernetes_nodes(pods, sorted(nodeset["status"]["pins"].values()))
+        assert error is None
+        return pods, found
+
+    def converge():
+        """One pass of the pins' concern: observe, plan, let a gated pod go; the status recorded."""
+        pods, found = nodes()
+        ctx = model.Context(cluster, [nodeset], [], {}, {"pods": pods, "k8s_nodes": found}, 0)
+        p = model.Plan()
+        pins.plan_pins(p, ctx)
+        done = conv.ungate(p.ungate)
+        nodeset["status"]["pins"] = p.nodesets["cpu"]["pins"]
+        return done
+
+    def placed_anew(old_uid):
+        def placed():
+            try:
+                pod = core.read_namespaced_pod("demo-cpu-0", namespace)
+            except client.ApiException as e:
+                if e.status == 404:  # not made again yet by the StatefulSet controller
+                    return None
+                raise
+            if pod.metadata.uid == old_uid:
+                return None
+            if pod.spec.scheduling_gates:
+                converge()
+                return None
+            return pod.spec.node_name and (pod.metadata.uid, pod.spec.node_name)
+        return wait(placed, "a new demo-cpu-0 placed")
+
+    uid, first = placed_anew(None)
+    converge()
+    assert nodeset["status"]["pins"] == {"demo-cpu-0": first}
+    for _ in range(10):
+        core.delete_namespaced_pod("demo-cpu-0", namespace, grace_period_seconds=0)
+        uid, host = placed_anew(uid)
+        assert host == first
+    other = [n for n in own_nodes if n != first][0]
+    core.delete_node(first)
+    core.delete_namespaced_pod("demo-cpu-0", namespace, grace_period_seconds=0)
+    uid, host = placed_anew(uid)
+    assert host == other
+    converge()
+    assert nodeset["status"]["pins"] == {"demo-cpu-0": other}
