@@ -159,3 +159,16 @@ def test_the_health_program_refreshes_what_the_tool_wrote():
     health = importlib.util.module_from_spec(hspec)
     hspec.loader.exec_module(health)
     assert health.DRIVER_CACHE_SOURCE == driver.DRIVER_DIR + "/ld.so.cache.source"
+
+
+def _recorded_on_gpu_machines():
+    folder = os.path.join(ROOT, "tests", "unit", "fixtures", "driver")
+    return [name for name in sorted(os.listdir(folder))
+            if recorded(name)["source"].startswith("hack/gpu-check.sh on ")]
+
+
+@pytest.mark.parametrize("name", _recorded_on_gpu_machines())
+def test_a_real_drivers_loader_cache_lists_libcuda_and_nvml(name):
+    """`ldconfig -p` recorded by hack/gpu-check.sh on a machine with the NVIDIA driver."""
+    found = [n for n, _path in driver.parse_ldconfig(recorded(name)["stdout"]) if driver.is_driver_library(n)]
+    assert "libcuda.so.1" in found and "libnvidia-ml.so.1" in found
