@@ -10,6 +10,9 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 help: ## this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
+collection: ## this checkout as the collection soperator.slurm (a link under .cache/collections)
+	@hack/collection-link.sh >/dev/null
+
 deps: ## Debian packages the tools and tests need (only missing ones)
 	hack/install-deps.sh
 
@@ -24,7 +27,7 @@ venv: $(STAMP) ## Python virtualenv with ansible, molecule, pytest, the kubernet
 binaries: ## build (once, cached in ~/.cache/soperator) the pinned Kubernetes, etcd and kwok
 	hack/build-binaries.sh control-plane
 
-demo: deps venv binaries ## local Kubernetes + the CPU example cluster converged by site.yml
+demo: deps venv binaries collection ## local Kubernetes + the CPU example cluster converged by site.yml
 	hack/demo.sh
 
 cluster-up: deps binaries ## start the local Kubernetes (loopback only, kwok nodes)
@@ -36,16 +39,16 @@ images: deps ## container images (cached), saved to ~/.cache/soperator/images
 cluster-down: ## stop the local Kubernetes and remove its state
 	python3 hack/localcluster.py down
 
-test: deps venv binaries ## everything CI runs: lint, unit, integration against a real cluster, ...
+test: deps venv binaries collection ## everything CI runs: lint, unit, integration against a real cluster, ...
 	hack/test.sh
 
-unit: venv ## fast unit tests only (no cluster)
+unit: venv collection ## fast unit tests only (no cluster)
 	$(PY) -m pytest -q tests/unit
 
-bench: deps venv binaries ## benchmarks: figures printed, nothing asserted about time
+bench: deps venv binaries collection ## benchmarks: figures printed, nothing asserted about time
 	$(PY) bench/bench_localcluster.py
 	$(PY) bench/bench_collection.py
 	$(PY) bench/bench_operator.py
 	python3 tests/slurm/bench_spank.py --runs 50
 
-.PHONY: help deps venv binaries demo images cluster-up cluster-down test unit bench
+.PHONY: help collection deps venv binaries demo images cluster-up cluster-down test unit bench

@@ -17,12 +17,14 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))
+# the checkout importable as the collection (a fresh clone has no link yet)
+sys.path.insert(0, subprocess.run([os.path.join(ROOT, "hack", "collection-link.sh")], check=True, text=True,
+                                  capture_output=True).stdout.strip())
 sys.path.insert(0, os.path.join(ROOT, "hack"))
 
 import yaml  # noqa: E402
 
-from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster  # noqa: E402
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster  # noqa: E402
 
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster.yaml")
 

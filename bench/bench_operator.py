@@ -589,13 +589,8 @@ def ensure_cluster(nodes):
 
 
 def ensure_collection():
-    """The collection importable as ansible_collections.soperator.slurm (as hack/test.sh makes it)."""
-    link = os.path.join(COLLECTIONS, "ansible_collections", "soperator", "slurm")
-    os.makedirs(os.path.dirname(link), exist_ok=True)
-    if os.path.realpath(link) != ROOT:
-        if os.path.islink(link):
-            os.unlink(link)
-        os.symlink(ROOT, link)
+    """The collection importable as ansible_collections.soperator.slurm (hack/collection-link.sh, as for the tests)."""
+    subprocess.run([os.path.join(ROOT, "hack", "collection-link.sh")], check=True, stdout=subprocess.DEVNULL)
 
 
 def kubectl_apply(kubeconfig, *paths):

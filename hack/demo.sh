@@ -58,9 +58,8 @@ jail "cd /root && printf '#!/bin/sh\necho hello from \$(hostname) at \$(date)\n'
       timeout 150 sbatch --wait -o /root/hello.out hello.sh && echo '/root/hello.out in the jail:' && cat /root/hello.out"
 cat <<TXT
 
-Look around:
-  export KUBECONFIG=$K8S_AUTH_KUBECONFIG
-  alias kubectl='$HOME/.cache/soperator/kubernetes-$k8s_version/bin/kubectl'
+Look around (in a new shell, from $root):
+  . hack/env.sh        # ansible-playbook, this checkout's collection, the pinned kubectl, KUBECONFIG
   kubectl exec -it -n $ns demo-login-0 -c sshd -- chroot /mnt/jail bash -l    # a shell in the jail: sinfo, srun, sbatch
   kubectl get configmap demo-slurm-config -n $ns -o jsonpath='{.data.slurm\.conf}'
   kubectl explain slurmcluster.spec.partitions

@@ -145,7 +145,8 @@ def product_gpu_checks(count):
     os.makedirs(os.path.join(base, "ansible_collections", "soperator"))
     os.symlink(ROOT, os.path.join(base, "ansible_collections", "soperator", "slurm"))
     sys.path.insert(0, base)
-    from ansible_collections.soperator.slurm.plugins.module_utils import render_health, spec  # noqa: E402
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import spec  # noqa: E402
+    from ansible_collections.soperator.slurm.plugins.module_utils.render import health as render_health  # noqa: E402
     api = "slurm.soperator.dev/v1alpha1"
     cluster = {"apiVersion": api, "kind": "SlurmCluster", "metadata": {"name": "check", "namespace": "gpu-check"},
                "spec": {"jail": {"storageClassName": "local", "size": "1Gi"}}}

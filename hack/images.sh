@@ -167,7 +167,12 @@ engine_stop() {
     [[ -d $dir ]] || continue
     find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || log "warning: could not remove $dir (busy)"
   done
-  if mountpoint -q "$ENGINE_RUN/exec/netns" 2>/dev/null; then umount "$ENGINE_RUN/exec/netns" || true; fi
+  # Mounts below the run dir, deepest first: the netns dir, and the host's network namespace that a container on
+  # the host's network (ansible-navigator's --net=host, tests/e2e/test_execution_environment.py) leaves as
+  # exec/netns/default.
+  local mnt
+  while read -r mnt; do umount "$mnt" 2>/dev/null || umount -l "$mnt" || true; done < <(
+    awk -v run="$ENGINE_RUN/" 'index($2, run) == 1 {print $2}' /proc/mounts | sort -r)
   rm -rf "$ENGINE_RUN"
 }
 

@@ -5,11 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 export PATH="$root/.venv/bin:$PATH"
-export ANSIBLE_COLLECTIONS_PATH="$root/.cache/collections"
+ANSIBLE_COLLECTIONS_PATH=$(hack/collection-link.sh)
+export ANSIBLE_COLLECTIONS_PATH
 export ANSIBLE_PYTHON_INTERPRETER="$root/.venv/bin/python"
 py=.venv/bin/python
-mkdir -p .cache/collections/ansible_collections/soperator
-ln -sfn "$root" .cache/collections/ansible_collections/soperator/slurm
 
 started_cluster=0 started_real=0
 cleanup() {

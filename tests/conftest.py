@@ -26,15 +26,11 @@ import localcluster  # noqa: E402  (stdlib-only tool in hack/)
 
 
 def _collections_path():
-    """A directory holding ansible_collections/soperator/slurm -> the repo, for imports and ansible runs."""
+    """A directory holding ansible_collections/soperator/slurm -> the repo, for imports and ansible runs (made by
+    hack/collection-link.sh when missing)."""
     base = os.path.join(ROOT, ".cache", "collections")
-    link = os.path.join(base, "ansible_collections", "soperator", "slurm")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        try:
-            os.symlink(ROOT, link)
-        except FileExistsError:
-            pass
+    if os.path.realpath(os.path.join(base, "ansible_collections", "soperator", "slurm")) != os.path.realpath(ROOT):
+        subprocess.run([os.path.join(ROOT, "hack", "collection-link.sh")], check=True, stdout=subprocess.DEVNULL)
     return base
 
 

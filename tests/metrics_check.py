@@ -59,3 +59,35 @@ def operator_sample_names():
             names.update({"counter": [base + "_total"], "gauge": [base],
                           "histogram": [base + "_bucket", base + "_sum", base + "_count"]}[typ])
     return names
+
+
+def dashboard_targets():
+    """Every panel query: ``(panel title, refId, expr)``, in the dashboard's order."""
+    return [(p["title"], t["refId"], t["expr"]) for p in dashboard()["panels"] for t in p.get("targets", [])]
+
+
+def namespace_variable_query():
+    """The ``namespace`` template variable's query: Grafana's ``label_values(metric, label)``, as (metric, label)."""
+    var = next(v for v in dashboard()["templating"]["list"] if v["name"] == "namespace")
+    found = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", var["query"]["query"])
+    assert found, var
+    return found.group(1), found.group(2)
+
+
+def grafana_interpolate(expr, namespace):
+    """What Grafana sends to Prometheus for ``expr`` with the namespace variable set (no other variable is used:
+    one left over fails here rather than reaching Prometheus as a parse error)."""
+    out = expr.replace("${namespace}", namespace).replace("$namespace", namespace)
+    assert "$" not in out, "a Grafana variable the tests do not set: %s" % expr
+    return out
+
+
+def split_targets():
+    """The panel queries over the exporter's metrics (slurm_*) and those over the operator's
+    (soperator_operator_*): each suite evaluates its half, and every query is in exactly one."""
+    targets = dashboard_targets()
+    slurm = [t for t in targets if re.search(r"\bslurm_", t[2])]
+    operator = [t for t in targets if re.search(r"\bsoperator_operator_", t[2])]
+    odd = [t for t in targets if (t in slurm) == (t in operator)]
+    assert odd == [], "queries over both sources or over neither: %s" % odd
+    return slurm, operator

@@ -1,10 +1,12 @@
 """soperator_operator: a small runtime that honours an operator-sdk watches.yaml and runs Ansible roles.
 
 Layers (imports point one way, checked by tests/unit/test_layers.py): pure decisions (``watches``, ``extravars``,
-``workqueue``, ``classify``, ``conditions``, ``lease``, ``metrics``, ``triggers``, ``drift``) <- adapters (``kube``,
-``cache``, ``runner``, ``warm``) <- orchestration (``controller``, ``leader``, ``server``, ``__main__``). The runtime
-imports the collection's pure core (``plugins/module_utils`` without a leading underscore) and nothing else of it;
-the pure modules import neither ``kubernetes`` nor Ansible.
+``workqueue``, ``classify``, ``conditions``, ``lease``, ``metrics``, ``triggers``, ``drift``: no ``kubernetes``, no
+Ansible, no I/O module) <- adapters (``kube``, ``cache``, ``leader``, ``runner``, ``nodes``, ``slurmstatus``,
+``server``, ``warm``, ``callbacks``) <- entry (``controller``, ``__main__``). The runtime imports the collection's pure
+core (``plugins/module_utils`` but ``k8s/``) and, from its adapters only, the collection's Kubernetes access layer
+(``k8s/access.py``: one error mapping, one request path, the writes; ``k8s/slurm_exec.py``: exec in a pod); ``warm``
+also imports what a forked run imports (``k8s/slurm_cluster.py``).
 """
 
 __version__ = "0.1.0"

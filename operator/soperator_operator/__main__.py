@@ -65,7 +65,7 @@ def parse_args(argv=None):
 def installer_policy(environ):
     """The installer's policy the role's runs get (watches.yaml: cluster_policy from the same variable),
     normalized; ValueError when it is malformed."""
-    from ansible_collections.soperator.slurm.plugins.module_utils import policy
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
     raw = environ.get(names.POLICY_ENV) or "{}"
     try:
         value = json.loads(raw)

@@ -8,8 +8,9 @@ capped backoff. Objects deleted while the watch was down are found by the relist
 import json
 import logging
 import threading
-from dataclasses import dataclass
 from typing import Optional
+
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 
 from . import classify
 
@@ -18,23 +19,10 @@ log = logging.getLogger(__name__)
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 
-@dataclass(frozen=True)
-class Resource:
-    """A namespaced API resource: ``group`` "" for the core API."""
-    group: str
-    version: str
-    plural: str
-    kind: str
-
-    def path(self, namespace=None):
-        base = "/api/%s" % self.version if not self.group else "/apis/%s/%s" % (self.group, self.version)
-        if namespace:
-            return "%s/namespaces/%s/%s" % (base, namespace, self.plural)
-        return "%s/%s" % (base, self.plural)
-
-    @property
-    def api_version(self):
-        return "%s/%s" % (self.group, self.version) if self.group else self.version
+def Resource(group, version, plural, kind):  # noqa: N802  (a constructor, as it was a class)
+    """A namespaced API resource, ``group`` "" for the core API: the access layer's (its ``path(namespace)`` lists
+    the resource in a namespace, or everywhere)."""
+    return access.resource(group, version, plural, kind)
 
 
 class Gone(Exception):

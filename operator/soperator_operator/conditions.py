@@ -8,7 +8,7 @@ the runtime adds what upstream's ansible-operator writes, so tooling written for
 from dataclasses import dataclass
 
 from ansible_collections.soperator.slurm.plugins.module_utils.names import STATUS_RECONCILED_DIGEST
-from ansible_collections.soperator.slurm.plugins.module_utils.status import (  # noqa: F401  (re-exported)
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.status import (  # noqa: F401  (re-exported)
     REASON_CLUSTER_NOT_FOUND,
     REASON_INVALID_SPEC,
     REASON_RECONCILE_ERROR,

@@ -10,10 +10,9 @@ import threading
 import time
 from typing import Optional
 
-from kubernetes.client.rest import ApiException
-
-from ansible_collections.soperator.slurm.plugins.module_utils import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 
 from . import cache, classify, drift, triggers, workqueue
 from . import conditions as cond
@@ -169,7 +168,7 @@ class Controller:
                 requeue, why = classify.backoff(failures_count, self.backoff_base, self.backoff_cap), \
                     workqueue.RETRY
                 log.warning("reconcile of %s/%s/%s failed: %s (retry in %.0fs)", key[0], key[1], key[2],
-                            describe(exc), requeue, exc_info=not isinstance(exc, ApiException))
+                            describe(exc), requeue, exc_info=not isinstance(exc, access.KubernetesError))
             finally:
                 if self._stopping.is_set():
                     requeue = None

@@ -31,13 +31,13 @@ Exact: an object in sync by the apply adapter's rule is skipped by the apply too
 nothing. Safe: anything the adapter would send a request for is a difference here.
 """
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, kinds, names, objects
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils import digests, kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 # Kinds a converge applies and prunes: the runtime caches them (by the managed-by label).
 CACHED_KINDS = tuple(k.kind for k in kinds.applied())
@@ -70,7 +70,7 @@ def _pod_fact(pod):
     status = pod.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
     return [md.get("uid"), status.get("phase"), ready, bool(md.get("deletionTimestamp")),
-            (md.get("labels") or {}).get(converge.REVISION_LABEL)]
+            (md.get("labels") or {}).get(model.REVISION_LABEL)]
 
 
 _STS_STATUS = ("replicas", "readyReplicas", "currentRevision", "updateRevision", "observedGeneration")
@@ -87,7 +87,7 @@ def observed_digest(live, policy=None):
         elif kind == "StatefulSet":
             status = obj.get("status") or {}
             facts.append([kind, name] + [status.get(k) for k in _STS_STATUS])
-    return hashlib.sha256(json.dumps(facts, separators=(",", ":")).encode("utf-8")).hexdigest()
+    return digests.of_value(facts)
 
 
 def last_digest(cluster, memo: Memo):

@@ -1,17 +1,26 @@
-"""Adapter: every Kubernetes API call the runtime makes (the roles make their own). Thin on purpose."""
+"""Adapter: every Kubernetes API call the runtime makes (the roles make their own), through the collection's one
+access layer (``plugins/module_utils/k8s/access.py``): its error mapping, its request path, its writes. The watch
+caches stream through the same request path. Thin on purpose."""
 
-import json
 import logging
 import os
-import uuid
-from datetime import datetime, timezone
+import time
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import KubernetesExecTransport
+
+from .conditions import same_status
 
 log = logging.getLogger(__name__)
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+COMPONENT = "soperator-operator"
+METADATA_ONLY = access.METADATA_ONLY
+describe = access.describe  # one line for a failure: status and the server's message
 
 
 def api_client(kubeconfig=None, context=None, user_agent=None):
@@ -36,71 +45,35 @@ def own_namespace(default="default"):
         return default
 
 
-def describe(exc):
-    """One line for an API error: status, reason and the server's message (not the headers)."""
-    if isinstance(exc, ApiException):
-        message = exc.reason or ""
-        try:
-            message = json.loads(exc.body).get("message") or message
-        except (TypeError, ValueError, AttributeError):
-            pass
-        return "(%s) %s" % (exc.status, message)
-    return str(exc)
-
-
-# Ask for an object's metadata only (PartialObjectMetadata), as client-go's metadata client does.
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-
-
 def now_iso():
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return durations.iso(time.time())
 
 
 class Kube:
-    def __init__(self, api, identity="soperator-operator", lease_timeout=5.0):
+    def __init__(self, api, identity=COMPONENT, lease_timeout=5.0):
         self.api = api
-        self.custom = client.CustomObjectsApi(api)
+        known = access.table()
+        # Kinds of the watches file beyond the collection's tables: plural by the lower-case + s rule (watches.py).
+        self.objects = access.Api(api, field_manager=COMPONENT, resolve=lambda api_version, kind: known.get(
+            (api_version, kind)) or access.resource(api_version.rpartition("/")[0], api_version.rpartition("/")[2],
+                                                    kind.lower() + "s", kind))
+        self.rest = self.objects.rest
         self.core = client.CoreV1Api(api)
-        self.apps = client.AppsV1Api(api)
-        self.coordination = client.CoordinationV1Api(api)
         self.identity = identity
         # Every Lease call is bounded: a hung connection must never outlive the renew deadline unnoticed.
         self.lease_timeout = (min(3.0, lease_timeout), lease_timeout)
 
     # --- raw REST (the watch caches) ------------------------------------------------------------------------
-    def _raw(self, method, path, params, body, timeout, accept="application/json"):
-        """The urllib3 response of one request (streamed, not read); raises ApiException on an error status."""
-        method, url, headers, body, post = self.api.param_serialize(
-            method, path, query_params=list((params or {}).items()),
-            header_params={"Accept": accept, "Content-Type": "application/json"}, body=body,
-            auth_settings=["BearerToken"])
-        resp = self.api.call_api(method, url, header_params=headers, body=body, post_params=post,
-                                 _request_timeout=timeout)
-        raw = resp.response
-        if resp.status >= 400:
-            try:
-                raise ApiException(http_resp=raw)
-            finally:
-                raw.release_conn()
-        return raw
-
     def request_json(self, method, path, params=None, body=None, timeout=60):
-        """One request to ``path``; the decoded JSON body. Raises ApiException on an error status."""
-        raw = self._raw(method, path, params, body, (10, timeout))
-        try:
-            data = raw.data
-        finally:
-            raw.release_conn()
-        return json.loads(data.decode("utf-8")) if data else {}
+        """One request to ``path``; the decoded JSON body. Raises access errors on an error status."""
+        return self.rest.json(method, path, params, body, timeout=(10, timeout))
 
     def exists(self, path, timeout=30):
         """Whether the object at ``path`` exists: a GET of its metadata only (a Secret's data never comes back)."""
         try:
-            raw = self._raw("GET", path, None, None, (10, timeout), accept=METADATA_ONLY)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
+            raw = self.rest.raw("GET", path, accept=METADATA_ONLY, timeout=(10, timeout))
+        except access.NotFound:
+            return False
         raw.release_conn()
         return True
 
@@ -110,53 +83,28 @@ class Kube:
                                                                                        resource.version)
         try:
             listing = self.request_json("GET", base, timeout=timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
+        except access.NotFound:
+            return False
         return any(r.get("name") == resource.plural for r in listing.get("resources") or ())
 
     def stream_json(self, path, params, read_timeout, stopping):
         """Yield the JSON lines of a watch until the server ends it (or ``stopping`` is set)."""
-        raw = self._raw("GET", path, params, None, (10, read_timeout))
-        buf = b""
-        try:
-            for chunk in raw.stream(65536, decode_content=True):
-                if stopping.is_set():
-                    return
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line.decode("utf-8"))
-            if buf.strip():
-                yield json.loads(buf.decode("utf-8"))
-        finally:
-            raw.release_conn()
+        return self.rest.stream_json(path, params, read_timeout, stopping)
 
     # --- custom resources -------------------------------------------------------------------------------------
     def get(self, w, namespace, name):
-        try:
-            return self.custom.get_namespaced_custom_object(w.group, w.version, namespace, w.plural, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self.objects.get(w.api_version, w.kind, name, namespace)
 
     def add_finalizer(self, w, obj, finalizer):
         meta = obj["metadata"]
         current = meta.get("finalizers")
         if current and finalizer in current:
             return obj
-        if current:
-            ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
-                   {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}]
-        else:
-            ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
-                   {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}]
-        return self.custom.patch_namespaced_custom_object(w.group, w.version, meta["namespace"], w.plural,
-                                                          meta["name"], ops,
-                                                          _content_type="application/json-patch+json")
+        test = {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
+        add = ({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer} if current else
+               {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]})
+        return self.objects.patch(w.api_version, w.kind, meta["name"], meta["namespace"], [test, add],
+                                  content_type=access.JSON_PATCH)
 
     def remove_finalizer(self, w, obj, finalizer):
         meta = obj["metadata"]
@@ -167,13 +115,10 @@ class Kube:
         ops = [{"op": "test", "path": "/metadata/finalizers/%d" % index, "value": finalizer},
                {"op": "remove", "path": "/metadata/finalizers/%d" % index}]
         try:
-            return self.custom.patch_namespaced_custom_object(w.group, w.version, meta["namespace"], w.plural,
-                                                              meta["name"], ops,
-                                                              _content_type="application/json-patch+json")
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+            return self.objects.patch(w.api_version, w.kind, meta["name"], meta["namespace"], ops,
+                                      content_type=access.JSON_PATCH)
+        except access.NotFound:
+            return None
 
     def update_status(self, w, namespace, name, compute, attempts=5, current=None):
         """Read the object, ``compute(old_status, obj) -> new status`` and write it to the status subresource.
@@ -182,98 +127,51 @@ class Kube:
         (409) with a fresh read; returns the written object, or None if the object is gone. ``current``: a copy
         already at hand (the watch cache) tried first instead of a read; a stale one costs a 409 and a read.
         """
-        from .conditions import same_status  # pure
-        for attempt in range(attempts):
-            obj = current if attempt == 0 and current is not None else self.get(w, namespace, name)
-            if obj is None:
-                return None
-            old = obj.get("status") or {}
-            new = compute(old, obj)
-            if new is None or same_status(old, new):
-                return obj
-            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": new}
-            try:
-                return self.custom.patch_namespaced_custom_object_status(w.group, w.version, namespace, w.plural,
-                                                                         name, body)
-            except ApiException as exc:
-                if exc.status == 409 and attempt + 1 < attempts:
-                    continue
-                if exc.status == 404:
-                    return None
-                raise
-        return None
+        return self.objects.update_status(w.api_version, w.kind, name, namespace, compute, same_status, attempts,
+                                          current)
 
     # --- Slurm status (slurmstatus.py) -------------------------------------------------------------------------
     def exec_argv(self, namespace, pod, container, argv, timeout=30):
-        """(rc, stdout, stderr) of argv in a container (no shell, no tty)."""
-        from kubernetes.stream import stream
-        ws = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace, command=list(argv),
-                    container=container, stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False)
-        try:
-            ws.run_forever(timeout=timeout)
-            if ws.is_open():
-                return 124, ws.read_stdout(), ws.read_stderr()
-            rc = ws.returncode
-            return (rc if rc is not None else 1), ws.read_stdout(), ws.read_stderr()
-        finally:
-            ws.close()
+        """(rc, stdout, stderr) of argv in a container (no shell, no tty): the collection's exec transport."""
+        return KubernetesExecTransport(self.core, namespace, pod, container, timeout)(argv)
 
     def patch_nodeset_counts(self, namespace, name, counts):
         """Merge the Slurm node counts into a NodeSet's status (its conditions and the rest stay)."""
         try:
-            self.custom.patch_namespaced_custom_object_status("slurm.soperator.dev", "v1alpha1", namespace,
-                                                              "nodesets", name, {"status": counts})
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            self.objects.patch(names.API_VERSION, names.NODESET_KIND, name, namespace, {"status": counts},
+                               subresource="status")
+        except access.NotFound:
+            pass
 
     def patch_pod_condition(self, namespace, name, condition):
         """One condition of a pod's status (strategic merge by type: the kubelet's conditions stay)."""
         try:
-            self.core.patch_namespaced_pod_status(name, namespace, {"status": {"conditions": [condition]}})
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            self.objects.patch("v1", "Pod", name, namespace, {"status": {"conditions": [condition]}},
+                               content_type=access.STRATEGIC_MERGE_PATCH, subresource="status")
+        except access.NotFound:
+            pass
 
     # --- children and events ----------------------------------------------------------------------------------
     def event(self, obj, event_type, reason, message):
         """A core/v1 Event on ``obj``; failures to record are logged, never raised."""
         meta = obj.get("metadata") or {}
-        stamp = now_iso()
-        body = {
-            "metadata": {"name": "%s.%s" % (meta.get("name"), uuid.uuid4().hex[:12]),
-                         "namespace": meta.get("namespace")},
-            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-                               "name": meta.get("name"), "namespace": meta.get("namespace"),
-                               "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
-            "type": event_type, "reason": reason, "message": (message or "")[:1024],
-            "source": {"component": "soperator-operator", "host": self.identity},
-            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
         try:
-            self.core.create_namespaced_event(meta.get("namespace"), body)
+            self.objects.event(obj, event_type, reason, message, COMPONENT, time.time(), host=self.identity)
         except Exception as exc:  # noqa: BLE001  an Event is a courtesy, never a reason to fail a run
             log.warning("could not record event %s on %s/%s: %s", reason, meta.get("namespace"),
-                        meta.get("name"), exc)
+                        meta.get("name"), describe(exc))
 
     # --- leases -----------------------------------------------------------------------------------------------
     def get_lease(self, namespace, name):
-        try:
-            return self.api.sanitize_for_serialization(self.coordination.read_namespaced_lease(
-                name, namespace, _request_timeout=self.lease_timeout))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self.objects.get("coordination.k8s.io/v1", "Lease", name, namespace, timeout=self.lease_timeout)
 
     def create_lease(self, namespace, name, spec):
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": namespace}, "spec": spec}
-        return self.coordination.create_namespaced_lease(namespace, body, _request_timeout=self.lease_timeout)
+        return self.objects.create(body, timeout=self.lease_timeout)
 
     def replace_lease(self, namespace, name, resource_version, spec):
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
                 "spec": spec}
-        return self.coordination.replace_namespaced_lease(name, namespace, body,
-                                                          _request_timeout=self.lease_timeout)
+        return self.objects.replace(body, timeout=self.lease_timeout)

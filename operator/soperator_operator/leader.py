@@ -5,7 +5,7 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from kubernetes.client.rest import ApiException
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 
 from . import lease as L
 
@@ -87,17 +87,18 @@ class LeaderElector:
             if self.is_leader:  # someone else took it (we were too slow)
                 self._lose("lease %s taken by %s" % (self.name, record.holder if record else None))
             return
+        # The renew deadline counts from before the renewTime written, not from the answer: a slow write must not
+        # let this replica act past the Lease it wrote (a standby counts its duration from that renewal).
+        sent = self.clock()
         spec = L.next_spec(record, self.identity, decision.action, self.wall(), self.lease_duration)
         try:
             if decision.action == L.CREATE:
                 self.kube.create_lease(self.namespace, self.name, spec)
             else:
                 self.kube.replace_lease(self.namespace, self.name, self._rv, spec)
-        except ApiException as exc:
-            if exc.status in (409, 422):  # another replica wrote first
-                return
-            raise
-        self._last_renewed = self.clock()
+        except (access.Conflict, access.Invalid):  # another replica wrote first
+            return
+        self._last_renewed = sent
         if not self.is_leader:
             log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
             self.is_leader = True

@@ -2,7 +2,7 @@
 caches cannot tell the runtime that a NodeSet's counts or a worker pod's SlurmNodeReady condition went stale; every
 ``--status-period`` this asks each cluster's slurmctld for its nodes (one exec of ``scontrol show node -o`` in the
 controller pod, the command the converge runs) and writes only what changed: the NodeSets' counts (status subresource)
-and the worker pods' conditions (pods/status). The collection's pure core decides (``scale_in.parse_show_node``,
+and the worker pods' conditions (pods/status). The collection's pure core decides (``scontrol.parse_show_node``,
 ``projection``), as in the converge, so both write the same values. Nothing is drained or resumed here: that is the
 converge's, which runs on its own triggers.
 """
@@ -10,7 +10,9 @@ converge's, which runs on its own triggers.
 import logging
 import threading
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, projection, scale_in
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import projection
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 from . import cache
 from .kube import describe, now_iso
@@ -42,8 +44,8 @@ def status_changes(nodesets, statefulsets, pods, slurm):
     sets = set(s for s in statefulsets if ((statefulsets[s]["metadata"].get("labels") or {}).get(
         names.LABEL_COMPONENT) == names.COMPONENT_WORKER))
     for name, pod in sorted(pods.items()):
-        sts_name = name.rpartition("-")[0]
-        if sts_name not in sets or scale_in.ordinal(name, sts_name) is None or pod["metadata"].get("deletionTimestamp"):
+        sts_name = names.statefulset_of(name)
+        if sts_name not in sets or names.ordinal(name, sts_name) is None or pod["metadata"].get("deletionTimestamp"):
             continue
         desired = projection.pod_condition(slurm.get(name))
         if not projection.same_condition(projection.live_condition(pod), desired):
@@ -77,14 +79,14 @@ class SlurmStatus:
     def refresh(self, cluster):
         namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         pods = self._cached("Pod", namespace, name)
-        controller_pod = names.controller_name(name) + "-0"
+        controller_pod = names.controller_pod(name)
         if not _ready(pods.get(controller_pod)) or (cluster.get("spec") or {}).get("maintenance"):
             return
         rc, out, err = self.kube.exec_argv(namespace, controller_pod, "slurmctld", SHOW_NODES)
         if rc != 0:
             log.info("Slurm status of %s/%s: scontrol exited %s: %s", namespace, name, rc, err.strip()[:200])
             return
-        slurm = scale_in.parse_show_node(out)
+        slurm = scontrol.parse_show_node(out)
         nodesets = [ns for ns in self.controller.informers[names.NODESET_KIND].store.list(namespace)
                     if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == name
                     and not ns["metadata"].get("deletionTimestamp")]

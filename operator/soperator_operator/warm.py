@@ -40,6 +40,6 @@ from kubernetes.client import ApiClient, Configuration, CoreV1Api  # noqa: E402,
 from kubernetes.config import incluster_config, kube_config  # noqa: E402,F401
 
 try:  # the converge code the action plugin runs in-process
-    from ansible_collections.soperator.slurm.plugins.module_utils import _converge  # noqa: F401
+    from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_cluster  # noqa: F401
 except ImportError:  # the collection is not installed: roles of other collections still run
     pass

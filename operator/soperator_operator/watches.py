@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 
 DEFAULT_RECONCILE_PERIOD = 600.0  # seconds; operator-sdk's own default is 10h, ours repairs drift sooner
 DEFAULT_FULL_RUN_PERIOD = 6 * 3600.0  # with drift checks: a role run regardless, for what caches cannot see

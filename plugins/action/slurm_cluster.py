@@ -4,7 +4,7 @@
 """Action plugin of ``soperator.slurm.slurm_cluster``: with a local connection the converge runs inside the
 worker process Ansible already forked for the task, instead of a new Python interpreter that imports the
 Kubernetes client again (about a CPU-second per task). Any other connection runs the module on the target.
-The work is the same function either way (``module_utils._converge.execute``)."""
+The work is the same function either way (``module_utils.k8s.slurm_cluster.execute``)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,8 @@ __metaclass__ = type
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.soperator.slurm.plugins.module_utils import errors, objects
+from ansible_collections.soperator.slurm.plugins.module_utils.api import errors
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 
 class ActionModule(ActionBase):
@@ -25,7 +26,7 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(module_name="soperator.slurm.slurm_cluster", task_vars=task_vars))
             return result
         from ansible_collections.soperator.slurm.plugins.modules.slurm_cluster import argument_spec
-        from ansible_collections.soperator.slurm.plugins.module_utils._converge import Failure, execute
+        from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_cluster import Failure, execute
 
         validation, params = self.validate_argument_spec(argument_spec=argument_spec(),
                                                          required_one_of=[("definition", "name")])

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """How modules that talk to Kubernetes find the cluster; matches AUTH_ARG_SPEC in module_utils/_k8s_client.py."""
+    """How modules that talk to Kubernetes find the cluster; matches AUTH_ARG_SPEC in module_utils/k8s/client.py."""
 
     DOCUMENTATION = r"""
 options:
@@ -57,6 +57,14 @@ options:
       - Can also be set with the C(K8S_AUTH_KEY_FILE) environment variable.
     type: path
     aliases: [key_file]
+attributes:
+  action_group:
+    description:
+      - In the action group C(soperator.slurm.k8s) (C(meta/runtime.yml)); its connection options can be set once
+        for every such module with C(module_defaults) and C(group/soperator.slurm.k8s).
+    support: full
+    membership:
+      - soperator.slurm.k8s
 requirements:
   - python >= 3.8
   - kubernetes >= 24.2.0

@@ -10,9 +10,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
+import re
 
-COLLECTION_VERSION = "0.1.0"  # tests/unit/test_names.py checks it against galaxy.yml
+from ansible_collections.soperator.slurm.plugins.module_utils import digests
+
+COLLECTION_VERSION = "0.1.0"  # tests/unit/module_utils/test_names.py checks it against galaxy.yml
 
 GROUP = "slurm.soperator.dev"
 VERSION = "v1alpha1"
@@ -45,8 +47,15 @@ COMPONENT_DATABASE = "accounting-db"  # the in-cluster MariaDB
 COMPONENT_REST = "rest"  # slurmrestd
 COMPONENT_EXPORTER = "exporter"  # the Prometheus exporter
 
-# Annotations (the same strings as objects.py, which the apply adapter reads).
+# The finalizer on SlurmClusters and NodeSets (operator/watches.yaml names it too: a unit test keeps them equal).
+FINALIZER = GROUP + "/finalizer"
+
+# Annotations: every one the collection writes or reads is named here.
 ANNOTATION_CONFIG_HASH = GROUP + "/config-hash"
+# On every applied object: the hash of the manifest it was applied from (render/objects.py: is the live one ours).
+ANNOTATION_APPLIED_HASH = GROUP + "/applied-hash"
+# An object the prune step must leave alone: "false".
+ANNOTATION_PRUNE = GROUP + "/prune"
 # On a StatefulSet: the hash of the pod template it was rendered with, so a plan sees that a template it is about
 # to apply differs from the live one (a rolling update follows) without comparing API-server-defaulted templates.
 ANNOTATION_TEMPLATE_HASH = GROUP + "/template-hash"
@@ -78,13 +87,24 @@ MUNGE_KEY_FILE = "munge.key"
 SSH_HOST_KEY_TYPES = ("ed25519", "rsa")
 SSH_HOST_KEY_FILES = tuple("ssh_host_%s_key" % t for t in SSH_HOST_KEY_TYPES)
 
-# Drain reasons written by the operator start with this; anything else belongs to an administrator.
+# Drain reasons: the one table of those we own. A Slurm node drained with another reason belongs to an
+# administrator: never overwritten, never resumed. Each of ours is resumed only by whoever drained it, and only once
+# its cause is gone (tests/unit/module_utils/test_names.py holds the health program's copy of its prefixes equal to
+# these).
 DRAIN_REASON_PREFIX = "soperator:"
-# ... those of the health program (images/worker/soperator_health.py) with this: only it resumes them.
-HEALTH_REASON_PREFIX = DRAIN_REASON_PREFIX + " health:"
+REASON_SCALE_IN = DRAIN_REASON_PREFIX + " scale-in"        # a NodeSet shrinks or goes; resumed if the pod stays
+REASON_MAINTENANCE = DRAIN_REASON_PREFIX + " maintenance"  # spec.maintenance; resumed when it ends
+REASON_UPDATE = DRAIN_REASON_PREFIX + " update"            # a rolling update; resumed when the new pod's slurmd answers
 # Kubernetes node state projected into Slurm by the converge (spec.healthChecks.kubernetesNodes).
 REASON_NODE_CORDONED = DRAIN_REASON_PREFIX + " node cordoned"
 REASON_NODE_CONDITION = DRAIN_REASON_PREFIX + " node condition "  # + the condition type
+# The health program's (images/worker/soperator_health.py, REASON_PREFIX there): only it resumes them, or the
+# converge once the program no longer runs; the NCCL check's (NCCL_REASON_PREFIX there) are a measurement, left to an
+# administrator.
+HEALTH_REASON_PREFIX = DRAIN_REASON_PREFIX + " health:"
+NCCL_REASON_PREFIX = HEALTH_REASON_PREFIX + " nccl:"
+# Reasons the converge resumes itself, each when its cause is gone.
+CONVERGE_REASONS = (REASON_SCALE_IN, REASON_MAINTENANCE, REASON_UPDATE, REASON_NODE_CORDONED, REASON_NODE_CONDITION)
 # On a Kubernetes node the converge cordoned (spec.healthChecks.kubernetesNodes.evictUnhealthyAfter): why, for whoever
 # uncordons it once repaired.
 ANNOTATION_CORDONED = GROUP + "/cordoned"
@@ -199,6 +219,29 @@ def worker_name(cluster, nodeset):
     return "%s-%s" % (cluster, nodeset)
 
 
+def pod_name(statefulset, ordinal):
+    """The pod ``<statefulset>-<ordinal>`` of a StatefulSet; a worker pod's name is its Slurm node's too."""
+    return "%s-%d" % (statefulset, ordinal)
+
+
+def ordinal(pod, statefulset):
+    """The ordinal of ``pod`` when it is ``<statefulset>-<n>`` (as a StatefulSet names its pods), else None."""
+    head, sep, tail = pod.rpartition("-")
+    if sep and head == statefulset and re.fullmatch(r"[0-9]+", tail) and (tail == "0" or not tail.startswith("0")):
+        return int(tail)
+    return None
+
+
+def statefulset_of(pod):
+    """The StatefulSet ``<statefulset>-<n>`` would be a pod of (the name without its last ``-part``)."""
+    return pod.rpartition("-")[0]
+
+
+def controller_pod(cluster):
+    """The pod slurmctld runs in (the controller StatefulSet has one): the reconciler asks its scontrol."""
+    return pod_name(controller_name(cluster), 0)
+
+
 def slurm_config_name(cluster):
     return "%s-slurm-config" % cluster
 
@@ -228,8 +271,8 @@ def ssh_host_keys_name(cluster):
 SPOOL_CLAIM_TEMPLATE = "spool"
 
 
-def spool_claim_name(cluster, ordinal=0):
-    return "%s-%s-%d" % (SPOOL_CLAIM_TEMPLATE, controller_name(cluster), ordinal)
+def spool_claim_name(cluster, index=0):
+    return "%s-%s" % (SPOOL_CLAIM_TEMPLATE, pod_name(controller_name(cluster), index))
 
 
 def jail_claim_name(cluster):
@@ -258,8 +301,8 @@ def db_password_name(cluster):
 DB_CLAIM_TEMPLATE = "data"
 
 
-def db_claim_name(cluster, ordinal=0):
-    return "%s-%s-%d" % (DB_CLAIM_TEMPLATE, database_name(cluster), ordinal)
+def db_claim_name(cluster, index=0):
+    return "%s-%s" % (DB_CLAIM_TEMPLATE, pod_name(database_name(cluster), index))
 
 
 def jwt_key_name(cluster):
@@ -276,7 +319,7 @@ def exporter_name(cluster):
 
 def slurmdbd_host(cluster, namespace):
     """Where slurmctld reaches slurmdbd (AccountingStorageHost): its pod, through the headless Service."""
-    return "%s-0.%s.%s.svc" % (accounting_name(cluster), accounting_name(cluster), namespace)
+    return "%s.%s.%s.svc" % (pod_name(accounting_name(cluster), 0), accounting_name(cluster), namespace)
 
 
 def database_host(cluster, namespace):
@@ -287,7 +330,7 @@ def populate_job_name(cluster, repopulate_token):
     """``<cluster>-populate-jail-initial``, or a short hash of the token: a new token is a new Job."""
     if not repopulate_token:
         return "%s-populate-jail-initial" % cluster
-    return "%s-populate-jail-%s" % (cluster, hashlib.sha256(repopulate_token.encode("utf-8")).hexdigest()[:10])
+    return "%s-populate-jail-%s" % (cluster, digests.of_text(repopulate_token)[:10])
 
 
 # Tails of the names a family of objects takes: pods (and their claims) of a StatefulSet, populate Jobs, the Jobs
@@ -328,7 +371,7 @@ MAX_EXTRA_DNS_SEARCHES = 29
 
 def conf_server(cluster, namespace):
     """Where slurmd and sackd fetch their configuration (configless Slurm)."""
-    return "%s-0.%s.%s.svc:%d" % (controller_name(cluster), controller_name(cluster), namespace, SLURMCTLD_PORT)
+    return "%s.%s.%s.svc:%d" % (controller_pod(cluster), controller_name(cluster), namespace, SLURMCTLD_PORT)
 
 
 def labels(cluster, component, nodeset=None):

@@ -59,6 +59,15 @@ options:
       - Take over fields owned by other server-side appliers instead of failing.
     type: bool
     default: false
+  skip_unserved:
+    description:
+      - Kinds, as C(apiVersion/Kind), whose objects are left out (listed in RV(skipped)) where the cluster does
+        not serve the kind, instead of failing. For another project's optional CRDs, such as prometheus-operator's
+        C(monitoring.coreos.com/v1/PodMonitor).
+      - The check asks the API server itself, so a stale discovery cache cannot make it fail.
+    type: list
+    elements: str
+    default: []
   prune:
     description:
       - Delete objects that this set owned and no longer contains.
@@ -179,6 +188,12 @@ counts:
       description: Objects deleted by pruning.
       type: int
   sample: {created: 0, updated: 1, unchanged: 11, pruned: 0}
+skipped:
+  description: Objects of O(skip_unserved) kinds left out because the cluster does not serve their kind.
+  returned: always
+  type: list
+  elements: str
+  sample: [PodMonitor monitoring/soperator-operator]
 diff:
   description:
     - In diff mode, one entry per changed object with its normalized C(before) and C(after) (no status,
@@ -191,14 +206,14 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils import objects
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import (
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
-    KubernetesError,
     dynamic_client,
     require_kubernetes,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import apply_manifests
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import apply_manifests
 
 
 def argument_spec():
@@ -206,6 +221,7 @@ def argument_spec():
         manifests=dict(type="list", elements="dict", required=True),
         field_manager=dict(type="str", default="soperator.slurm"),
         force_conflicts=dict(type="bool", default=False),
+        skip_unserved=dict(type="list", elements="str", default=[]),
         prune=dict(type="dict", options=dict(
             selector=dict(type="str", required=True),
             kinds=dict(type="list", elements="str"),
@@ -232,7 +248,7 @@ def main():
             prune_namespaces=prune.get("namespaces"),
             protect=objects.DEFAULT_PROTECT_KINDS if protect is None else protect,
             check_mode=module.check_mode, force_conflicts=params["force_conflicts"], diff=module._diff,
-            on_secret=module.no_log_values.add)
+            on_secret=module.no_log_values.add, skip_unserved=params["skip_unserved"])
     except KubernetesError as e:
         module.fail_json(msg=e.msg, **e.details)
     module.exit_json(**result)

@@ -85,8 +85,8 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError
-from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
 
 def argument_spec():

@@ -70,10 +70,10 @@ released:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils._converge import release_finalizers
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import (
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.teardown import release_finalizers
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
-    KubernetesError,
     dynamic_client,
     require_kubernetes,
 )

@@ -344,9 +344,10 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils import errors, objects
-from ansible_collections.soperator.slurm.plugins.module_utils._converge import Failure, execute
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import AUTH_ARG_SPEC, require_kubernetes
+from ansible_collections.soperator.slurm.plugins.module_utils.api import errors
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_cluster import Failure, execute
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import AUTH_ARG_SPEC, require_kubernetes
 
 
 def argument_spec():

@@ -283,15 +283,15 @@ command:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.soperator.slurm.plugins.module_utils import durations
-from ansible_collections.soperator.slurm.plugins.module_utils import scale_in as scale_in_plan
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import (
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
     AUTH_ARG_SPEC,
-    KubernetesError,
     configuration,
     require_kubernetes,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils._slurm import (
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import (
     KubernetesExecTransport,
     Slurm,
     SlurmError,
@@ -310,7 +310,7 @@ def argument_spec():
         current_replicas=dict(type="int"),
         replicas=dict(type="int"),
         nodes=dict(type="list", elements="str", default=[]),
-        reason=dict(type="str", default=scale_in_plan.REASON_SCALE_IN),
+        reason=dict(type="str", default=names.REASON_SCALE_IN),
         drain_timeout=dict(type="str"),
         remove_admin_drained=dict(type="bool", default=True),
         wait=dict(type="bool", default=False),

@@ -3,7 +3,8 @@
 One real-node cluster serves every end-to-end suite of a session: the local cluster ``make demo`` (or
 ``make test``) started, when it has a real node; else ``SOPERATOR_E2E_DIR``; else a private instance started
 here and stopped at the end. The project's images are built (cached) and imported once. Each suite works in
-namespaces of its own, so a demo cluster living in namespace ``slurm`` is never touched. Needs root.
+namespaces of its own, so a demo cluster living in namespace ``slurm`` is never touched. Needs root: skipped
+without it, failed under CI=true (tests/prerequisites.py).
 """
 
 import contextlib
@@ -20,6 +21,7 @@ import urllib.parse
 import pytest
 import yaml
 from polling import wait_until  # noqa: E402
+from prerequisites import require_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
@@ -252,8 +254,7 @@ def _has_real_node(env):
 @pytest.fixture(scope="session")
 def real_node_cluster(tmp_path_factory):
     """The state dir of a local cluster with a real node, the project's images imported into it."""
-    if os.geteuid() != 0:
-        pytest.skip("the end-to-end tests need root (kubelet, containerd, the images' dockerd)")
+    require_root("end to end: kubelet, containerd, the images' dockerd")
     env = dict(os.environ)
     env.pop("SOPERATOR_KUBECONFIG", None)
     candidates = [os.environ.get("SOPERATOR_LOCALCLUSTER_DIR") or os.path.expanduser(

@@ -15,7 +15,7 @@ import time
 import yaml
 from conftest import ROOT, wait_until
 
-from ansible_collections.soperator.slurm.plugins.module_utils import login_check, slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
 
 
 def test_jobs_run_in_the_jail_and_share_files_across_workers_and_login(e2e):

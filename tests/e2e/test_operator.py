@@ -2,8 +2,10 @@
 installed by playbooks/operator.yml (namespaced, for a namespace that does not exist yet), its two replicas on the
 real node under their own ServiceAccount and the RBAC the role installs, drains on. From then on only kubectl.
 
-The README's lines are read from README.md and run one by one with bash; each is claimed by what this suite
-expects it to be, so the README and the suite cannot drift apart.
+The README's lines are read from README.md and run one by one, each in a new login shell that inherits nothing from
+pytest but HOME (no PATH, ANSIBLE_*, KUBECONFIG: only what the section's first line, ``. hack/env.sh``, sets up), as
+a user's new shell after ``make demo``; each is claimed by what this suite expects it to be, so the README and the
+suite cannot drift apart.
 
 Figures (seconds) are printed for the closing note: apply -> Ready, scale-out -> idle, scale-in with a running
 job -> node gone, leader deleted -> converged. ``SOPERATOR_E2E_OPERATOR_RUNS=3`` replays the cluster's lifecycle
@@ -21,6 +23,8 @@ import uuid
 import pytest
 import yaml
 from conftest import E2E, ROOT, wait_until
+
+from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
 
 OPERATOR_NS = "soperator-system"
 WATCHED = "hpc"
@@ -46,9 +50,27 @@ def readme_steps():
     return [line.strip() for line in body.replace("\\\n", " ").splitlines() if line.strip()]
 
 
+def login_env(state_dir=None):
+    """A new login shell's environment: HOME only (and which local cluster, when not the default one)."""
+    env = {"HOME": os.environ["HOME"]}
+    for name in ("SOPERATOR_CACHE",):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    default = os.path.expanduser("~/.local/state/soperator/localcluster")
+    if state_dir and os.path.realpath(state_dir) != os.path.realpath(default):
+        env["SOPERATOR_LOCALCLUSTER_DIR"] = state_dir
+    return env
+
+
+def login_shell(script, env, timeout=900):
+    """``script`` in a new bash login shell in the checkout (errors stop it), with ``env`` only."""
+    return subprocess.run(["/bin/bash", "-l", "-c", "set -euo pipefail\n" + script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 class Readme:
-    """The README's lines by name (each checked against what this suite expects it to be, in order), run with
-    bash in the checkout; kubectl is the pinned one, the kubeconfig the local cluster's."""
+    """The README's lines by name (each checked against what this suite expects it to be, in order), each run in a
+    new login shell in the checkout after the section's first line (the shell's setup), nothing else inherited."""
 
     def __init__(self, e=None):
         steps = readme_steps()
@@ -56,21 +78,27 @@ class Readme:
         for (name, expected), line in zip(SEQUENCE, steps):
             assert re.search(expected, line), "README line %r is not the expected %s (%r)" % (line, name, expected)
         self.line = dict(zip([name for name, _ in SEQUENCE], steps))
-        if e is not None:
-            self.env = dict(e.env, KUBECONFIG=e.kubeconfig,
-                            PATH=os.path.dirname(e.kubectl_bin) + os.pathsep + e.env["PATH"])
+        self.env = login_env(e.state_dir if e is not None else None)
 
-    def run(self, name, timeout=900):
-        line = self.line[name]
-        res = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=ROOT, env=self.env, capture_output=True,
-                             text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        assert res.returncode == 0, "README line %r: %s" % (line, (res.stdout + res.stderr)[-4000:])
+    def run(self, name, timeout=900, then=None):
+        """The line ``name`` (after the setup line), then the shell code ``then`` in the same shell."""
+        script = "\n".join([self.line["env"]] + ([self.line[name]] if name != "env" else []) + ([then] if then else []))
+        res = login_shell(script, self.env, timeout)
+        assert res.returncode == 0, "README line %r: %s" % (self.line[name], (res.stdout + res.stderr)[-4000:])
         return res
 
 
 def test_the_readme_operator_section_is_what_this_suite_runs():
     """Every line of the README's operator section, in order, is one this suite runs and checks."""
     Readme()
+
+
+def test_the_readme_lines_run_in_a_shell_that_inherits_nothing():
+    """The shell the README's lines run in has none of pytest's PATH, ANSIBLE_* or KUBECONFIG (else the section
+    could pass here and fail in a user's new shell)."""
+    env = dict(line.split("=", 1) for line in login_shell("env", login_env()).stdout.splitlines() if "=" in line)
+    assert not [name for name in env if name.startswith(("ANSIBLE_", "K8S_AUTH_")) or name == "KUBECONFIG"], env
+    assert os.path.join(ROOT, ".venv", "bin") not in env["PATH"].split(os.pathsep), env["PATH"]
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +110,11 @@ def op(real_node_cluster):
     for ns in (WATCHED, CLUSTER_WIDE_NS, OPERATOR_NS):
         e.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", timeout=300)
     e.readme = Readme(e)
+    # the setup line: the venv's ansible-playbook, the pinned kubectl, this checkout as the collection, the cluster
+    shell = e.readme.run("env", then='for t in ansible-playbook kubectl; do command -v $t; done; echo "$KUBECONFIG"; '
+                                     'readlink -f "$ANSIBLE_COLLECTIONS_PATH/ansible_collections/soperator/slurm"')
+    assert shell.stdout.split() == [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), e.kubectl_bin,
+                                    e.kubeconfig, os.path.realpath(ROOT)], shell.stdout
     e.readme.run("build")
     e.readme.run("import")
     assert e.kubectl("get", "namespace", WATCHED, check=False).returncode != 0  # namespaced mode creates it
@@ -139,6 +172,7 @@ def test_installed_as_shipped(op):
 
 # The README's operator section, line by line: (name, what the line must be).
 SEQUENCE = (
+    ("env", r"^\. hack/env\.sh\b"),
     ("build", r"^hack/build-operator-image\.sh\b"),
     ("import", r"^python3 hack/localcluster\.py import-image .*operator-0\.1\.0\.tar$"),
     ("install", r"^ansible-playbook playbooks/operator\.yml .*operator_watch_namespaces.*\"%s\"" % WATCHED),
@@ -265,7 +299,42 @@ def test_lifecycle_through_kubectl_only(op):
                 min(values), statistics.median(values), max(values), len(values)) if len(values) > 1 else " s"))
 
 
-PAYLOAD = "{{lookup('pipe','id>/tmp/soperator-pwned-%s')}}"
+# What a user might write to have the operator run a command: the same pipe lookup as a Jinja expression and as a
+# statement. %s: the sentinel's name, "soperator-pwned-<id>", a file in /tmp of the operator pod that evaluated it.
+PAYLOADS = {"expr": "{{lookup('pipe','id>/tmp/%s')}}", "stmt": "{%% set x = lookup('pipe','id>/tmp/%s') %%}"}
+PAYLOAD = PAYLOADS["expr"] % "soperator-pwned-%s"
+
+
+def sentinel(tag, form):
+    return "soperator-pwned-%s-%s" % (tag, form)
+
+
+def sentinels(op):
+    """{operator pod: the sentinel files in its /tmp}."""
+    found = {}
+    for pod in operator_pods(op):
+        listing = op.kubectl("exec", "-n", OPERATOR_NS, pod["metadata"]["name"], "--", "ls", "/tmp").stdout.split()
+        found[pod["metadata"]["name"]] = sorted(n for n in listing if n.startswith("soperator-pwned-"))
+    return found
+
+
+@pytest.fixture(scope="module")
+def evaluation_shows(op):
+    """The positive control of the injection tests: the same payloads, given to Ansible in an operator pod as a
+    trusted variable (an extra var, as the installer's watch vars are), fire, and the sentinel check sees it. So a
+    payload from a resource that were evaluated would be seen too. Returns the sentinel check."""
+    tag = uuid.uuid4().hex[:8]
+    pod = operator_pods(op)[0]["metadata"]["name"]
+    for form, payload in PAYLOADS.items():
+        trusted = {"trusted": payload % sentinel(tag, form)}
+        res = op.kubectl("exec", "-n", OPERATOR_NS, pod, "--", "ansible", "localhost", "-c", "local", "-i",
+                         "localhost,", "-m", "ansible.builtin.debug", "-a", "msg={{ trusted }}", "-e",
+                         json.dumps(trusted), check=False)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    fired = sentinels(op)[pod]
+    assert [sentinel(tag, form) for form in PAYLOADS] == [n for n in fired if tag in n], fired
+    print("e2e-operator: positive control: %s fired as a trusted variable in %s" % (sorted(PAYLOADS), pod))
+    return sentinels
 
 
 def _string_leaves(value, path=()):
@@ -298,7 +367,7 @@ def _leaf(path):
     return [p for p in path if isinstance(p, str)][-1]
 
 
-def test_template_payloads_in_a_resource_are_never_evaluated(op):
+def test_template_payloads_in_a_resource_are_never_evaluated(op, evaluation_shows):
     """Every string field the API server accepts carries a template; annotations too; labels are refused by the
     API server. The operator either refuses a value naming its field, or keeps it literally: the refused ones are
     put back one verdict at a time until a run succeeds with the rest, rendered and applied. Nothing is ever
@@ -360,9 +429,8 @@ def test_template_payloads_in_a_resource_are_never_evaluated(op):
     else:
         raise AssertionError("no successful run: %s" % refusals)
     # Nothing was evaluated, in any operator pod.
-    for pod in operator_pods(op):
-        listing = op.kubectl("exec", "-n", OPERATOR_NS, pod["metadata"]["name"], "--", "ls", "/tmp").stdout
-        assert "soperator-pwned-" + tag not in listing, (pod["metadata"]["name"], listing)
+    fired = evaluation_shows(op)
+    assert not [n for names in fired.values() for n in names if tag in n], fired
     assert op.get("slurmcluster", "evil")["metadata"]["annotations"]["note"] == payload
     # What stayed was kept literally: rendered into the cluster's objects as the user wrote it.
     rendered = json.dumps([op.get(kind, "-l", "slurm.soperator.dev/cluster=evil")
@@ -377,6 +445,198 @@ def test_template_payloads_in_a_resource_are_never_evaluated(op):
         [(c["type"], c["status"]) for c in nodeset["status"].get("conditions", [])]))
     op.kubectl("delete", "slurmcluster", "evil", "-n", WATCHED, "--wait=true", timeout=180)
     op.kubectl("delete", "nodeset", "evilnodes", "-n", WATCHED, "--wait=true", timeout=180)
+
+
+def _crd_schema(kind):
+    with open(os.path.join(ROOT, "roles", "crds", "files", "%ss.slurm.soperator.dev.yaml" % kind.lower())) as f:
+        return yaml.safe_load(f)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def _maps(node, path=()):
+    """Every map of a schema (an object whose keys the user chooses): its path (0 for an array's item)."""
+    if isinstance(node.get("additionalProperties"), dict):
+        yield path
+    for key, sub in (node.get("properties") or {}).items():
+        yield from _maps(sub, path + (key,))
+    if isinstance(node.get("items"), dict):
+        yield from _maps(node["items"], path + (0,))
+
+
+def _minimal(node):
+    """The least value of a schema node: its required properties only."""
+    if "properties" in node or "additionalProperties" in node:
+        return {key: _minimal(node["properties"][key]) for key in node.get("required", [])}
+    if node.get("type") == "array":
+        return [_minimal(node["items"])]
+    if node.get("type") == "integer":
+        return node.get("minimum", 1)
+    return node["enum"][0] if "enum" in node else "x"
+
+
+def _map_at(doc, schema, path):
+    """The map at ``path`` in ``doc``, its parents made (from the schema's required fields) where missing."""
+    if path[0] == "metadata":
+        return doc["metadata"].setdefault(path[1], {})
+    here, node = doc, schema
+    for step in path:
+        node = node["items"] if isinstance(step, int) else node["properties"][step]
+        if isinstance(step, int):
+            if not here:
+                here.append(_minimal(node))
+        elif step not in here:
+            here[step] = _minimal(node)
+        here = here[step]
+    return here
+
+
+def _dotted(path):
+    return "".join("[%d]" % p if isinstance(p, int) else ("." if i else "") + p for i, p in enumerate(path))
+
+
+def _find_key(value, key, wanted):
+    """Whether some map below ``value`` holds ``key: wanted``."""
+    if isinstance(value, dict):
+        return value.get(key) == wanted or any(_find_key(v, key, wanted) for v in value.values())
+    return isinstance(value, list) and any(_find_key(v, key, wanted) for v in value)
+
+
+def _key_verdict(op):
+    """(the kind refused, its message), ("", "") when both the SlurmCluster and the NodeSet were taken; None while
+    a verdict on their current generations is missing."""
+    cluster = _verdict(op, "slurmcluster", "evilkeys")
+    if cluster and cluster["type"] == "Failure":
+        return "SlurmCluster", cluster["message"]
+    nodeset = op.get("nodeset", "evilkeysnodes") or {}
+    status = nodeset.get("status") or {}
+    if not cluster or status.get("observedGeneration") != nodeset["metadata"]["generation"]:
+        return None
+    degraded = [c for c in status.get("conditions", []) if c["type"] == "Degraded" and c["status"] == "True"]
+    return ("NodeSet", degraded[0]["message"]) if degraded else ("", "")
+
+
+def _names(message, kind, path, key):
+    """Whether the operator's refusal names the field of ``key`` in the map at ``path`` of the ``kind``."""
+    field = re.escape(child_path(_dotted(path), key)) + ": "
+    return re.search((r"(?<![\].])" if kind == "SlurmCluster" else r"nodesets\[[^]]*\]\.") + field, message)
+
+
+# Keys a user may write that a renderer could mangle (upper case, dots, dashes, underscores; operator-sdk snake_cases
+# the keys of a resource's variables): accepted, they must arrive as written. (kind, path, key, value)
+VERBATIM = (("SlurmCluster", ("metadata", "labels"), "example.com/Team-Name_X", "a"),
+            ("SlurmCluster", ("metadata", "annotations"), "example.com/Note.Key_X", "{{ not a template }}"),
+            ("SlurmCluster", ("spec", "controller", "placement", "nodeSelector"), "example.com/Zone-Name_X", "b"),
+            ("NodeSet", ("spec", "placement", "nodeSelector"), "example.com/Rack.ID-x_Y", "c"),
+            ("NodeSet", ("spec", "placement", "affinity", "podAntiAffinity",
+                         "requiredDuringSchedulingIgnoredDuringExecution", 0, "labelSelector", "matchLabels"),
+             "app.example.com/Role_Name", "w"))
+
+
+def test_template_payloads_in_keys_are_never_evaluated(op, evaluation_shows):
+    """Every map a SlurmCluster or NodeSet carries (every additionalProperties of the CRDs: slurmConf, sshdConfig,
+    partition and slurmdbd config, nodeSelector, matchLabels, resources, ServiceMonitor labels) and the metadata's
+    labels and annotations get payload keys, as an expression and as a statement. Each is refused naming its field,
+    by the API server or by the operator before anything of the cluster is written; keys that are accepted arrive as
+    written; nothing is ever evaluated. Each map is first shown to take a plain key (so that a refusal is the key's)."""
+    tag = uuid.uuid4().hex[:8]
+    keys = dict((form, payload % sentinel(tag, form)) for form, payload in PAYLOADS.items())
+    base = op.definition()
+    for doc in base:
+        doc["metadata"]["name"] = "evilkeys" if doc["kind"] == "SlurmCluster" else "evilkeysnodes"
+    base[1]["spec"]["clusterRef"]["name"] = "evilkeys"
+    base[0]["spec"]["maintenance"] = True  # nothing needs to run: the verdicts are about rendering and applying
+    base[0]["spec"]["partitions"] = [{"name": "main", "default": True}]  # the default, written: partitions[0] exists
+    schemas = dict((doc["kind"], _crd_schema(doc["kind"])) for doc in base)
+    maps = [(doc["kind"], path) for doc in base for path in [("metadata", "labels"), ("metadata", "annotations")]
+            + [("spec",) + p for p in _maps(schemas[doc["kind"]]["properties"]["spec"])]]
+    kinds = {kind for kind, _ in maps}
+    assert len(maps) > 20 and {"slurmConf", "sshdConfig", "nodeSelector", "matchLabels"} <= {
+        p[-1] for _, p in maps}, maps
+
+    # The API server first: one server-side dry run of every trial, a plain key and each payload key in each map.
+    trials = []
+    for kind, path in maps:
+        for form, key in [("plain", "example.com/ok")] + sorted(keys.items()):
+            doc = json.loads(json.dumps(base[0 if kind == "SlurmCluster" else 1]))
+            doc["metadata"]["name"] += "-t%d" % len(trials)  # (a NodeSet's name may not end in -<digits>)
+            _map_at(doc, schemas[kind], path)[key] = "1"
+            trials.append((kind, path, form, key, doc))
+    res = op.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all([t[-1] for t in trials]),
+                     check=False, timeout=600)
+    created = set(re.findall(r"/(evilkeys\S*-t\d+) (?:created|configured) \(server dry run\)", res.stdout))
+    refusals = dict((name, line) for line in res.stderr.splitlines() for name in re.findall(r'"(evilkeys\S*-t\d+)"',
+                                                                                              line))
+    accepted, by_api_server = [], []
+    for kind, path, form, key, doc in trials:
+        name = doc["metadata"]["name"]
+        if form == "plain":
+            assert name in created, "the plain key was refused in %s %s: %s" % (kind, _dotted(path),
+                                                                                 refusals.get(name))
+        elif name in created:
+            accepted.append((kind, path, key))
+        else:
+            assert _dotted(path) in refusals.get(name, ""), "%s %s: refused without naming the field: %s" % (
+                kind, _dotted(path), refusals.get(name))
+            by_api_server.append(_dotted(path))
+
+    # Then the operator, with every payload key the API server took and the keys that must arrive verbatim.
+    docs = json.loads(json.dumps(base))
+    for kind, path, key in accepted:
+        _map_at(docs[0 if kind == "SlurmCluster" else 1], schemas[kind], path)[key] = "1"
+    for kind, path, key, value in VERBATIM:
+        _map_at(docs[0 if kind == "SlurmCluster" else 1], schemas[kind], path)[key] = value
+    pending, by_operator = list(accepted), []
+    for _ in range(len(accepted) + 1):
+        kubectl_apply(op, docs)
+        # the cluster's verdict; a cluster that is valid converges without a NodeSet that is not, which is refused
+        # on its own status
+        refused, message = wait_until(lambda: _key_verdict(op), 180, "the operator's verdicts on the resources with "
+                                      "payload keys", op.explain)
+        if not refused:
+            break
+        named = [t for t in pending if _names(message, *t)]
+        assert named, "refused, naming no payload key: %s" % message[:3000]
+        selector = "slurm.soperator.dev/%s" % ("cluster=evilkeys" if refused == "SlurmCluster" else
+                                               "nodeset=evilkeysnodes")
+        written = [o["metadata"]["name"] for kind in ("statefulset", "configmap", "service", "secret")
+                   for o in op.get(kind, "-l", selector)["items"]]
+        assert written == [], "%s written before its refusal: %s" % (refused, written)
+        for kind, path, key in named:
+            del _map_at(docs[0 if kind == "SlurmCluster" else 1], schemas[kind], path)[key]
+            pending.remove((kind, path, key))
+            by_operator.append(child_path(_dotted(path), key))
+    else:
+        raise AssertionError("no successful run: refused %s" % by_operator)
+    assert pending == [], "payload keys the operator took: %s" % pending
+
+    # What was accepted arrived as written: on the resources, and in the objects rendered from them (a run that
+    # succeeds may leave work for the next one: the workers' StatefulSet may come a run later).
+    stored = dict((kind, op.get(kind.lower(), name)) for kind, name in (("SlurmCluster", "evilkeys"),
+                                                                        ("NodeSet", "evilkeysnodes")))
+    for kind, path, key, value in VERBATIM:
+        assert _find_key(stored[kind][path[0]], key, value), (kind, path, key)
+
+    def rendered():
+        return op.get("statefulset", "-l", "slurm.soperator.dev/cluster=evilkeys")["items"]
+
+    def missing():
+        found = rendered()
+        return [(kind, _dotted(path), key) for kind, path, key, value in VERBATIM
+                if path[0] == "spec" and not _find_key(found, key, value)]
+
+    wait_until(lambda: not missing(), 180, "the accepted keys rendered as written", lambda: "%s not in %s" % (
+        missing(), [(o["metadata"]["name"], o["spec"]["template"]["spec"].get("nodeSelector"),
+                     o["spec"]["template"]["spec"].get("affinity")) for o in rendered()]))
+    fired = evaluation_shows(op)
+    assert not [n for names in fired.values() for n in names if tag in n], fired
+    def leaves(fields):
+        return sorted({re.sub(r"\[\d+\]", "", f.split("[{")[0]).rsplit(".", 1)[-1] for f in fields})
+
+    print("e2e-operator: payload keys in %d maps of %s: %d refused by the API server naming the field (%s), %d by "
+          "the operator naming the field (%s), none evaluated; %d accepted keys arrived as written" % (
+              len(maps), sorted(kinds), len(by_api_server), ", ".join(leaves(by_api_server)), len(by_operator),
+              ", ".join(leaves(by_operator)), len(VERBATIM)))
+    op.kubectl("delete", "slurmcluster", "evilkeys", "-n", WATCHED, "--wait=true", timeout=180)
+    op.kubectl("delete", "nodeset", "evilkeysnodes", "-n", WATCHED, "--wait=true", timeout=180)
 
 
 def test_a_deletion_policy_the_operator_may_not_honour_is_refused_and_deletion_does_not_hang(op):

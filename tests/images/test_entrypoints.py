@@ -15,15 +15,22 @@ import stat
 import subprocess
 
 import pytest
+from prerequisites import require_root
 
-from ansible_collections.soperator.slurm.plugins.module_utils import config_keys, names
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENTRYPOINT = os.path.join(ROOT, "images", "lib", "soperator-entrypoint")
 POPULATE = os.path.join(ROOT, "images", "populate-jail", "populate-jail")
 SPANK = os.path.join(ROOT, "spank_chroot")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bind mounts, chown (as in the containers)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _root():
+    require_root("bind mounts, chown (as in the containers)")
+
 
 SLURM_PATHS = ["/usr/bin/srun", "/usr/bin/sinfo", "/usr/lib/x86_64-linux-gnu/libslurm.so.42",
                "/usr/lib/x86_64-linux-gnu/slurm-wlm"]
@@ -190,7 +197,7 @@ def test_worker_refuses_a_relative_shared_path(fs):
     assert result.returncode == 1 and "not an absolute path" in result.stderr
 
 
-@pytest.mark.parametrize("path", [p for tree in config_keys.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")
+@pytest.mark.parametrize("path", [p for tree in paths.DAEMON_MIRROR_REFUSED_TREES for p in (tree, tree + "/x")
                                   if p != "/root"]  # root's home itself is shared (SHARED_HOMES), nothing below it
                          + ["/usr/local/bin", "/etc/munge", "/usr/lib/x86_64-linux-gnu/slurm", "/var/spool/slurmd",
                             "/lib", "/lib64/x", "/libexec"])

@@ -23,12 +23,17 @@ import textwrap
 import pytest
 import standin_driver
 import yaml
+from prerequisites import require_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "hack", "gpu-check.sh")
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "gpu")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: mounts and chroot, as the script")
+
+@pytest.fixture(autouse=True, scope="module")
+def _root():
+    require_root("mounts and chroot, as the script")
+
 
 SMI_C = r"""
 #include <stdio.h>

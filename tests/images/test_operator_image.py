@@ -4,9 +4,14 @@ import os
 import subprocess
 
 import pytest
+from prerequisites import require_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="building images needs root (the project's dockerd)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _root():
+    require_root("building images with the project's dockerd")
 
 
 @pytest.fixture(scope="module")

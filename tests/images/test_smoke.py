@@ -3,8 +3,8 @@
 The engine is the project's own dockerd (hack/images.sh start); the images are built first when their inputs
 changed (hack/images.sh build: a no-op when they are current). Each container gets the capabilities the
 manifests give it (render.py's lists, everything else dropped) and the mounts the manifests give it, with
-host directories in place of volumes. Skipped when the engine cannot start, except in CI (CI=true), where
-that is a failure.
+host directories in place of volumes. Skipped when the engine cannot start (or without root), except in CI
+(CI=true), where that is a failure (tests/prerequisites.py).
 """
 
 import json
@@ -17,15 +17,26 @@ import uuid
 
 import pytest
 import yaml
+from prerequisites import require_root, unavailable
 
-from ansible_collections.soperator.slurm.plugins.module_utils import (
-    names,
-    render,
-    render_common,
-    render_controller,
-    render_jail,
-    render_login,
-    render_worker,
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    cluster as render,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    common as render_common,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    controller as render_controller,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    jail as render_jail,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    login as render_login,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    worker as render_worker,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,17 +67,10 @@ def host_capabilities(caps):
     return [cap for cap in caps if bounding >> _CAP_NUMBERS[cap] & 1]
 
 
-def _unavailable(reason):
-    if os.environ.get("CI") == "true":
-        pytest.fail("container engine needed in CI: " + reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def engine():
     """DOCKER_HOST of the project's engine with every image built; stopped at the end if started here."""
-    if os.geteuid() != 0:
-        _unavailable("needs root to start dockerd (hack/images.sh)")
+    require_root("the project's dockerd (hack/images.sh)")
     env_line = subprocess.run([IMAGES_SH, "env"], capture_output=True, text=True, check=True).stdout
     docker_host = env_line.strip().split("=", 1)[1]
     env = dict(os.environ, DOCKER_HOST=docker_host)
@@ -74,7 +78,7 @@ def engine():
     if not already_up:
         started = subprocess.run([IMAGES_SH, "start"], capture_output=True, text=True)
         if started.returncode != 0:
-            _unavailable("the engine did not start: " + started.stderr[-2000:])
+            unavailable("the engine did not start: " + started.stderr[-2000:])
     try:
         built = subprocess.run([IMAGES_SH, "build"], capture_output=True, text=True)
         assert built.returncode == 0, "hack/images.sh build failed:\n" + built.stderr[-4000:]

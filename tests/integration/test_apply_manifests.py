@@ -18,9 +18,11 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, objects
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import apply_manifests
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError, dynamic_client
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import apply_manifests
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import dynamic_client
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 pytestmark = pytest.mark.cluster
 
@@ -366,6 +368,18 @@ def test_unknown_kind_and_bad_manifests_fail_clearly(client, namespace):
     assert "Not_A_Name" in err.value.msg and err.value.details["status"] == 422
 
 
+def test_an_unserved_optional_kind_is_left_out_and_listed(client, namespace):
+    nope = {"apiVersion": "example.invalid/v1", "kind": "Nope", "metadata": {"name": "x", "namespace": namespace}}
+    result = apply_manifests(client, [cm("kept", namespace), nope], "soperator.slurm",
+                             skip_unserved=["example.invalid/v1/Nope"])
+    assert result["skipped"] == ["Nope %s/x" % namespace]
+    assert actions(result) == {"ConfigMap/kept": "created"}
+    assert read(client, "ConfigMap", "kept", namespace) is not None
+    # A served kind is never skipped: only a kind the server does not list.
+    result = apply_manifests(client, [cm("kept", namespace)], "soperator.slurm", skip_unserved=["v1/ConfigMap"])
+    assert result["skipped"] == [] and actions(result) == {"ConfigMap/kept": "unchanged"}
+
+
 def test_host_keys_need_no_ssh_keygen_and_secrets_are_read_by_name(client, namespace, monkeypatch):
     """The operator image has no OpenSSH; and reading a create-only Secret needs `get` on it, never `list`."""
     monkeypatch.setenv("PATH", "/nonexistent")
@@ -379,7 +393,7 @@ def test_host_keys_need_no_ssh_keygen_and_secrets_are_read_by_name(client, names
 
 def test_rendered_example_cluster_noop_costs_one_list_per_kind(client, namespace):
     """The real renderer's output (examples/cpu-cluster.yaml) converges, then costs one list per kind."""
-    from ansible_collections.soperator.slurm.plugins.module_utils.render import render_cluster
+    from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "examples", "cpu-cluster.yaml")) as handle:

@@ -13,7 +13,7 @@ refused naming the user's field.
 - the NetworkPolicies of accounting, the REST API and the exporter are accepted by the API server, and a second
   converge leaves them as they are.
 
-The module's work is called in this process (``_converge.execute``, as its action plugin does). kwok pods run
+The module's work is called in this process (``k8s.slurm_cluster.execute``, as its action plugin does). kwok pods run
 nothing: no slurmctld answers, which these tests do not need.
 """
 
@@ -24,8 +24,11 @@ import pytest
 import yaml
 from kubernetes import client, dynamic
 
-from ansible_collections.soperator.slurm.plugins.module_utils import _converge, errors, fieldmap, names, render, spec
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_apply import Applier
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import errors, fieldmap, spec
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_cluster as _converge
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GROUP, VERSION = "slurm.soperator.dev", "v1alpha1"

@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests", "corpus"))
 import corpus  # noqa: E402
 
-from ansible_collections.soperator.slurm.plugins.module_utils import spec as pyspec  # noqa: E402
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as pyspec
 
 pytestmark = pytest.mark.cluster
 GROUP, VERSION = "slurm.soperator.dev", "v1alpha1"

@@ -7,10 +7,13 @@ import time
 
 import pytest
 from kubernetes import client, dynamic
+from prerequisites import unavailable
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, projection, scale_in
-from ansible_collections.soperator.slurm.plugins.module_utils import status as st
-from ansible_collections.soperator.slurm.plugins.module_utils._converge import Converger
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 pytestmark = pytest.mark.cluster
 NOW = "2026-11-24T00:00:00Z"
@@ -23,7 +26,7 @@ def kwok_node(core):
     nodes = [n for n in core.list_node().items if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"
              and not n.spec.taints]
     if not nodes:
-        pytest.skip("no kwok node")
+        unavailable("no kwok node (the local cluster has them: hack/localcluster.py up)")
     return nodes[0].metadata.name
 
 
@@ -46,8 +49,8 @@ def test_the_pod_condition_is_written_once_and_the_nodes_of_the_pods_are_read(k8
     wait(lambda: core.read_namespaced_pod("demo-cpu-0", namespace).status.phase == "Running", "the pod running")
     conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
     pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_CLUSTER + "=demo"))
-    plan = converge.Plan()
-    plan.pod_conditions = {"demo-cpu-0": projection.pod_condition(scale_in.parse_show_node(LINE)["demo-cpu-0"])}
+    plan = model.Plan()
+    plan.pod_conditions = {"demo-cpu-0": projection.pod_condition(scontrol.parse_show_node(LINE)["demo-cpu-0"])}
     conv.report_pods({"pods": pods}, plan, "2026-11-24T00:00:00Z")
 
     live = core.read_namespaced_pod("demo-cpu-0", namespace)
@@ -102,7 +105,7 @@ def test_a_rolls_wait_shows_in_the_nodesets_status_and_table_and_a_given_up_node
         "apiVersion": names.API_VERSION, "kind": names.NODESET_KIND, "metadata": {"name": "cpu"},
         "spec": {"clusterRef": {"name": "demo"}, "replicas": 2, "updateStrategy": {"proceedAfter": "90s"}}})
     conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
-    plan = converge.Plan()
+    plan = model.Plan()
     facts = {"statefulset": "demo-cpu", "replicas": 2, "desired": 2, "readyReplicas": 2, "currentReplicas": 2,
              "serving": 1, "leaving": False, "updatedReplicas": 1, "outdatedReplicas": 1, "note": None,
              "waitingFor": [{"node": "demo-cpu-0", "since": 1700000000, "proceedAt": 1700000090, "jobs": ["41"]}]}

@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.soperator.slurm.plugins.module_utils import render, spec
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api import config_rules, fields, spec
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GROUP, VERSION = "slurm.soperator.dev", "v1alpha1"
@@ -323,8 +324,8 @@ def test_validator_and_api_server_agree(api, definition):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(schedule=SCHEDULES)
 def test_cron_schedules_are_read_as_the_api_server_reads_them(api, schedule):
-    """The NCCL check's schedule: the validator (pattern, then spec.cron_problem) accepts exactly what the API server
-    accepts in a CronJob."""
+    """The NCCL check's schedule: the validator (pattern, then config_rules.cron_problem) accepts exactly what the API
+    server accepts in a CronJob."""
     k8s, dyn, namespace = api
     cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cron-probe", "namespace": namespace},
                "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": {
@@ -346,8 +347,9 @@ def test_cron_schedules_are_read_as_the_api_server_reads_them(api, schedule):
         validator_accepts = False
     # The validator may refuse more (its pattern takes a subset of cron's syntax), never less.
     assert api_accepts or not validator_accepts, "the API server refuses %r, the validator accepts it" % schedule
-    if spec.matches(spec.schema.CRON_PATTERN, schedule):
-        assert api_accepts == (spec.cron_problem(schedule) is None), (schedule, spec.cron_problem(schedule))
+    if fields.matches(spec.schema.CRON_PATTERN, schedule):
+        problem = config_rules.cron_problem(schedule)
+        assert api_accepts == (problem is None), (schedule, problem)
 
 
 CIDRS = ["10.0.0.0/8", "10.1.0.0/16", "10.0.0.1/8", "11.0.0.0/16", "10.1.2.3/32", "0.0.0.0/0", "fd00::/8",
@@ -370,8 +372,8 @@ def test_network_peers_are_judged_as_the_api_server_judges_them(api, peer):
     """spec.networkPolicies' peers go into NetworkPolicies as they are: the validator accepts a peer exactly when
     the API server accepts both the SlurmCluster holding it and the NetworkPolicy rendered with it."""
     k8s, dyn, namespace = api
-    from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
-    from ansible_collections.soperator.slurm.plugins.module_utils.render_network import network_policies
+    from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+    from ansible_collections.soperator.slurm.plugins.module_utils.render.network import network_policies
 
     cluster = {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "SlurmCluster",
                "metadata": {"name": "c", "namespace": namespace},

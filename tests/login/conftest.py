@@ -1,6 +1,7 @@
 """Fixtures for the login tests: one jail, one Secret of host keys and one login node per session.
 
-Needs root (mount namespaces, chroot, file ownership); skipped otherwise. The jail is the trixie rootfs of
+Needs root (mount namespaces, chroot, file ownership): skipped without it, failed under CI=true
+(tests/prerequisites.py). The jail is the trixie rootfs of
 hack/slurm-rootfs.sh (cached tarball, unpacked once per session). SOPERATOR_LOGIN_KEEP=1 keeps the work directory.
 """
 
@@ -13,15 +14,13 @@ import tempfile
 import pytest
 from login_node import LoginNode, sh_quote
 from login_site import HOST_TOOLS, UID, USER, Site
+from prerequisites import require_root, require_tools
 
 
 @pytest.fixture(scope="session")
 def site():
-    if os.geteuid() != 0:
-        pytest.skip("login tests need root: mount namespaces, chroot, file ownership")
-    missing = [t for t in HOST_TOOLS if not shutil.which(t)]
-    if missing:
-        pytest.fail("host tools missing (hack/install-deps.sh installs them): %s" % ", ".join(missing))
+    require_root("login: mount namespaces, chroot, file ownership")
+    require_tools(HOST_TOOLS)
     s = Site(tempfile.mkdtemp(prefix="soperator-login-"))
     try:
         s.prepare()

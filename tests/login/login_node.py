@@ -33,7 +33,9 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, render, render_login
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.render import login as render_login
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "cpu-cluster.yaml"

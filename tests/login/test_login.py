@@ -19,7 +19,8 @@ from login_node import (
 )
 from login_site import JAIL_HOSTNAME, MARKER, UID, USER
 
-from ansible_collections.soperator.slurm.plugins.module_utils import login_check, names
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check
 
 
 def test_rendered_config_is_used_with_only_the_documented_substitutions(login):

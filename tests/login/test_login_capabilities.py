@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.soperator.slurm.plugins.module_utils import render_login
+from ansible_collections.soperator.slurm.plugins.module_utils.render import login as render_login
 
 LOGINS = ("root command", "root tty", "user command", "user tty")
 EVERYTHING = set(LOGINS)

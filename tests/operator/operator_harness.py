@@ -11,6 +11,9 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GROUP, VERSION = "slurm.soperator.dev", "v1alpha1"
+# The Lease timing every operator test runs with (client-go's 15s/10s/2s, scaled down): duration, renew deadline,
+# retry period, as the operator's flags take them.
+LEASE = ("4s", "3s", "0.5s")
 
 
 def wait_for(predicate, timeout=120.0, interval=0.25, what="condition"):
@@ -51,7 +54,7 @@ def write_watches(path, reconcile_period="5s"):
 
 class OperatorProcess:
     def __init__(self, tmp_path, kubeconfig, collections_path, namespace, identity, watches,
-                 lease=("4s", "3s", "0.5s"), extra_args=()):
+                 lease=LEASE, extra_args=()):
         self.identity = identity
         self.workdir = str(tmp_path / ("work-" + identity))
         self.log_path = str(tmp_path / ("%s.log" % identity))

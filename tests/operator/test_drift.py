@@ -5,7 +5,10 @@ import copy
 import pytest
 from resources import load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, objects, policy, projection
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from soperator_operator import drift
 
 NOW = 1_700_000_000
@@ -32,7 +35,7 @@ def converged_state(replicas=2, ready=True):
                              "observedGeneration": 1, "updateRevision": revision}
             for ordinal in range(obj["spec"]["replicas"]):
                 name = "%s-%d" % (desired["metadata"]["name"], ordinal)
-                live[("Pod", name)] = {"metadata": {"name": name, "labels": {converge.REVISION_LABEL: revision}},
+                live[("Pod", name)] = {"metadata": {"name": name, "labels": {model.REVISION_LABEL: revision}},
                                        "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
         live[(desired["kind"], desired["metadata"]["name"])] = obj
     cluster["status"] = {"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "True" if ready else
@@ -172,7 +175,7 @@ def test_an_invalid_generation_judged_once_runs_no_more():
 def test_a_worker_pod_on_an_older_template_runs_the_role():
     """The rolling update needs Slurm (drain first): an outdated pod in the cache is work under way."""
     cluster, nodesets, live = converged_state()
-    live[("Pod", "demo-cpu-1")]["metadata"]["labels"][converge.REVISION_LABEL] = "demo-cpu-r0"
+    live[("Pod", "demo-cpu-1")]["metadata"]["labels"][model.REVISION_LABEL] = "demo-cpu-r0"
     assert check(cluster, nodesets, live) == (
         "under way: NodeSet cpu: 1 outdated nodes wait for slurmctld to answer (to drain first)")
 
@@ -181,7 +184,7 @@ def test_a_login_pod_waiting_for_its_sessions_is_work_under_way():
     """Issue 12's deferral (Ready stays True, the pod is replaced once nobody is logged in): from the caches it is
     work under way, so the check runs the role, whatever digest the last run recorded."""
     cluster, nodesets, live = converged_state()
-    live[("Pod", "demo-login-0")]["metadata"]["labels"][converge.REVISION_LABEL] = "demo-login-r0"
+    live[("Pod", "demo-login-0")]["metadata"]["labels"][model.REVISION_LABEL] = "demo-login-r0"
     memo = drift.Memo(digest=drift.observed_digest(live))
     why = drift.needs_run(cluster, nodesets, live, memo, NOW)
     assert why.startswith("under way: login: demo-login-0 has sessions not known yet; replaced when they end")

@@ -5,23 +5,74 @@ are killed (with every process they started) and the process exits, so that the 
 ways to lose it: another replica takes the Lease (we were too slow), or the API server stops answering (no renewal
 within the renew deadline, whatever a blocked call does). A run is kept in flight on purpose (the role waits for a
 Ready that kwok never gives), so "killed" is observed, not assumed.
+
+The safety property is a bound: the old leader stops acting (its process gone, and every process of its runs) no
+later than its Lease expires, i.e. before any standby may take the Lease over and start writing. That is why the
+renew deadline must be below the lease duration. ``judge_stop`` asserts it from the Lease itself (renewTime and
+leaseDurationSeconds, as the API server stores them) and the moment the stop was seen; a leader that is paused past
+its lease (a stopped process, as a frozen VM or a long GC pause would leave it) is shown to fail it.
 """
 
 import os
 import select
+import signal
 import socket
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from urllib.parse import urlparse
 
 import pytest
 import yaml
-from operator_harness import Cluster, OperatorProcess, wait_for, write_watches
+from operator_harness import LEASE, Cluster, OperatorProcess, wait_for, write_watches
+
+from soperator_operator.watches import parse_duration
 
 pytestmark = pytest.mark.cluster
 
-LEASE = ("4s", "3s", "0.5s")  # duration, renew deadline, retry period
+RENEW_DEADLINE = parse_duration(LEASE[1])  # the operator's flag, parsed as the operator parses it
+
+
+def lease_expiry(renewed, duration_seconds):
+    return renewed + timedelta(seconds=duration_seconds)
+
+
+def judge_stop(renewed, duration_seconds, stopped_at, renew_deadline):
+    """The bound leader election exists for: the old leader stopped (``stopped_at``) no later than its Lease
+    expires, the last renewal the API server stored (``renewed``, its renewTime) plus ``duration_seconds`` (its
+    leaseDurationSeconds). A standby counts the duration from when it first saw that renewal (lease.decide), never
+    earlier, so before then no other replica can be writing. Returns the figures; fails, naming them, when the stop
+    came later, or when the renew deadline leaves no room before the expiry."""
+    expiry = lease_expiry(renewed, duration_seconds)
+    figures = {"renew deadline": renew_deadline, "lease duration": float(duration_seconds),
+               "last renewal -> stopped": (stopped_at - renewed).total_seconds(),
+               "stopped -> lease expiry": (expiry - stopped_at).total_seconds()}
+    assert renew_deadline < duration_seconds, (
+        "renew deadline %.1f s is not below the lease duration %d s: a leader may act after its lease expired"
+        % (renew_deadline, duration_seconds))
+    assert stopped_at <= expiry, (
+        "the old leader stopped %.3f s after its lease expired (renewed %s, lease %d s, stopped %s): a standby could "
+        "have been writing meanwhile" % ((stopped_at - expiry).total_seconds(), renewed.isoformat(),
+                                         duration_seconds, stopped_at.isoformat()))
+    return figures
+
+
+@pytest.mark.parametrize("offset,late", [(-1.0, False), (-0.001, False), (0.0, False), (0.001, True), (2.0, True)])
+def test_the_bound_fails_a_leader_that_stops_after_its_lease(offset, late):
+    """The judge alone (no cluster): a stop at or before the expiry passes, any later one fails."""
+    renewed = datetime(2025, 1, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    stopped = renewed + timedelta(seconds=4 + offset)
+    if late:
+        with pytest.raises(AssertionError, match="stopped %.3f s after its lease expired" % offset):
+            judge_stop(renewed, 4, stopped, 3.0)
+    else:
+        assert judge_stop(renewed, 4, stopped, 3.0)["stopped -> lease expiry"] == pytest.approx(-offset)
+
+
+def test_the_bound_needs_a_renew_deadline_below_the_lease_duration():
+    renewed = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    with pytest.raises(AssertionError, match="renew deadline 4.0 s is not below the lease duration 4 s"):
+        judge_stop(renewed, 4, renewed, 4.0)
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +220,29 @@ class FreezableProxy:
         self.listener.close()
 
 
-def test_an_api_server_that_stops_answering_stops_the_leader_within_its_renew_deadline(operators, cluster,
-                                                                                          kubeconfig, tmp_path):
+def stop_seen(op, runs, timeout=60):
+    """The moment the old leader was seen stopped: its process exited and no process of its run is left (polled
+    every 10 ms: seen a little late, never early). Returns (exit code, wall time)."""
+    deadline = time.monotonic() + timeout
+    while op.proc.poll() is None or alive(runs):
+        assert time.monotonic() < deadline, "still acting after %d s: operator exit %s, run processes %s" % (
+            timeout, op.proc.poll(), alive(runs))
+        time.sleep(0.01)  # polling cadence
+    return op.proc.returncode, datetime.now(timezone.utc)
+
+
+def last_renewal(cluster):
+    """The Lease as the API server stores it: (renewTime, leaseDurationSeconds)."""
+    spec = cluster.coord.read_namespaced_lease("soperator-operator", cluster.ns).spec
+    return spec.renew_time, spec.lease_duration_seconds
+
+
+@pytest.mark.parametrize("paused", [False, True], ids=["as-is", "paused-past-its-lease"])
+def test_an_api_server_that_stops_answering_stops_the_leader_before_its_lease_expires(operators, cluster,
+                                                                                      kubeconfig, tmp_path, paused):
+    """Frozen API server: the leader cannot renew, stops at its renew deadline, and is gone with its runs before the
+    Lease it last renewed expires. Paused (SIGSTOP) from the freeze until past that expiry, the same leader stops
+    late, and the same judgement fails: the bound is measured, not assumed."""
     with open(kubeconfig, encoding="utf-8") as handle:
         config = yaml.safe_load(handle)
     server = urlparse(config["clusters"][0]["cluster"]["server"])
@@ -182,11 +254,25 @@ def test_an_api_server_that_stops_answering_stops_the_leader_within_its_renew_de
     try:
         op, runs = leading_with_a_run_in_flight(operators, cluster, "stalled", kubeconfig=proxied)
         proxy.frozen.set()
-        t0 = time.monotonic()
-        assert op.proc.wait(60) == 1, op.logs()[-3000:]
-        print("\noperator: API server frozen -> leader stopped in %.1f s (renew deadline %s)"
-              % (time.monotonic() - t0, LEASE[1]))
+        frozen_at = datetime.now(timezone.utc)
+        if paused:
+            os.kill(op.proc.pid, signal.SIGSTOP)
+            # past the expiry of the Lease as stored (re-read: a renewal relayed just before the freeze may land)
+            wait_for(lambda: datetime.now(timezone.utc) > lease_expiry(*last_renewal(cluster)) + timedelta(
+                seconds=0.5), 30, 0.05, what="the paused leader's lease expired")
+            assert alive(runs), "the paused leader's run should still be running past its lease"
+            os.kill(op.proc.pid, signal.SIGCONT)
+        code, stopped_at = stop_seen(op, runs)
+        assert code == 1, op.logs()[-3000:]
         assert "could not renew lease" in op.logs() and "lost leadership" in op.logs(), op.logs()[-3000:]
-        assert wait_for(lambda: not alive(runs), 10, what="every process of the run gone"), alive(runs)
+        renewed, duration = last_renewal(cluster)
+        if paused:
+            with pytest.raises(AssertionError, match="after its lease expired") as late:
+                judge_stop(renewed, duration, stopped_at, RENEW_DEADLINE)
+            print("\noperator: paused past its lease, judged: %s" % str(late.value).split("\n")[0])
+            return
+        figures = judge_stop(renewed, duration, stopped_at, RENEW_DEADLINE)
+        print("\noperator: API server frozen -> leader and its run stopped in %.2f s; %s" % (
+            (stopped_at - frozen_at).total_seconds(), ", ".join("%s %.2f s" % kv for kv in figures.items())))
     finally:
         proxy.close()

@@ -56,10 +56,10 @@ def test_a_cordon_forces_a_run_of_the_clusters_on_that_node():
 
 # --- slurmstatus.py: NodeSet counts and pod conditions between role runs -------------------------------------------
 def test_status_changes_writes_only_what_differs():
-    from ansible_collections.soperator.slurm.plugins.module_utils import scale_in
+    from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
     from soperator_operator import slurmstatus as S
 
-    slurm = scale_in.parse_show_node(
+    slurm = scontrol.parse_show_node(
         "NodeName=demo-cpu-0 CPUAlloc=2 CPUTot=2 State=ALLOCATED+DYNAMIC_NORM\n"
         "NodeName=demo-cpu-1 CPUAlloc=0 CPUTot=2 State=IDLE+DYNAMIC_NORM\n")
     sts = {"demo-cpu": {"metadata": {"name": "demo-cpu", "labels": {"app.kubernetes.io/component": "worker"}},

@@ -94,7 +94,7 @@ def test_watch_vars_win_over_spec_keys():
 def test_the_runtime_reads_the_policy_the_runs_get():
     """The same variable watches.yaml hands every run as cluster_policy, normalized as the module does; a
     malformed one stops the runtime with the variable named (every run would fail on it)."""
-    from ansible_collections.soperator.slurm.plugins.module_utils import policy
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
     from soperator_operator.__main__ import installer_policy
     assert installer_policy({}) == policy.normalize({})
     env = {names.POLICY_ENV: '{"allowed_registries": ["registry.example.com/"]}'}
@@ -250,6 +250,27 @@ def test_lease_specs():
 
 def test_still_leader():
     assert L.still_leader(100, 109, 10) and not L.still_leader(100, 110, 10) and not L.still_leader(None, 0, 10)
+
+
+def test_the_renew_deadline_counts_from_the_renewal_sent_not_from_its_answer():
+    """A write answered 2.5 s late: the leader stops 3 s after it sent the renewTime a standby counts from, not 3 s
+    after the answer (past the 4 s Lease)."""
+    from soperator_operator.leader import LeaderElector
+
+    clock = [100.0]
+
+    class SlowApi:
+        def get_lease(self, namespace, name):
+            return {"metadata": {"resourceVersion": "1"}, "spec": {"holderIdentity": "me", "leaseDurationSeconds": 4}}
+
+        def replace_lease(self, namespace, name, resource_version, spec):
+            clock[0] += 2.5
+
+    elector = LeaderElector(SlowApi(), "ns", "lease", "me", lease_duration=4, renew_deadline=3, retry_period=0.5,
+                            clock=lambda: clock[0])
+    elector._round()
+    assert elector.is_leader and clock[0] == 102.5
+    assert L.still_leader(elector._last_renewed, 102.9, 3) and not L.still_leader(elector._last_renewed, 103.0, 3)
 
 
 # --- conditions ------------------------------------------------------------------------------------------------

@@ -12,7 +12,10 @@ import os
 import pytest
 from resources import ROOT, load_example, make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, kinds, names, objects, policy, projection
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from soperator_operator import drift, workqueue
 from soperator_operator.controller import Controller
 from soperator_operator.runner import RunResult
@@ -56,7 +59,7 @@ def converged(replicas=2, example=None):
             for ordinal in range(obj["spec"]["replicas"]):
                 name = "%s-%d" % (desired["metadata"]["name"], ordinal)
                 labels = dict(obj["spec"]["template"]["metadata"]["labels"])
-                labels[converge.REVISION_LABEL] = desired["metadata"]["name"] + "-r1"
+                labels[model.REVISION_LABEL] = desired["metadata"]["name"] + "-r1"
                 live[("Pod", name)] = {"apiVersion": "v1", "kind": "Pod", "metadata": {
                     "name": name, "namespace": namespace, "uid": "p-" + name, "labels": labels},
                     "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}}

@@ -1,7 +1,8 @@
 """A local cluster with one real node (``hack/localcluster.py up --real-node``) for this test session.
 
 Reuses the instance in ``SOPERATOR_LOCALCLUSTER_DIR`` if it runs with a real node (and then leaves it up);
-otherwise starts a private instance in a temporary directory and stops it at the end. Root only.
+otherwise starts a private instance in a temporary directory and stops it at the end. Root only: skipped
+without it, failed under CI=true (tests/prerequisites.py).
 """
 
 import json
@@ -13,6 +14,7 @@ import uuid
 
 import pytest
 from kubernetes import client, config
+from prerequisites import require_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "hack", "localcluster.py")
@@ -72,8 +74,7 @@ def host_snapshot(state_dir, real):
 
 @pytest.fixture(scope="session")
 def realnode(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the real node needs root")
+    require_root("the real node: kubelet, containerd, network namespaces")
     # One real node per host: a running one (make demo's, or SOPERATOR_LOCALCLUSTER_DIR's) is reused.
     existing = (os.environ.get("SOPERATOR_LOCALCLUSTER_DIR")
                 or os.path.expanduser("~/.local/state/soperator/localcluster"))

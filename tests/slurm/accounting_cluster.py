@@ -39,7 +39,9 @@ from cryptography.x509.oid import NameOID
 from dynamic_cluster import DynamicCluster
 from slurm_cluster import HOSTNAME, REPO, free_ports, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, slurm_conf, spec
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.render import slurm_conf
 
 SLURM_USER = names.SLURM_USER
 

@@ -1,37 +1,36 @@
 """One real Slurm cluster (munge, slurmctld, two slurmd) per test session, and one with accounting (MariaDB,
 slurmdbd, slurmctld, two dynamic slurmd; slurmrestd and the exporter started by their tests).
 
-Needs root (namespaces, chroot, mounts); skipped otherwise. Set SPANK_TEST_KEEP=1 to keep the
-work directory (rootfs, logs) after the session.
+Needs root (namespaces, chroot, mounts): skipped without it, failed under CI=true (tests/prerequisites.py).
+Set SPANK_TEST_KEEP=1 to keep the work directory (rootfs, logs) after the session.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 from accounting_cluster import AccountingCluster
+from cloud_cluster import CloudCluster
+from prerequisites import require_root, require_tools
 from slurm_cluster import Cluster, running
 
 HOST_TOOLS = ("unshare", "nsenter", "chroot", "zstd", "tar", "mount")
 
 
 @pytest.fixture(scope="session")
-def cluster():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
-    missing = [t for t in HOST_TOOLS if not shutil.which(t)]
-    if missing:
-        pytest.fail(f"host tools missing: {', '.join(missing)}")
+def real_slurm_host():
+    """What every real-Slurm cluster of this suite needs from the host."""
+    require_root("real Slurm: namespaces, chroot and mounts")
+    require_tools(HOST_TOOLS)
+
+
+@pytest.fixture(scope="session")
+def cluster(real_slurm_host):
     with running(Cluster()) as c:
         yield c
 
 
 @pytest.fixture(scope="session")
-def acct():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+def acct(real_slurm_host):
     with running(AccountingCluster()) as c:
         c.start_node(0)
         c.start_node(1)
@@ -52,3 +51,8 @@ def pytest_runtest_makereport(item, call):
     if rep.when == "call" and rep.failed and isinstance(a, AccountingCluster):
         for name in ("mariadb.log", "slurmdbd.log", "slurmctld.log", "slurmrestd.log", "exporter.log"):
             rep.sections.append((name, a.log_tail(name, 40)))
+    clouds = [v for v in (item.funcargs.values() if hasattr(item, "funcargs") else ()) if isinstance(v, CloudCluster)]
+    if rep.when == "call" and rep.failed:
+        for cloud in clouds:
+            rep.sections.append(("slurmctld.log", "\n".join(cloud.log("slurmctld.log").splitlines()[-60:])))
+            rep.sections.append(("slurmd logs", cloud.slurmd_logs()))

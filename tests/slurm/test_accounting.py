@@ -34,9 +34,11 @@ from accounting_cluster import (
 from dynamic_cluster import node_name
 from slurm_cluster import USER, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import converge, names, slurm_conf
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
-from ansible_collections.soperator.slurm.plugins.module_utils.render_rest import slurmrestd
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import components, model
+from ansible_collections.soperator.slurm.plugins.module_utils.render import slurm_conf
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+from ansible_collections.soperator.slurm.plugins.module_utils.render.rest import slurmrestd
 
 API = "v0.0.42"  # the newest REST API version Slurm 24.11 serves
 
@@ -156,9 +158,11 @@ def test_a_wrong_database_password_ends_slurmdbd_with_the_reason_the_status_show
         "lastState": {"terminated": {"exitCode": 1, "message": message + "\n"}}}]}}
     cluster = accounting_spec()
     sts = {"metadata": {"name": "demo-accounting"}, "spec": {"replicas": 1}, "status": {"readyReplicas": 0}}
-    plan = converge.Plan()
+    plan = model.Plan()
     plan.manifests = [dict(sts, kind="StatefulSet")]
-    converge._components(plan, "demo", cluster["spec"], {"demo-accounting": sts}, {"demo-accounting-0": pod})
+    ctx = model.Context(cluster, [], [], {}, {"statefulsets": {"demo-accounting": sts},
+                                               "pods": {"demo-accounting-0": pod}}, 0)
+    components.plan_components(plan, ctx)
     status, reason, text = plan.components["AccountingReady"]
     assert (status, reason) == ("False", "DatabaseAccessDenied")
     assert "refused user slurm" in text and text.startswith("demo-accounting: 0/1 pods ready; slurmdbd: ")

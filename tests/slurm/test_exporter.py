@@ -1,6 +1,8 @@
 """The exporter (exporter/, built by hack/build-binaries.sh slurm-exporter) against real Slurm with accounting:
 its /metrics reports the node and job counts sinfo and squeue report, drain reasons, fairshare, scheduler figures;
-and every metric name the Grafana dashboard queries is one the exporter (or the operator) really serves.
+every metric name the Grafana dashboard queries is one the exporter (or the operator) really serves; and a real
+Prometheus scraping it as the rendered ServiceMonitor asks evaluates every exporter panel's query, as Grafana sends
+it, to what Slurm says (the operator's panels: tests/operator/test_prometheus.py).
 
 Scrapes never reach Slurm: counted with slurmctld's own RPC statistics (sdiag, by user), 200 concurrent scrapes make
 no Slurm call and each gets the last collection, and a flood of scrapes leaves one set of calls per interval.
@@ -26,19 +28,23 @@ from accounting_cluster import accounting_spec
 from dynamic_cluster import STATEFULSET, node_name
 from slurm_cluster import REPO, free_ports, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.render_common import ClusterContext
-from ansible_collections.soperator.slurm.plugins.module_utils.render_exporter import exporter_args
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+from ansible_collections.soperator.slurm.plugins.module_utils.render.exporter import exporter_args, service_monitor
 
 sys.path.insert(0, str(REPO / "tests"))
 from metrics_check import (  # noqa: E402  (tests/metrics_check.py, shared with the end-to-end test)
     DASHBOARD,
     dashboard,
     dashboard_metric_names,
+    grafana_interpolate,
+    namespace_variable_query,
     operator_sample_names,
     parse_exposition,
+    split_targets,
     value,
 )
+from prometheus_server import Prometheus, QueryError  # noqa: E402  (tests/prometheus_server.py: Debian's Prometheus)
 
 TESTDATA = REPO / "exporter" / "testdata"
 RECORD = os.environ.get("SOPERATOR_RECORD_FIXTURES") == "1"
@@ -77,34 +83,44 @@ def collected(port: int, timeout: float = 120) -> str:
 
 
 @pytest.fixture(scope="module")
-def scrape(acct, binary):
+def exporter(acct, binary):
     """The exporter with the rendered arguments (accounting on: fairshare included) over a cluster with a running
     job, pending jobs (held, and waiting for a start time) and a node drained by a health check: started once they
-    are there (its first collection is what scrapes get until the next one, 30 s later)."""
+    are there (its first collection is what scrapes get until the next one, 30 s later). Its port, once the first
+    collection is in."""
     port = free_ports(1)[0]
     args = exporter_args(ClusterContext(accounting_spec(), []))
     acct.run(["scontrol", "update", "nodename=%s" % node_name(1), "state=drain", "reason=%s" % HEALTH_REASON]).check()
-    running = acct.run(["sbatch", "--parsable", "-o", "/dev/null", "-w", node_name(0), "--wrap", "sleep 120"]).check()
+    # Long enough to run through the Prometheus tests too (cancelled at the end).
+    running = acct.run(["sbatch", "--parsable", "-o", "/dev/null", "-w", node_name(0), "--wrap", "sleep 600"]).check()
     held = acct.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"]).check()
     later = acct.run(["sbatch", "--parsable", "--begin=now+1hour", "-o", "/dev/null", "--wrap", "true"]).check()
     jobs = [j.stdout.strip() for j in (running, held, later)]
-    wait_for(lambda: acct.run(["squeue", "-h", "-j", jobs[0], "-o", "%T"]).stdout.strip() == "RUNNING", 30,
-             "the running job")
-    wait_for(lambda: "DRAIN" in acct.run(["scontrol", "show", "node", node_name(1)]).stdout, 10, "the drain")
-    if RECORD:
-        TESTDATA.mkdir(parents=True, exist_ok=True)
-        for name, argv in COMMANDS.items():
-            out = acct.run(argv).check().stdout
-            (TESTDATA / f"{name}.txt").write_text(out)
-    proc = acct.start_exporter(binary, args, port)
+    proc = None
     try:
-        text = collected(port)
-        yield parse_exposition(text), text
+        wait_for(lambda: acct.run(["squeue", "-h", "-j", jobs[0], "-o", "%T"]).stdout.strip() == "RUNNING", 30,
+                 "the running job")
+        wait_for(lambda: "DRAIN" in acct.run(["scontrol", "show", "node", node_name(1)]).stdout, 10, "the drain")
+        if RECORD:
+            TESTDATA.mkdir(parents=True, exist_ok=True)
+            for name, argv in COMMANDS.items():
+                out = acct.run(argv).check().stdout
+                (TESTDATA / f"{name}.txt").write_text(out)
+        proc = acct.start_exporter(binary, args, port)
+        collected(port)
+        yield port
     finally:
         acct.run(["scancel", *jobs])
         acct.run(["scontrol", "update", "nodename=%s" % node_name(1), "state=resume"])
-        proc.terminate()
-        proc.wait(10)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def scrape(exporter):
+    text = collected(exporter)
+    return parse_exposition(text), text
 
 
 def test_every_collector_answered(scrape):
@@ -167,6 +183,91 @@ def test_the_dashboard_queries_only_metrics_that_are_served(scrape):
     board = dashboard()
     assert any("soperator: health" in t["expr"] for p in board["panels"] for t in p.get("targets", []))
     assert Path(DASHBOARD).stat().st_size < 200_000
+
+
+# ----------------------------------------------------------------------------------------- the dashboard, evaluated
+@pytest.fixture(scope="module")
+def prometheus(exporter, tmp_path_factory):
+    """Debian's Prometheus scraping the exporter as prometheus-operator scrapes the rendered ServiceMonitor: the
+    job named after the Service, the target labelled with the cluster's namespace, the monitor's path and interval
+    (set short here: 2s)."""
+    cluster = accounting_spec()
+    cluster["spec"]["exporter"]["serviceMonitor"]["interval"] = "2s"
+    monitor = service_monitor(ClusterContext(cluster, []))
+    endpoint = monitor["spec"]["endpoints"][0]
+    job = {"job_name": monitor["metadata"]["name"], "metrics_path": endpoint["path"],
+           "scrape_interval": endpoint["interval"], "scrape_timeout": endpoint["interval"],
+           "static_configs": [{"targets": ["127.0.0.1:%d" % exporter],
+                               "labels": {"namespace": monitor["metadata"]["namespace"],
+                                          "service": monitor["metadata"]["name"], "endpoint": endpoint["port"]}}]}
+    prom = Prometheus(tmp_path_factory.mktemp("prometheus"), [job])
+    try:
+        prom.wait_scraped(job["job_name"], samples=2, timeout=120)
+        yield prom, monitor["metadata"]["namespace"]
+    finally:
+        prom.stop()
+
+
+@pytest.fixture(scope="module")
+def panels(prometheus):
+    """Every exporter panel query, as Grafana sends it with the namespace chosen: {(panel, refId): samples}."""
+    prom, namespace = prometheus
+    slurm, _operator = split_targets()
+    return {(title, ref): prom.query(grafana_interpolate(expr, namespace)) for title, ref, expr in slurm}
+
+
+def test_the_namespace_variable_lists_the_cluster(prometheus):
+    prom, namespace = prometheus
+    metric, label = namespace_variable_query()
+    # Grafana's label_values(metric, label) is this API call.
+    assert prom.api("label/%s/values" % label, **{"match[]": metric}) == [namespace]
+
+
+def test_every_exporter_panel_query_parses_and_returns_data(panels):
+    slurm, _operator = split_targets()
+    assert len(panels) == len(slurm) >= 30
+    empty = [key for key, samples in panels.items() if not samples]
+    assert empty == [], "panel queries that return nothing"
+    nan = [key for key, samples in panels.items() if any(v != v for _labels, v in samples)]
+    assert nan == [], "panel queries that return NaN"
+
+
+def test_the_panels_show_what_slurm_says(acct, panels):
+    def one(title, ref):
+        samples = panels[(title, ref)]
+        assert len(samples) == 1, (title, ref, samples)
+        return samples[0][1]
+
+    def by(title, ref, label):
+        return {labels[label]: v for labels, v in panels[(title, ref)]}
+
+    nodes = acct.run(["sinfo", "-h", "-N", "-o", "%N"]).check().stdout.split()
+    assert one("Nodes", "A") == len(nodes) == 2
+    state = {ref: one("Nodes by state", ref) for ref in "ABCDEFGHIJKLM"}
+    assert state["E"] == 1 and state["B"] + state["C"] == 1  # drained by the health check; the running job's
+    assert sum(state.values()) == 2 and state["A"] == 0
+    assert [one("Health-check drains", ref) for ref in "ABC"] == [1, 0, 0]  # health checks, admins, the operator
+    assert [(lab["node"], lab["reason"]) for lab, _v in panels[("Drained and down nodes", "A")]] == [
+        (node_name(1), HEALTH_REASON)]
+    squeue = {s: len(acct.run(["squeue", "-h", "-t", s, "-o", "%i"]).check().stdout.split()) for s in ("R", "PD")}
+    assert [one("Jobs by state", ref) for ref in "ABCDE"] == [squeue["R"], squeue["PD"], 0, 0, 0] == [1, 2, 0, 0, 0]
+    assert by("Pending jobs by reason", "A", "reason") == {"JobHeldUser": 1, "BeginTime": 1}
+    assert by("Queue wait", "A", "partition").keys() == by("Queue wait", "B", "partition").keys() == {"cpu"}
+    assert [one("CPUs asked and in use", ref) for ref in "AB"] == [1, 2]
+    assert by("CPU allocation by partition", "A", "partition") == {"cpu": 0.25}  # 1 of 4 CPUs
+    assert by("Jobs by partition", "A", "partition") == {"cpu": 1}
+    assert by("Jobs by partition", "B", "partition") == {"cpu": 2}
+    assert {(lab["account"], lab["user"]): v for lab, v in panels[("Fairshare by user", "A")]}[("root", "root")] == 1
+    assert one("slurmdbd queue and scheduler cycle", "A") >= 0 and one("slurmdbd queue and scheduler cycle", "B") > 0
+    assert by("Exporter collectors", "A", "collector") == dict.fromkeys(
+        ("nodes", "partitions", "queue", "drain_reason", "fairshare", "scheduler"), 1)
+
+
+def test_a_query_prometheus_cannot_parse_is_refused(prometheus):
+    """The evaluation above would catch a broken panel: Prometheus's parser refuses a malformed expression."""
+    prom, namespace = prometheus
+    with pytest.raises(QueryError, match="bad_data"):
+        prom.query(grafana_interpolate('sum(slurm_nodes_total{namespace="$namespace"}', namespace))
 
 
 # --- scrapes never reach Slurm -------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ node, so "within one interval" is checked as "by the first health check that saw
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -122,9 +121,7 @@ class HealthCluster(DynamicCluster):
 
 
 @pytest.fixture(scope="module")
-def hc():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+def hc(real_slurm_host):
     cluster = HealthCluster()
     with running(cluster) as c:
         for i in range(NODES):

@@ -1,7 +1,7 @@
 """Scale-in against real Slurm 24.11 with dynamic nodes: drain first, no job lost, no ghost node, admin
 drains untouched, a cancelled scale-in resumed.
 
-The adapter (plugins/module_utils/_slurm.py) runs scontrol through its local transport inside the cluster's
+The adapter (plugins/module_utils/k8s/slurm_exec.py) runs scontrol through its local transport inside the cluster's
 namespaces (dynamic_cluster.py). Every command is bounded (`timeout`, `srun --immediate`).
 
 SOPERATOR_RECORD_FIXTURES=1 rewrites tests/unit/fixtures/scontrol/*.yaml from what scontrol prints here:
@@ -20,8 +20,10 @@ import yaml
 from dynamic_cluster import STATEFULSET, DynamicCluster, node_name
 from slurm_cluster import running, wait_for
 
-from ansible_collections.soperator.slurm.plugins.module_utils import _slurm, scale_in
-from ansible_collections.soperator.slurm.plugins.module_utils._slurm import LocalTransport, Slurm
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_exec as _slurm
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import LocalTransport, Slurm
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "scontrol"
 RECORD = os.environ.get("SOPERATOR_RECORD_FIXTURES") == "1"
@@ -53,9 +55,7 @@ class Recorder:
 
 
 @pytest.fixture(scope="module")
-def dyn():
-    if os.geteuid() != 0:
-        pytest.skip("real-Slurm tests need root: namespaces, chroot and mounts")
+def dyn(real_slurm_host):
     with running(DynamicCluster()) as c:
         yield c
 
@@ -97,7 +97,7 @@ def job_state(dyn, job):
 
 
 def node_fields(dyn, name):
-    return scale_in.parse_show_node(dyn.run(["scontrol", "show", "node", "-o", name]).check().stdout)[name]
+    return scontrol.parse_show_node(dyn.run(["scontrol", "show", "node", "-o", name]).check().stdout)[name]
 
 
 def test_drain_wait_remove_delete_leaves_no_ghost(dyn, slurm, recorder):
@@ -108,7 +108,7 @@ def test_drain_wait_remove_delete_leaves_no_ghost(dyn, slurm, recorder):
     # nothing may go yet (the StatefulSet would remove demo-cpu-2 first).
     first = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
     assert first["changed"] and first["drained"] == [node_name(2), node_name(1)]
-    assert [e["action"] for e in first["nodes"]] == [scale_in.WAIT, scale_in.READY]
+    assert [e["action"] for e in first["nodes"]] == [drains.WAIT, drains.READY]
     assert first["removable"] == 0 and first["replicas"] == 3 and first["waiting"] == [node_name(2)]
     Slurm(recorder.record("draining")).show_nodes()
     for i in (1, 2):
@@ -191,7 +191,7 @@ def test_expired_drain_and_down_nodes_are_removable(dyn, slurm, recorder):
     job = submit(dyn, node_name(2), 30)
     dyn.run(["scontrol", "update", f"nodename={node_name(1)}", "state=down", "reason=pod evicted"]).check()
     res = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
-    assert [e["action"] for e in res["nodes"]] == [scale_in.WAIT, scale_in.READY]
+    assert [e["action"] for e in res["nodes"]] == [drains.WAIT, drains.READY]
     Slurm(recorder.record("down-and-draining")).show_nodes()
     # Drained by us long enough ago (now is 1 h later): given up, by the caller's drain_timeout.
     later = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, drain_timeout=1800, now=lambda: time.time() + 3600)

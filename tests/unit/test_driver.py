@@ -10,7 +10,9 @@ import pytest
 import yaml
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names, slurm_conf, spec
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
+from ansible_collections.soperator.slurm.plugins.module_utils.render import slurm_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location("soperator_driver",

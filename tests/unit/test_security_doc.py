@@ -6,17 +6,29 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils import (
-    config_keys,
-    names,
-    render,
-    render_common,
-    render_controller,
-    render_health,
-    render_jail,
-    render_login,
-    render_worker,
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    cluster as render,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    common as render_common,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    controller as render_controller,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    health as render_health,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    jail as render_jail,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    login as render_login,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render import (
+    worker as render_worker,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "docs", "security.md")
@@ -176,8 +188,8 @@ def test_doc_lists_exactly_the_system_trees_no_sub_mount_may_take():
     assert header == ["tree", "what privileged programs find there"]
     documented = [_code(row[0]) for row in rows]
     assert len(documented) == len(set(documented))
-    assert set(documented) == set(config_keys.SUB_MOUNT_SYSTEM_TREES) | {
-        "/%s*" % config_keys.SUB_MOUNT_SYSTEM_NAME_PREFIX}
+    assert set(documented) == set(paths.SUB_MOUNT_SYSTEM_TREES) | {
+        "/%s*" % paths.SUB_MOUNT_SYSTEM_NAME_PREFIX}
 
 
 def _key_of(cell):

@@ -5,7 +5,7 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.modules import apply_manifests as module
 
 SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "slurm"},

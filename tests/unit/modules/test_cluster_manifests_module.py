@@ -7,7 +7,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.soperator.slurm.plugins.module_utils.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.modules import cluster_manifests as module
 
 CLUSTER = {"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster",

@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.soperator.slurm.plugins.module_utils._k8s_client import AUTH_ARG_SPEC
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import AUTH_ARG_SPEC
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # Every module the collection ships: a new one cannot escape these checks.

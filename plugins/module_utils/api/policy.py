@@ -1,0 +1,181 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The installer's policy: what a SlurmCluster or NodeSet may ask for that would make its author root on the
+nodes. Pure.
+
+The policy is NOT part of the API: it comes from whoever installs the collection (the cluster role's
+``cluster_policy``, ``site.yml``'s ``soperator_policy``, the operator role's ``operator_policy``), so the author
+of a resource cannot loosen it. Keys (all optional):
+
+``allowed_host_path_prefixes``
+    Node directories a jail sub-mount may use (``jail.subMounts[].hostPath`` equal to or below one). Default:
+    none, every hostPath is refused. Host paths are read-only unless the sub-mount says ``readOnly: false``.
+``allowed_registries``
+    Image references every image must start with, at a path boundary: ``registry.example.com`` or
+    ``registry.example.com/hpc``. An image without a registry is Docker Hub's (``docker.io/...``, and
+    ``docker.io/library/...`` for a single name). Default: empty, any registry.
+``allow_privileged_programs``
+    Whether slurm.conf programs Slurm runs as root or SlurmUser (``Prolog``, ``Epilog``, ``RebootProgram``, ...,
+    ``JobCompLoc`` of jobcomp/script and jobcomp/kafka, and ``spec.slurm.healthCheckProgram``) may be set, and
+    another command than the default for the NCCL check (``spec.healthChecks.nccl.command``, run as SlurmUser).
+    Default: true.
+``allowed_program_prefixes``
+    Directories those programs (and files they load as code) must be in (equal to or below one). Default:
+    ``paths.IMAGE_PROGRAM_TREES``, the images' own trees (``/usr``, ``/bin``, ...), which no jail sub-mount
+    may take. Where users write (``paths.USER_WRITABLE_TREES``) or a jail sub-mount is never allowed,
+    whatever the prefixes.
+``allowed_database_hosts``
+    Hosts an External accounting database may be at (``spec.accounting.database.host``): a host name or address,
+    or ``*.example.com`` for any host under that domain. Default: empty, any host.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+
+KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
+        "allowed_database_hosts")
+DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
+            "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": []}
+_ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
+_REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
+_DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
+NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["properties"]["command"]["default"]
+# Who sets the policy, for the error messages.
+WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
+
+
+def normalize(policy):
+    """The policy with defaults; ValueError naming the key when it is malformed."""
+    policy = dict(policy or {})
+    unknown = sorted(set(policy) - set(KEYS))
+    if unknown:
+        raise ValueError("unknown policy key(s) %s (known: %s)" % (", ".join(unknown), ", ".join(KEYS)))
+    result = dict(DEFAULTS)
+    result.update((k, v) for k, v in policy.items() if v is not None)
+    prefixes = result["allowed_host_path_prefixes"]
+    if not isinstance(prefixes, list) or not all(isinstance(p, str) and _ABSOLUTE.fullmatch(p) for p in prefixes):
+        raise ValueError("allowed_host_path_prefixes must be a list of absolute paths without '.' components")
+    registries = result["allowed_registries"]
+    if not isinstance(registries, list) or not all(isinstance(r, str) and _REGISTRY.fullmatch(r.rstrip("/"))
+                                                   for r in registries):
+        raise ValueError("allowed_registries must be a list of registries or repository prefixes "
+                         "(registry.example.com, registry.example.com/hpc)")
+    result["allowed_registries"] = [r.rstrip("/") for r in registries]
+    if not isinstance(result["allow_privileged_programs"], bool):
+        raise ValueError("allow_privileged_programs must be a boolean")
+    programs = result["allowed_program_prefixes"]
+    if not isinstance(programs, list) or not all(isinstance(p, str) and _ABSOLUTE.fullmatch(p) for p in programs):
+        raise ValueError("allowed_program_prefixes must be a list of absolute paths without '.' components")
+    for prefix in programs:
+        for tree in paths.USER_WRITABLE_TREES:
+            if paths.under(prefix, tree):
+                raise ValueError("allowed_program_prefixes: %s is where users write (%s): no program there is ever "
+                                 "allowed" % (prefix, tree))
+    result["allowed_program_prefixes"] = list(programs)
+    hosts = result["allowed_database_hosts"]
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and _DB_HOST.fullmatch(h) for h in hosts):
+        raise ValueError("allowed_database_hosts must be a list of host names or addresses, or *.domain")
+    result["allowed_database_hosts"] = [h.lower() for h in hosts]
+    return result
+
+
+def database_host_allowed(host, allowed):
+    """Whether ``host`` is one of ``allowed`` (normalized), or under one of its ``*.domain`` entries."""
+    host = host.lower()
+    return not allowed or any(host == a or (a.startswith("*.") and host.endswith(a[1:])) for a in allowed)
+
+
+def qualified_image(image):
+    """``image`` with its registry spelled out, the way a container runtime resolves it."""
+    first, sep, rest = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return image
+    return "docker.io/" + (image if sep else "library/" + image)
+
+
+def image_allowed(image, registries):
+    if not registries:
+        return True
+    full = qualified_image(image)
+    return any(full.startswith(prefix + "/") for prefix in registries)
+
+
+def _images(cluster, nodesets):
+    """(path, image) of every image a cluster runs (defaults included: they are pulled too)."""
+    images = cluster["spec"]["images"]
+    found = [("spec.images.%s" % key, images[key]) for key in sorted(names.IMAGE_REPOSITORIES) if images.get(key)]
+    for ns in nodesets:
+        if ns["spec"].get("image"):
+            found.append(("nodesets[%s].spec.image" % ns["metadata"]["name"], ns["spec"]["image"]))
+    return found
+
+
+def check(cluster, nodesets, policy):
+    """Problems of a validated, defaulted cluster and its NodeSets against ``policy`` (normalized)."""
+    errors = []
+    spec = cluster["spec"]
+    prefixes = policy["allowed_host_path_prefixes"]
+    for index, sub in enumerate(spec["jail"].get("subMounts") or ()):
+        path = sub.get("hostPath")
+        if path is not None and not any(paths.under(path, p) for p in prefixes):
+            errors.append(SpecError(
+                "spec.jail.subMounts[%d].hostPath" % index,
+                "host path %s is not allowed by %s: %s" % (
+                    path, WHERE, "allowed prefixes: %s" % ", ".join(prefixes) if prefixes else
+                    "no host path is allowed (allowed_host_path_prefixes is empty)")))
+    database = spec["accounting"]["database"]
+    if spec["accounting"]["enabled"] and database["type"] == "External" and not database_host_allowed(
+            database["host"], policy["allowed_database_hosts"]):
+        errors.append(SpecError("spec.accounting.database.host", "database host %s is not allowed by %s: "
+                                "allowed hosts: %s" % (database["host"], WHERE,
+                                                       ", ".join(policy["allowed_database_hosts"]))))
+    registries = policy["allowed_registries"]
+    for path, image in _images(cluster, nodesets):
+        if not image_allowed(image, registries):
+            errors.append(SpecError(path, "image %s (%s) is not from a registry allowed by %s: %s"
+                                    % (image, qualified_image(image), WHERE, ", ".join(registries))))
+    errors.extend(_program_errors(spec, policy))
+    return errors
+
+
+def _program_errors(spec, policy):
+    """Programs Slurm runs as root or SlurmUser, and files it loads as code: refused altogether, or outside the
+    allowed prefixes."""
+    slurm = spec["slurm"]
+    slurm_conf = slurm.get("slurmConf") or {}
+    found = [("spec.slurm.slurmConf.%s" % key, key, str(slurm_conf[key]),
+              ("runs as " if use == "program" else "is loaded as code by ") + who)
+             for key, (use, who) in sorted(config_keys.file_keys(slurm_conf).items()) if use in ("program", "loaded")]
+    if slurm.get("healthCheckProgram"):
+        found.append(("spec.slurm.healthCheckProgram", "HealthCheckProgram", slurm["healthCheckProgram"],
+                      "runs as root on every node"))
+    command = ((spec.get("healthChecks") or {}).get("nccl") or {}).get("command")
+    if command and command != NCCL_DEFAULT_COMMAND:
+        found.append(("spec.healthChecks.nccl.command", "the NCCL check's command", command,
+                      "runs as SlurmUser on every tested node"))
+    errors = []
+    prefixes = policy["allowed_program_prefixes"]
+    for path, what, value, who in found:
+        if not policy["allow_privileged_programs"]:
+            if path == "spec.healthChecks.nccl.command":
+                errors.append(SpecError(path, "the NCCL check runs its command as SlurmUser on every tested node; "
+                                        "%s allows only the default %s (allow_privileged_programs: false)"
+                                        % (WHERE, NCCL_DEFAULT_COMMAND)))
+            else:
+                errors.append(SpecError(path, "%s %s; %s does not allow such programs "
+                                        "(allow_privileged_programs: false)" % (what, who, WHERE)))
+        elif not any(paths.under(value, prefix) for prefix in prefixes):
+            errors.append(SpecError(path, "%s %s: %s is not where the images keep programs; %s allows %s "
+                                    "(allowed_program_prefixes)" % (
+                                        what, who, value, WHERE,
+                                        ", ".join(prefixes) if prefixes else "none")))
+    return errors

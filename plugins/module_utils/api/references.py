@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a cluster shares with the other owners of its namespace: the names its objects take (two owners
+whose objects would share a name), and the Secrets an External database takes (only ones marked for the cluster).
+Pure."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import database_secret_refs
+
+
+def database_secret_errors(cluster, secrets):
+    """The Secrets of :func:`database_secret_refs` that are missing or not marked for ``cluster``: their owner gives
+    one to a cluster with the label ``names.LABEL_DATABASE_SECRET`` = the cluster's name. ``secrets``: ``{name:
+    the Secret's labels}`` (a name left out: it does not exist)."""
+    name = cluster["metadata"]["name"]
+    mark = "%s=%s" % (names.LABEL_DATABASE_SECRET, name)
+    errors = []
+    for path, secret in database_secret_refs(cluster.get("spec")):
+        labels = secrets.get(secret)
+        if labels is None:
+            errors.append(SpecError(path, "Secret %s does not exist; an External database takes only a Secret "
+                                    "labelled %s" % (secret, mark)))
+        elif labels.get(names.LABEL_DATABASE_SECRET) != name:
+            errors.append(SpecError(path, "Secret %s is not marked for SlurmCluster %s: slurmdbd would send its "
+                                    "value to the database host, so an External database takes only a Secret its "
+                                    "owner labelled %s (kubectl label secret %s %s)"
+                                    % (secret, name, mark, secret, mark)))
+    return errors
+
+
+def _owner_label(owner):
+    if owner["nodeset"] is None:
+        return "SlurmCluster %s" % owner["cluster"]
+    return "NodeSet %s (of SlurmCluster %s)" % (owner["nodeset"], owner["cluster"])
+
+
+def _meeting(a, b):
+    """A name the objects of owners ``a`` and ``b`` would both take, or None."""
+    exact_a, families_a = names.owned_names(a["cluster"], a["nodeset"])
+    exact_b, families_b = names.owned_names(b["cluster"], b["nodeset"])
+    for name in exact_a:
+        if name in exact_b:
+            return name
+    for exact, families in ((exact_a, families_b), (exact_b, families_a)):
+        for name in exact:
+            for prefix, tail in families:
+                if name.startswith(prefix) and re.fullmatch(tail, name[len(prefix):]):
+                    return name
+    shared = set(p for p, dummy in families_a) & set(p for p, dummy in families_b)
+    if shared:
+        return sorted(shared)[0] + "0"
+    return None
+
+
+def name_collisions(owners, cluster_name):
+    """SpecErrors-ready problems of ``cluster_name`` and its NodeSets whose objects would take names another owner
+    of the namespace already takes.
+
+    ``owners``: every SlurmCluster and NodeSet of the namespace (this cluster's included) as
+    ``{"cluster": name, "nodeset": name or None, "created": creationTimestamp or None}``; a NodeSet's cluster is its
+    clusterRef. Of two owners that meet, the one created later (None: not created yet) is refused, naming both, so
+    a running cluster never stops because a newer one was named badly."""
+    def age(owner):
+        return (owner.get("created") or "~", owner["cluster"], owner["nodeset"] or "")
+
+    errors = []
+    mine = [o for o in owners if o["cluster"] == cluster_name]
+    for owner in mine:
+        if owner["nodeset"] in names.RESERVED_NODESET_NAMES:
+            continue  # already refused as reserved
+        for other in owners:
+            if other is owner or age(other) > age(owner) or other["nodeset"] in names.RESERVED_NODESET_NAMES or (
+                    other["cluster"] == owner["cluster"] and other["nodeset"] == owner["nodeset"]):
+                continue
+            name = _meeting(owner, other)
+            if name is None:
+                continue
+            path = "metadata.name" if owner["nodeset"] is None else "nodesets[%s].metadata.name" % owner["nodeset"]
+            errors.append(SpecError(path, "the objects of %s and of %s would both be named %s: rename one of them"
+                                    % (_owner_label(owner), _owner_label(other), name)))
+            break
+    return errors

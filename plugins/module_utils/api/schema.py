@@ -1,0 +1,956 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The SlurmCluster and NodeSet API, defined once as OpenAPI v3 structural schemas (plain dicts).
+
+``hack/gen-crds.py`` turns these into the CRDs; the validator (``spec.py``) defaults and validates objects by walking
+the very same dicts (``walk.py``), and runs a Python twin of every ``x-kubernetes-validations`` CEL rule (``cel.py``,
+matched by its message).
+Every field has a ``description``: ``kubectl explain`` is the reference documentation.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_MAX_LENGTH, QUANTITY_PATTERN
+
+# Patterns are read by two engines: the API server's (Go RE2) and the validator (Python re, always with fullmatch, so
+# "$" never accepts a trailing newline). Classes are spelled out (no \s, \d, \w): the engines disagree on them.
+#
+# A value of a raw Slurm key (slurm.conf, cgroup.conf, a partition line): one token, so it can never end the
+# line (newline), continue it (backslash), comment it out (#) or start another Key=Value (whitespace: Slurm's
+# parser splits on C isspace). No control character at all.
+SLURM_VALUE_PATTERN = r"^[^\x00-\x20\x7f\\#]*$"
+# A value of an sshd_config keyword: spaces are fine (AllowUsers a b), line breaks and NUL are not.
+SSHD_VALUE_PATTERN = r"^[^\r\n\x00]*$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CLUSTER_NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$"
+PARTITION_NAME_PATTERN = r"^[A-Za-z0-9_-]+$"
+FEATURE_PATTERN = r"^[A-Za-z0-9_.-]+$"
+GPU_TYPE_PATTERN = r"^[a-z0-9_]+$"
+# A path inside the jail: absolute, components of safe characters not starting with a dot (so no `.`/`..`).
+JAIL_PATH_PATTERN = r"^(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+$"
+HOST_PATH_PATTERN = r"^(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+$"
+PROGRAM_PATH_PATTERN = r"^(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+$"
+# An image reference: registry[:port]/path[:tag][@digest], the characters references are made of.
+IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+SLURM_TIME_PATTERN = (r"^(UNLIMITED|INFINITE|[0-9]+|[0-9]+:[0-9]{1,2}|[0-9]+:[0-9]{1,2}:[0-9]{1,2}"
+                      r"|[0-9]+-[0-9]+(:[0-9]{1,2}(:[0-9]{1,2})?)?)$")
+GO_DURATION_PATTERN = r"^([0-9]+(ns|us|ms|s|m|h))+$"
+CIDR_PATTERN = r"^([0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}/[0-9]{1,2}|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*/[0-9]{1,3})$"
+SELECT_TYPE_PARAMETERS_PATTERN = r"^[A-Za-z_]+(,[A-Za-z_]+)*$"
+# Kubernetes label values and keys (qualified names: an optional DNS subdomain prefix, then a name).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_KEY_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# The prefix of a qualified name is a DNS subdomain of at most 253 characters (the pattern cannot count it).
+LABEL_KEY_LONG_PREFIX_PATTERN = r"^[^/]{254,}/"
+LABEL_KEYS_RULE_MESSAGE = ("label keys must be qualified names ([prefix/]name, name at most 63 characters, prefix "
+                           "at most 253)")
+# Kubernetes' default --service-node-port-range: the API server refuses a node port outside it at creation, which
+# a dry run does not reveal. A cluster with another range is not supported by this field.
+NODE_PORT_MIN = 30000
+NODE_PORT_MAX = 32767
+# A MariaDB/MySQL identifier we put into SQL and slurmdbd.conf (database and user names): no quoting needed.
+DB_IDENTIFIER_PATTERN = r"^[A-Za-z0-9_]+$"
+DB_HOST_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$"
+# The mode of an emptyDir sub-mount's directory: octal, with or without the special bits digit.
+DIRECTORY_MODE_PATTERN = r"^[0-7]?[0-7]{3}$"
+SUB_MOUNT_MODE_EMPTY_DIR = "mode is only for an emptyDir (a claim's or host path's files keep their modes)"
+SUB_MOUNT_MODE_STICKY = ("a world-writable mode needs the sticky bit, e.g. 1777 as /tmp (else any user may remove or "
+                         "replace every other user's files)")
+# A Secret key (also a file name in the volume it is mounted from): not '.', '..' nor starting with '..'.
+SECRET_KEY_PATTERN = r"^(\.[-_a-zA-Z0-9]|[-_a-zA-Z0-9])[-._a-zA-Z0-9]*$"
+# A Prometheus duration as prometheus-operator's CRDs want it: units in this order, each at most once (not empty).
+_PROMETHEUS_UNITS = ("y", "w", "d", "h", "m", "s", "ms")
+PROMETHEUS_DURATION_PATTERN = "^(0|%s)$" % "|".join(
+    "[0-9]+%s%s" % (unit, "".join("([0-9]+%s)?" % later for later in _PROMETHEUS_UNITS[index + 1:]))
+    for index, unit in enumerate(_PROMETHEUS_UNITS))
+
+# Human explanations of patterns, appended to "should match" errors by the Python validator.
+PATTERN_HINTS = {
+    SLURM_VALUE_PATTERN: "one token: no whitespace, control character, backslash or '#'",
+    SSHD_VALUE_PATTERN: "no line break or NUL",
+    DNS_LABEL_PATTERN: "a DNS label: lowercase letters, digits and '-'",
+    CLUSTER_NAME_PATTERN: "lowercase letters, digits and '-', starting with a letter",
+    PARTITION_NAME_PATTERN: "letters, digits, '_' and '-'",
+    FEATURE_PATTERN: "letters, digits, '_', '.' and '-'",
+    JAIL_PATH_PATTERN: "an absolute path, no component starting with '.'",
+    SLURM_TIME_PATTERN: "a Slurm time: minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED",
+    GO_DURATION_PATTERN: "a duration such as 30m, 1h30m, 90s",
+    QUANTITY_PATTERN: "a quantity such as 500m, 2, 4Gi (at most 30 digits each side of the point, a 2-digit "
+                      "exponent)",
+    IMAGE_PATTERN: "an image reference: letters, digits and . _ / : @ + -",
+    DB_IDENTIFIER_PATTERN: "letters, digits and '_'",
+    DB_HOST_PATTERN: "a host name or IP address",
+    SECRET_KEY_PATTERN: "a Secret key: letters, digits, '-', '_' and '.', not starting with '..'",
+    PROMETHEUS_DURATION_PATTERN: "a Prometheus duration such as 30s, 1m30s (units y w d h m s ms, in that order)",
+    CIDR_PATTERN: "a CIDR such as 203.0.113.0/24",
+    DIRECTORY_MODE_PATTERN: "an octal mode such as 0755 or 1777",
+    LABEL_VALUE_PATTERN: "a label value: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+}
+
+MAX_SHORT = 63
+MAX_PATH = 512
+
+
+def _s(description, **kw):
+    node = {"type": "string", "description": description}
+    node.update(kw)
+    return node
+
+
+def _i(description, **kw):
+    node = {"type": "integer", "description": description}
+    node.update(kw)
+    return node
+
+
+def _b(description, **kw):
+    node = {"type": "boolean", "description": description}
+    node.update(kw)
+    return node
+
+
+def _o(description, properties, required=None, **kw):
+    node = {"type": "object", "description": description, "properties": properties}
+    if required:
+        node["required"] = list(required)
+    node.update(kw)
+    return node
+
+
+def _a(description, items, max_items, **kw):
+    node = {"type": "array", "description": description, "items": items, "maxItems": max_items}
+    node.update(kw)
+    return node
+
+
+def _m(description, values, max_properties, **kw):
+    node = {"type": "object", "description": description, "additionalProperties": values,
+            "maxProperties": max_properties}
+    node.update(kw)
+    return node
+
+
+def _rule(rule, message, field_path=None):
+    node = {"rule": rule, "message": message}
+    if field_path:
+        node["fieldPath"] = field_path
+    return node
+
+
+def quantity_schema(description, **kw):
+    """An int-or-string Kubernetes quantity: non-negative, bounded digits (see quantity.py)."""
+    node = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN, "maxLength": QUANTITY_MAX_LENGTH, "minimum": 0, "description": description}
+    node.update(kw)
+    return node
+
+
+def _quantity_map(description):
+    return _m(description, quantity_schema("A Kubernetes quantity (e.g. 500m, 2, 4Gi)."), 16)
+
+
+def resources_schema(description):
+    return _o(description, {
+        "requests": _quantity_map("Minimum resources the pod is scheduled with (cpu, memory, ephemeral-storage, "
+                                  "hugepages-<size>, or a domain-qualified extended resource)."),
+        "limits": _quantity_map("Maximum resources of the container; also sizes the Slurm node (CPUs, RealMemory). "
+                                "A request may not exceed its limit; extended resources and hugepages are whole "
+                                "numbers, their request equal to their limit."),
+    })
+
+
+def _label_map(description, max_properties):
+    """Kubernetes labels: qualified-name keys (a CEL rule; its Python twin is in cel.py), label values."""
+    return _m(description, _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), max_properties,
+              **{"x-kubernetes-validations": [_rule(
+                  "self.all(k, size(k) <= 317 && k.matches('%s') && !k.matches('%s'))" % (
+                      LABEL_KEY_PATTERN.replace("\\", "\\\\"), LABEL_KEY_LONG_PREFIX_PATTERN),
+                  LABEL_KEYS_RULE_MESSAGE)]})
+
+
+def _label_key(description):
+    return _s(description, maxLength=317, pattern=LABEL_KEY_PATTERN)
+
+
+def _label_selector(description):
+    requirement = _o("A label selector requirement.", {
+        "key": _label_key("The label key."),
+        "operator": _s("In, NotIn, Exists or DoesNotExist.", enum=["In", "NotIn", "Exists", "DoesNotExist"]),
+        "values": _a("Values: at least one for In and NotIn, none for Exists and DoesNotExist.",
+                     _s("A label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), 64),
+    }, required=["key", "operator"])
+    return _o(description, {
+        "matchLabels": _m("Labels the pods must have.",
+                          _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), 32),
+        "matchExpressions": _a("Requirements the pods' labels must meet.", requirement, 32),
+    })
+
+
+def _node_selector_term(description):
+    requirement = _o("A node selector requirement.", {
+        "key": _s("The label key (matchFields: metadata.name).", maxLength=317),
+        "operator": _s("In, NotIn, Exists, DoesNotExist, Gt or Lt.",
+                       enum=["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+        "values": _a("Values: at least one for In and NotIn, none for Exists and DoesNotExist, one integer for Gt "
+                     "and Lt.", _s("A value.", maxLength=MAX_SHORT), 64),
+    }, required=["key", "operator"])
+    return _o(description, {
+        "matchExpressions": _a("Requirements on the node's labels.", requirement, 32),
+        "matchFields": _a("Requirements on the node's fields (metadata.name only).", requirement, 32),
+    })
+
+
+def _pod_affinity_term(description):
+    return _o(description, {
+        "labelSelector": _label_selector("The pods this term is about."),
+        "namespaceSelector": _label_selector("Namespaces of those pods, by label."),
+        "namespaces": _a("Namespaces of those pods, by name.",
+                         _s("A namespace.", maxLength=MAX_SHORT, pattern=DNS_LABEL_PATTERN), 32),
+        "topologyKey": _label_key("Node label whose equal values make one topology domain (e.g. "
+                                  "kubernetes.io/hostname)."),
+        "matchLabelKeys": _a("Pod label keys whose values are added to labelSelector (In).",
+                             _label_key("A label key."), 32),
+        "mismatchLabelKeys": _a("Pod label keys whose values are added to labelSelector (NotIn).",
+                                _label_key("A label key."), 32),
+    }, required=["topologyKey"])
+
+
+def _weighted(description, term_key, term):
+    return _o(description, {
+        "weight": _i("Weight 1..100 added to a node's score when the term matches.", minimum=1, maximum=100),
+        term_key: term,
+    }, required=["weight", term_key])
+
+
+def _pod_affinity(description):
+    return _o(description, {
+        "requiredDuringSchedulingIgnoredDuringExecution": _a(
+            "Terms every pod must meet.", _pod_affinity_term("A pod affinity term."), 32),
+        "preferredDuringSchedulingIgnoredDuringExecution": _a(
+            "Terms the scheduler prefers.", _weighted("A weighted pod affinity term.", "podAffinityTerm",
+                                                      _pod_affinity_term("A pod affinity term.")), 32),
+    })
+
+
+def affinity_schema(description):
+    """Kubernetes' Affinity (core/v1), typed: the API server refuses a malformed one on the rendered pods."""
+    return _o(description, {
+        "nodeAffinity": _o("Which nodes the pods may run on.", {
+            "requiredDuringSchedulingIgnoredDuringExecution": _o("A node selector: the terms are ORed.", {
+                "nodeSelectorTerms": _a("At least one term.", _node_selector_term("A node selector term."), 32),
+            }, required=["nodeSelectorTerms"]),
+            "preferredDuringSchedulingIgnoredDuringExecution": _a(
+                "Terms the scheduler prefers.", _weighted("A weighted node selector term.", "preference",
+                                                          _node_selector_term("A node selector term.")), 32),
+        }),
+        "podAffinity": _pod_affinity("Run the pods near pods matching these terms."),
+        "podAntiAffinity": _pod_affinity("Run the pods away from pods matching these terms."),
+    })
+
+
+TOLERATION_EXISTS_VALUE = "a toleration with operator Exists has no value"
+TOLERATION_EMPTY_KEY = "a toleration with an empty key needs operator Exists"
+TOLERATION_SECONDS = "tolerationSeconds requires effect NoExecute"
+
+
+def placement_schema(description):
+    toleration = _o("A Kubernetes toleration.", {
+        "key": _s("Taint key the toleration applies to; empty with operator Exists matches every taint.",
+                  maxLength=317, pattern="^(%s)?$" % LABEL_KEY_PATTERN[1:-1]),
+        "operator": _s("Exists or Equal (default Equal).", enum=["Exists", "Equal"]),
+        "value": _s("Taint value to match with operator Equal.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN),
+        "effect": _s("Taint effect to match; empty matches all effects.",
+                     enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+        "tolerationSeconds": _i("How long a NoExecute taint is tolerated before eviction.", format="int64"),
+    }, **{"x-kubernetes-validations": [
+        _rule("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+              TOLERATION_EXISTS_VALUE, ".value"),
+        _rule("(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+              TOLERATION_EMPTY_KEY, ".operator"),
+        _rule("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+              TOLERATION_SECONDS, ".tolerationSeconds"),
+    ]})
+    return _o(description, {
+        "nodeSelector": _label_map("Node labels the pods must match (merged over the cluster-wide ones; these win).",
+                                   32),
+        "tolerations": _a("Tolerations (added to the cluster-wide ones).", toleration, 32),
+        "affinity": affinity_schema("A Kubernetes Affinity (nodeAffinity, podAffinity, podAntiAffinity); each part "
+                                    "set here replaces the cluster-wide one."),
+    })
+
+
+def _conditions_schema():
+    condition = _o("A standard Kubernetes condition.", {
+        "type": _s("Condition type, e.g. Ready, Running, Successful, Failure.", maxLength=316),
+        "status": _s("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+        "observedGeneration": _i("The .metadata.generation the condition was computed from.", format="int64",
+                                 minimum=0),
+        "lastTransitionTime": _s("When the status last changed.", format="date-time"),
+        "reason": _s("Machine-readable CamelCase reason.", maxLength=1024),
+        "message": _s("Human-readable detail.", maxLength=32768),
+    }, required=["type", "status"])
+    # The Ansible operator adds its own fields (ansibleResult) to its conditions: keep them.
+    condition["x-kubernetes-preserve-unknown-fields"] = True
+    return _a("Conditions of the object (Ready, and the operator's Running/Successful/Failure).", condition, 32,
+              **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
+
+
+def _root(kind_description, spec, status, rules):
+    return {
+        "type": "object",
+        "description": kind_description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": _s("Versioned schema of this representation of an object."),
+            "kind": _s("REST resource this object represents."),
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "x-kubernetes-validations": rules,
+    }
+
+
+def _name_rules(kind, max_length):
+    return [
+        _rule("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+              "metadata.name of a %s must be a DNS label starting with a letter" % kind),
+        _rule("size(self.metadata.name) <= %d" % max_length,
+              "metadata.name of a %s must be at most %d characters (it prefixes the names of its objects)"
+              % (kind, max_length)),
+    ]
+
+
+CLUSTER_NAME_MAX = 24
+NODESET_NAME_MAX = 24
+# Messages of CEL rules (cel.py registers a Python twin under each).
+PARTITION_DEFAULT_NAME = "a partition may not be named 'default' (any case): it is Slurm's defaults record"
+SPOOL_IMMUTABLE = ("the controller's spool is immutable (the StatefulSet's claim template cannot change): delete the "
+                   "controller StatefulSet first, its claim is kept")
+CLUSTER_REF_IMMUTABLE = "clusterRef is immutable: a NodeSet cannot move to another cluster (create a new NodeSet)"
+GPU_TYPE_WITHOUT_COUNT = "gpu.type needs gpu.count > 0 (without a count the nodes have no GPU)"
+NODESET_NAME_ORDINAL = ("metadata.name of a NodeSet may not end in -<digits> (it would look like a pod of another "
+                        "NodeSet)")
+
+
+def _image(component):
+    return _s("Image of the %s. Default: %s:<collection version>." % (component, names.IMAGE_REPOSITORIES[component]),
+              maxLength=MAX_PATH, pattern=IMAGE_PATTERN)
+
+
+def _spool():
+    return _o("The controller's state volume (StateSaveLocation); immutable once set: the StatefulSet's claim "
+              "template cannot change.", {
+                  "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
+                                         pattern=DNS_SUBDOMAIN_PATTERN),
+                  "size": quantity_schema("Size of the spool volume (more than zero).", default="10Gi"),
+              }, default={}, **{"x-kubernetes-validations": [_rule("self == oldSelf", SPOOL_IMMUTABLE)]})
+
+
+# --- node health (spec.healthChecks of a SlurmCluster and of a NodeSet) ----------------------------------------------
+HEALTH_NODE_STATES = ["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
+DEFAULT_XIDS = [48, 63, 64, 74, 79, 92, 94, 95]
+NCCL_SIZE_PATTERN = r"^[0-9]+[KMG]?$"
+CRON_PATTERN = r"^(@(hourly|daily|weekly|monthly|yearly|annually)|[0-9*/,-]+( [0-9*/,A-Za-z-]+){4})$"
+CONDITION_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9]*$"
+HEALTH_EXCLUSIVE_RULE = ("spec.healthChecks.enabled and spec.slurm.healthCheckProgram exclude each other: slurmd runs "
+                         "one HealthCheckProgram, the shipped one or yours")
+PATTERN_HINTS.update({NCCL_SIZE_PATTERN: "a size such as 512M or 8G", CRON_PATTERN: "a cron schedule such as 0 3 * * 0",
+                      CONDITION_TYPE_PATTERN: "a condition type such as KernelDeadlock"})
+
+
+def gpu_health_schema(description, defaults=True):
+    """Thresholds of the GPU checks. The NodeSet's copy has no defaults: what it sets overrides the cluster's."""
+    def d(value):
+        return {"default": value} if defaults else {}
+    return _o(description, {
+        "persistenceMode": _b("Fail a GPU whose persistence mode is off.", **d(True)),
+        "maxUncorrectedEccErrors": _i("Volatile uncorrected ECC errors a GPU may have.", minimum=0, **d(0)),
+        "maxRetiredPages": _i("Retired pages (single- and double-bit) a GPU may have; a pending retirement always "
+                              "fails (it needs a reset).", minimum=0, **d(60)),
+        "maxRemappedRows": _i("Rows remapped for uncorrectable errors a GPU may have; a pending or failed remapping "
+                              "always fails.", minimum=0, **d(512)),
+        "xids": _a("NVIDIA Xid codes that fail a node once seen in the kernel log (read when the container may: "
+                   "kernel.dmesg_restrict=0).", _i("An Xid code.", minimum=1, maximum=1024), 64,
+                   **dict(d(list(DEFAULT_XIDS)), **{"x-kubernetes-list-type": "set"})),
+        "maxXidEvents": _i("Events of those codes tolerated.", minimum=0, **d(0)),
+        "dcgmDiagLevel": _i("Run `dcgmi diag -r <level>` when dcgmi is in the worker image (0: never).", minimum=0,
+                            maximum=2, **d(1)),
+    }, **d({}))
+
+
+def health_checks_schema():
+    nccl = _o("The NCCL check: a CronJob that runs all_reduce_perf as Slurm jobs on each idle node of the NodeSets "
+              "with spec.healthChecks.ncclMinBusBandwidthGBps, then across pairs of them, and drains a node under "
+              "that bus bandwidth (reason 'soperator: health: nccl: busbw <figure> ...'). Off unless scheduled.", {
+                  "schedule": _s("Cron schedule of the check (e.g. '0 3 * * 0'). Absent: no check.", maxLength=64,
+                                 pattern=CRON_PATTERN),
+                  "command": _s("all_reduce_perf inside the jail (nccl-tests).", maxLength=MAX_PATH,
+                                pattern=PROGRAM_PATH_PATTERN, default="/usr/bin/all_reduce_perf"),
+                  "minBytes": _s("all_reduce_perf -b.", maxLength=16, pattern=NCCL_SIZE_PATTERN, default="512M"),
+                  "maxBytes": _s("all_reduce_perf -e; the bus bandwidth judged is the one at this size.",
+                                 maxLength=16, pattern=NCCL_SIZE_PATTERN, default="8G"),
+                  "pairs": _b("Also test pairs of nodes (one job across both); a node failing with two partners is "
+                              "drained.", default=True),
+                  "mpi": _s("srun --mpi of the pair tests (all_reduce_perf built with MPI).",
+                            enum=["pmix", "pmi2", "none"], default="pmix"),
+                  "partition": _s("Partition of the test jobs (default: the cluster's default partition).",
+                                  maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
+                  "timeLimitMinutes": _i("Time limit of each test job.", minimum=1, maximum=1440, default=10),
+              }, default={})
+    nodes = _o("Kubernetes node state projected into Slurm (reading Nodes needs the operator's opt-in cluster-scoped "
+               "RBAC, operator_read_nodes: true).", {
+                   "drainCordoned": _b("Drain the Slurm nodes of the pods on a cordoned Kubernetes node (reason "
+                                       "'soperator: node cordoned'); resume them when it is uncordoned.",
+                                       default=False),
+                   "drainOnConditions": _a("Kubernetes node condition types (e.g. Node Problem Detector's) that drain "
+                                           "the Slurm nodes of its pods while True (reason 'soperator: node condition "
+                                           "<type>').", _s("A condition type.", maxLength=MAX_SHORT,
+                                                           pattern=CONDITION_TYPE_PATTERN), 16,
+                                           **{"x-kubernetes-list-type": "set"}),
+                   "evictUnhealthyAfter": _s("A worker drained by the health program this long, and idle, has its "
+                                             "Kubernetes node cordoned and its pod evicted (the StatefulSet makes it "
+                                             "again elsewhere; its jobs are never killed). Absent: never. Cordoning "
+                                             "needs operator_cordon_nodes: true.", maxLength=32,
+                                             pattern=GO_DURATION_PATTERN),
+               }, default={})
+    return _o("Node health: the worker image's health program run by slurmd (HealthCheckProgram), the NCCL check, and "
+              "Kubernetes node state projected into Slurm.", {
+                  "enabled": _b("Run the shipped health program on every node. Default: on, unless "
+                                "spec.slurm.healthCheckProgram names a program of your own."),
+                  "interval": _i("Slurm HealthCheckInterval, seconds.", minimum=10, maximum=86400, default=120),
+                  "nodeStates": _a("Slurm HealthCheckNodeState: which nodes are checked. NONDRAINED_IDLE is not "
+                                   "offered: a node drained by a check must be checked again to be resumed.",
+                                   _s("A node state.", enum=HEALTH_NODE_STATES), 5, default=["ANY"],
+                                   **{"x-kubernetes-list-type": "set"}),
+                  "minFreeSpoolMiB": _i("Free space the slurmd spool must keep.", minimum=0, default=1024),
+                  "minFreeTmpMiB": _i("Free space /tmp must keep.", minimum=0, default=1024),
+                  "minAvailableMemoryMiB": _i("MemAvailable a node must keep (0: not checked).", minimum=0, default=0),
+                  "gpu": gpu_health_schema("GPU checks of the NodeSets with GPUs (nvidia-smi; DCGM when present)."),
+                  "nccl": nccl,
+                  "kubernetesNodes": nodes,
+              }, default={})
+
+
+def nodeset_health_checks_schema():
+    return _o("Node health of this NodeSet (see the SlurmCluster's spec.healthChecks).", {
+        "enabled": _b("Run the health program on these nodes (when the cluster runs it).", default=True),
+        "gpu": gpu_health_schema("GPU thresholds of this NodeSet, over the cluster's.", defaults=False),
+        "ncclMinBusBandwidthGBps": _i("Bus bandwidth (GB/s, all_reduce_perf at maxBytes) a node of this set must "
+                                      "reach in the NCCL check. Absent: the check leaves this set alone.",
+                                      minimum=1, maximum=100000),
+    }, default={})
+
+
+def _secret_key_ref(description):
+    return _o(description, {
+        "name": _s("Name of the Secret (in the cluster's namespace).", maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+        "key": _s("Key of the value in the Secret.", maxLength=253, pattern=SECRET_KEY_PATTERN),
+    }, required=["name", "key"])
+
+
+def _storage(description):
+    return _o(description, {
+        "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
+                               pattern=DNS_SUBDOMAIN_PATTERN),
+        "size": quantity_schema("Size of the volume (more than zero).", default="10Gi"),
+    }, default={})
+
+
+DB_TYPES = ["InCluster", "External", "MariaDBOperator"]
+ACCOUNTING_RULES = {
+    "external": "type External requires host and passwordSecretRef",
+    "external_only": "host, passwordSecretRef and tls apply to type External only",
+    # A transition rule (cel.py's twin takes the stored value too).
+    "storage_immutable": ("spec.accounting.database.storage cannot change while the database exists (the MariaDB "
+                          "StatefulSet's claim template, the mariadb-operator MariaDB's storage): switch accounting "
+                          "off, or to another database type, first"),
+}
+
+
+def _accounting_schema():
+    database = _o("The database slurmdbd stores accounting in (MariaDB or MySQL).", {
+        "type": _s("InCluster: a MariaDB StatefulSet of the cluster (Debian's MariaDB), its volume and a generated "
+                   "password. MariaDBOperator: a mariadb-operator MariaDB resource (k8s.mariadb.com/v1alpha1; the "
+                   "operator must be installed). External: a database you run (host, user, passwordSecretRef).",
+                   enum=DB_TYPES, default="InCluster"),
+        "host": _s("Host name or address of the external database.", maxLength=253, pattern=DB_HOST_PATTERN),
+        "port": _i("Port of the database.", minimum=1, maximum=65535, default=names.MARIADB_PORT),
+        "name": _s("Database (schema) name: slurmdbd's StorageLoc.", maxLength=64, pattern=DB_IDENTIFIER_PATTERN,
+                   default="slurm_acct_db"),
+        "user": _s("Database user slurmdbd connects as.", maxLength=80, pattern=DB_IDENTIFIER_PATTERN,
+                   default="slurm"),
+        "passwordSecretRef": _secret_key_ref("External: the Secret key holding the user's password (one token: no "
+                                             "whitespace, '#', quote or backslash). Other types generate "
+                                             "<cluster>-accounting-db-password once and never rotate it."),
+        "tls": _o("External: verify the database server's certificate.", {
+            "caSecretRef": _secret_key_ref("The Secret key holding the CA certificate (PEM) that signed the server's "
+                                           "certificate; slurmdbd then connects with TLS (StorageParameters=SSL_CA)."),
+        }, required=["caSecretRef"]),
+        "storage": _storage("InCluster and MariaDBOperator: the database's volume (ReadWriteOnce); immutable once "
+                            "created."),
+        "resources": resources_schema("InCluster: resources of MariaDB."),
+        "placement": placement_schema("InCluster: where MariaDB runs."),
+    }, default={}, **{"x-kubernetes-validations": [
+        # has(self.type) first: the API server checks the rules on the default ({}) too, without nested defaults.
+        _rule("!has(self.type) || self.type != 'External' || (has(self.host) && has(self.passwordSecretRef))",
+              ACCOUNTING_RULES["external"]),
+        _rule("(has(self.type) && self.type == 'External') || "
+              "(!has(self.host) && !has(self.passwordSecretRef) && !has(self.tls))",
+              ACCOUNTING_RULES["external_only"]),
+    ]})
+    slurmdbd = _o("slurmdbd, the accounting daemon (one pod).", {
+        "resources": resources_schema("Resources of slurmdbd."),
+        "placement": placement_schema("Where slurmdbd runs."),
+        "config": _m("Other slurmdbd.conf keys (an allowlist, e.g. PurgeJobAfter, PrivateData); each value one "
+                     "token.", _s("Value of the key.", maxLength=1024, pattern=SLURM_VALUE_PATTERN), 32),
+    }, default={})
+    return _o("Accounting: slurmdbd and its database. Jobs' history (sacct), fairshare (sshare), limits and QOS "
+              "(sacctmgr). The cluster registers itself in the database when slurmctld first connects.", {
+                  "enabled": _b("Run slurmdbd and store accounting.", default=False),
+                  "database": database,
+                  "slurmdbd": slurmdbd,
+              }, default={}, **{"x-kubernetes-validations": [
+                  # Only while accounting was and stays on with the same database: until then the default storage
+                  # is nobody's yet.
+                  _rule("!has(oldSelf.enabled) || !oldSelf.enabled || !has(self.enabled) || !self.enabled"
+                        " || !has(self.database) || !has(oldSelf.database)"
+                        " || !has(self.database.type) || !has(oldSelf.database.type)"
+                        " || self.database.type != oldSelf.database.type || self.database.type == 'External'"
+                        " || !has(self.database.storage) || !has(oldSelf.database.storage)"
+                        " || self.database.storage == oldSelf.database.storage",
+                        ACCOUNTING_RULES["storage_immutable"], ".database.storage"),
+              ]})
+
+
+def _rest_api_schema():
+    service = _o("How clients reach slurmrestd.", {
+        "type": _s("Kubernetes Service type.", enum=["ClusterIP", "NodePort", "LoadBalancer"], default="ClusterIP"),
+        "port": _i("Port of the Service.", minimum=1, maximum=65535, default=names.SLURMRESTD_PORT),
+    }, default={})
+    return _o("slurmrestd, Slurm's REST API, with JSON Web Token authentication only (auth/jwt: no anonymous "
+              "access). Users get a token with `scontrol token` (on a login node) and send it as "
+              "X-SLURM-USER-TOKEN. Enabling it adds AuthAltTypes=auth/jwt to slurmctld and slurmdbd, with a key "
+              "generated once in the Secret <cluster>-jwt-key.", {
+                  "enabled": _b("Run slurmrestd.", default=False),
+                  "replicas": _i("Number of slurmrestd pods.", minimum=1, maximum=16, default=1),
+                  "service": service,
+                  "resources": resources_schema("Resources of slurmrestd."),
+                  "placement": placement_schema("Where slurmrestd runs."),
+              }, default={})
+
+
+NETWORK_PEER_RULE = "a peer is an ipBlock, or a podSelector and/or a namespaceSelector"
+# The shortest exporter collection interval: each collection is a set of Slurm RPCs (sinfo, squeue, sshare, sdiag).
+EXPORTER_MIN_INTERVAL_SECONDS = 5
+
+
+def _network_peers(description):
+    cidr = _s("A CIDR, e.g. 203.0.113.0/24.", maxLength=64, pattern=CIDR_PATTERN)
+    peer = _o("Where clients may connect from (a NetworkPolicyPeer).", {
+        "podSelector": _label_selector("Pods by label, in the cluster's namespace unless namespaceSelector is set "
+                                       "too ({}: every pod)."),
+        "namespaceSelector": _label_selector("Namespaces by label ({}: every namespace), all their pods unless "
+                                             "podSelector is set too."),
+        "ipBlock": _o("Addresses outside the pod network (hosts, a load balancer's clients).", {
+            "cidr": cidr,
+            "except": _a("Parts of cidr left out.", cidr, 16),
+        }, required=["cidr"]),
+    }, **{"x-kubernetes-validations": [_rule(
+        "has(self.ipBlock) != (has(self.podSelector) || has(self.namespaceSelector))", NETWORK_PEER_RULE)]})
+    return _a(description, peer, 16)
+
+
+def _network_policies_schema():
+    return _o("NetworkPolicies of the services that hold or reach the accounting data and of the exporter: each "
+              "accepts connections only from the clients that need it. The in-cluster MariaDB: slurmdbd. slurmdbd: "
+              "slurmctld, and the login, worker and slurmrestd pods (sacct, sacctmgr and the REST API ask it "
+              "directly). slurmrestd: the login and worker pods, and restApiFrom. The exporter: exporterFrom. "
+              "Enforced by the cluster's network plugin, where it implements NetworkPolicy.", {
+                  "enabled": _b("Render the NetworkPolicies.", default=True),
+                  "restApiFrom": _network_peers(
+                      "Further clients of slurmrestd (a Service of type NodePort or LoadBalancer reaches it from "
+                      "outside the pod network: name those clients' addresses with an ipBlock)."),
+                  "exporterFrom": _network_peers(
+                      "Who may scrape the exporter. Empty: the pods of the cluster's namespace. A Prometheus in "
+                      "another namespace: e.g. namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: "
+                      "monitoring}}."),
+              }, default={})
+
+
+def _exporter_schema():
+    return _o("A Prometheus exporter of Slurm's state (nodes, jobs, partitions, drains, fairshare, scheduler), "
+              "with a Service and, when the cluster serves monitoring.coreos.com/v1, a ServiceMonitor.", {
+                  "enabled": _b("Run the exporter.", default=False),
+                  "collectInterval": _s("How often the exporter asks Slurm (one set of sinfo, squeue, sshare and "
+                                        "sdiag calls per interval, however many scrapes come); every scrape is "
+                                        "answered with the last result. A duration of at least %ds (30s, 1m)."
+                                        % EXPORTER_MIN_INTERVAL_SECONDS, maxLength=32,
+                                        pattern=GO_DURATION_PATTERN, default="30s"),
+                  "resources": resources_schema("Resources of the exporter."),
+                  "placement": placement_schema("Where the exporter runs."),
+                  "serviceMonitor": _o("The ServiceMonitor, made only when the cluster serves the CRD.", {
+                      "enabled": _b("Make it.", default=True),
+                      "interval": _s("Scrape interval (a Prometheus duration: 30s, 1m30s).", maxLength=32,
+                                     pattern=PROMETHEUS_DURATION_PATTERN, default="30s"),
+                      "labels": _label_map("Labels your Prometheus selects ServiceMonitors by.", 16),
+                  }, default={}),
+              }, default={})
+
+
+def slurm_cluster_schema():
+    service = _o("How users reach the login nodes over SSH.", {
+        "type": _s("Kubernetes Service type of the login Service.", enum=["ClusterIP", "NodePort", "LoadBalancer"],
+                   default="ClusterIP"),
+        "port": _i("SSH port of the Service.", minimum=1, maximum=65535, default=names.SSH_PORT),
+        "nodePort": _i("Fixed node port (type NodePort or LoadBalancer only), in Kubernetes' default node port "
+                       "range.", minimum=NODE_PORT_MIN, maximum=NODE_PORT_MAX),
+        "loadBalancerSourceRanges": _a(
+            "Client CIDRs allowed through the load balancer (type LoadBalancer only).",
+            _s("A CIDR, e.g. 203.0.113.0/24.", maxLength=64, pattern=CIDR_PATTERN), 64,
+            **{"x-kubernetes-list-type": "set"}),
+    }, default={}, **{"x-kubernetes-validations": [
+        _rule("!has(self.nodePort) || self.type == 'NodePort' || self.type == 'LoadBalancer'",
+              "nodePort requires type NodePort or LoadBalancer", ".nodePort"),
+        _rule("!has(self.loadBalancerSourceRanges) || size(self.loadBalancerSourceRanges) == 0"
+              " || self.type == 'LoadBalancer'",
+              "loadBalancerSourceRanges requires type LoadBalancer", ".loadBalancerSourceRanges"),
+    ]})
+
+    sub_mount = _o("A volume mounted inside the jail on login and worker nodes.", {
+        "name": _s("Name of the mount (a DNS label, unique).", maxLength=40, pattern=DNS_LABEL_PATTERN),
+        "mountPath": _s("Absolute path inside the jail (not '/', no '.' or '..' components) of a data directory "
+                        "(/home, /scratch, /data, /mnt/<name>, ...): never in, above or below a system tree (/usr, "
+                        "/etc, /var, /opt, /lib*, /root, ...), inside another sub-mount or inside a user's home.",
+                        maxLength=MAX_PATH, pattern=JAIL_PATH_PATTERN),
+        "readOnly": _b("Mount read-only. Default: true for hostPath, false for the other sources."),
+        "hostPath": _s("Source: a directory of the Kubernetes node (must exist), under a prefix the installer "
+                       "allows (the cluster role's cluster_policy.allowed_host_path_prefixes; none by default).",
+                       maxLength=MAX_PATH, pattern=HOST_PATH_PATTERN),
+        "claimName": _s("Source: a PersistentVolumeClaim in the cluster's namespace.", maxLength=253,
+                        pattern=DNS_SUBDOMAIN_PATTERN),
+        "emptyDir": _b("Source: an empty directory private to the pod (e.g. node-local scratch)."),
+        "mode": _s("emptyDir only: the mode of its directory, which is root's (octal). Default 0755: users read, "
+                   "only root writes. 1777, as /tmp: every user may write, nobody may remove another's files. A "
+                   "world-writable mode needs the sticky bit.", maxLength=4, pattern=DIRECTORY_MODE_PATTERN),
+    }, required=["name", "mountPath"], **{"x-kubernetes-validations": [
+        _rule("(has(self.hostPath) ? 1 : 0) + (has(self.claimName) ? 1 : 0)"
+              " + ((has(self.emptyDir) && self.emptyDir) ? 1 : 0) == 1",
+              "set exactly one of hostPath, claimName or emptyDir"),
+        _rule("!has(self.mode) || (has(self.emptyDir) && self.emptyDir)", SUB_MOUNT_MODE_EMPTY_DIR, ".mode"),
+        _rule("!has(self.mode) || !self.mode.matches('[2367]$') || self.mode.matches('^[1357][0-7]{3}$')",
+              SUB_MOUNT_MODE_STICKY, ".mode"),
+    ]})
+
+    jail = _o("The jail: a shared root filesystem (RWX volume) that every user session and job runs in.", {
+        "existingClaim": _s("Use this existing ReadWriteMany PersistentVolumeClaim as the jail.", maxLength=253,
+                            pattern=DNS_SUBDOMAIN_PATTERN),
+        "storageClassName": _s("Create the claim <cluster>-jail with this (ReadWriteMany) storage class.",
+                               maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+        "size": quantity_schema("Size of the created claim, e.g. 100Gi (more than zero)."),
+        "populate": _o("Filling the jail from the jail image.", {
+            "repopulateToken": _s("Change to a new non-empty value to run a new populate Job that overwrites the "
+                                  "jail's files with the jail image (its users and groups are kept). Empty: "
+                                  "populate once, never overwrite; a non-empty volume not populated by soperator "
+                                  "is then refused (set a token to populate it anyway).",
+                                  maxLength=MAX_SHORT, default=""),
+        }, default={}),
+        "subMounts": _a("Volumes mounted inside the jail.", sub_mount, 32, **{"x-kubernetes-validations": [
+            _rule("self.all(m, self.exists_one(n, n.name == m.name))", "subMount names must be unique"),
+            _rule("self.all(m, self.exists_one(n, n.mountPath == m.mountPath))",
+                  "subMount mountPaths must be unique"),
+        ]}),
+    }, **{"x-kubernetes-validations": [
+        _rule("(has(self.existingClaim) && !has(self.storageClassName) && !has(self.size))"
+              " || (!has(self.existingClaim) && has(self.storageClassName) && has(self.size))",
+              "set exactly one of existingClaim, or storageClassName and size"),
+    ]})
+
+    partition = _o("A Slurm partition.", {
+        "name": _s("Slurm partition name (not 'default', in any case: Slurm's defaults record).", maxLength=MAX_SHORT,
+                   pattern=PARTITION_NAME_PATTERN),
+        "default": _b("The default partition (at most one). NodeSets that list no partition join it.",
+                      default=False),
+        "maxTime": _s("Slurm MaxTime (e.g. 60, 1-00:00:00, UNLIMITED).", maxLength=32,
+                      pattern=SLURM_TIME_PATTERN, default="UNLIMITED"),
+        "state": _s("Slurm partition State.", enum=["UP", "DOWN", "DRAIN", "INACTIVE"], default="UP"),
+        "hidden": _b("Hide the partition from users by default (Hidden=YES).", default=False),
+        "config": _m("Other PartitionName keys (an allowlist, e.g. DefMemPerCPU, AllowGroups); each value one "
+                     "token.", _s("Value of the key.", maxLength=1024, pattern=SLURM_VALUE_PATTERN), 32),
+    }, required=["name"], **{"x-kubernetes-validations": [
+        _rule("!self.name.matches('^[Dd][Ee][Ff][Aa][Uu][Ll][Tt]$')", PARTITION_DEFAULT_NAME, ".name"),
+    ]})
+
+    raw_slurm = _s("Raw value.", maxLength=1024, pattern=SLURM_VALUE_PATTERN)
+    slurm = _o("Slurm settings: common keys typed, others as validated raw overrides.", {
+        "selectType": _s("Slurm SelectType.", enum=["select/cons_tres", "select/linear"], default="select/cons_tres"),
+        "selectTypeParameters": _s("Slurm SelectTypeParameters.", maxLength=128,
+                                   pattern=SELECT_TYPE_PARAMETERS_PATTERN, default="CR_Core_Memory"),
+        "schedulerType": _s("Slurm SchedulerType.", enum=["sched/backfill", "sched/builtin"],
+                            default="sched/backfill"),
+        "priorityType": _s("Slurm PriorityType.", enum=["priority/multifactor", "priority/basic"],
+                           default="priority/multifactor"),
+        "returnToService": _i("Slurm ReturnToService: 2 = a DOWN node with a valid configuration becomes usable "
+                              "when it registers.", minimum=0, maximum=2, default=2),
+        "maxNodeCount": _i("Slurm MaxNodeCount: the most dynamic nodes (NodeSet replicas, all sets together). "
+                           "Changing it restarts slurmctld.", minimum=1, maximum=65000, default=1024),
+        "slurmctldTimeout": _i("Slurm SlurmctldTimeout, seconds.", minimum=1, maximum=65533, default=120),
+        "slurmdTimeout": _i("Slurm SlurmdTimeout, seconds (0 = never mark nodes DOWN for not responding).",
+                            minimum=0, maximum=65533, default=300),
+        "killWait": _i("Slurm KillWait, seconds between SIGTERM and SIGKILL of a job at its time limit.",
+                       minimum=0, maximum=65533, default=30),
+        "healthCheckInterval": _i("Slurm HealthCheckInterval, seconds (0 = no health check).", minimum=0,
+                                  maximum=86400),
+        "healthCheckProgram": _s("Slurm HealthCheckProgram: absolute path inside the worker image (by default "
+                                 "below /usr, /bin, /sbin, /lib, /etc or /opt). Runs as root on every node: an "
+                                 "administrator's setting (the installer may refuse it or move those prefixes: "
+                                 "cluster_policy.allow_privileged_programs, allowed_program_prefixes).",
+                                 maxLength=MAX_PATH, pattern=PROGRAM_PATH_PATTERN),
+        "maxJobCount": _i("Slurm MaxJobCount.", minimum=1, maximum=2500000, default=10000),
+        "disableRootJobs": _b("Slurm DisableRootJobs: root may not run jobs (set false to allow them; a root "
+                              "job is still jailed, without CAP_SYS_ADMIN).", default=True),
+        "slurmConf": _m("Other slurm.conf keys (an allowlist of known keys; keys the operator owns or that have a "
+                        "typed field are refused). Written last. Programs Slurm runs as root or as SlurmUser "
+                        "(Prolog, Epilog, RebootProgram, ...) are an administrator's settings, refused when the "
+                        "installer's policy says so.", raw_slurm, 64),
+        "cgroupConf": _m("cgroup.conf keys merged over the defaults (an allowlist of known keys).", raw_slurm, 32),
+    }, default={}, **{"x-kubernetes-validations": [
+        _rule("!has(self.healthCheckInterval) || self.healthCheckInterval == 0 || has(self.healthCheckProgram)",
+              "healthCheckInterval requires healthCheckProgram", ".healthCheckInterval"),
+    ]})
+
+    accounting, rest_api, exporter = _accounting_schema(), _rest_api_schema(), _exporter_schema()
+
+    spec = _o("Desired state of a Slurm cluster: controller, login nodes, jail, partitions, Slurm settings. "
+              "Workers are NodeSet objects that reference this cluster.", {
+                  "clusterName": _s("Slurm ClusterName. Default: metadata.name.", maxLength=40,
+                                    pattern=CLUSTER_NAME_PATTERN),
+                  "images": _o("Container images (default: the soperator images of the collection version).", {
+                      "controller": _image("controller"),
+                      "worker": _image("worker"),
+                      "login": _image("login"),
+                      "populateJail": _image("populateJail"),
+                      "jail": _image("jail"),
+                      "slurmdbd": _image("slurmdbd"),
+                      "slurmrestd": _image("slurmrestd"),
+                      "exporter": _image("exporter"),
+                      "mariadb": _image("mariadb"),
+                      "pullPolicy": _s("imagePullPolicy of every container.", enum=["Always", "IfNotPresent", "Never"],
+                                       default="IfNotPresent"),
+                  }, default={}),
+                  "controller": _o("The Slurm controller (slurmctld, one pod).", {
+                      "resources": resources_schema("Resources of slurmctld."),
+                      "spool": _spool(),
+                      "placement": placement_schema("Where the controller pod runs."),
+                  }, default={}),
+                  "login": _o("Login nodes: sshd jailed into the shared root, Slurm client commands.", {
+                      "replicas": _i("Number of login pods.", minimum=0, maximum=16, default=1),
+                      "service": service,
+                      "resources": resources_schema("Resources of the login container."),
+                      "placement": placement_schema("Where login pods run."),
+                      "sshdConfig": _m("sshd_config keywords (an allowlist, e.g. ClientAliveInterval, AllowGroups)",
+                                       _s("Value of the keyword.", maxLength=1024, pattern=SSHD_VALUE_PATTERN), 32),
+                      "updateGracePeriod": _s("A changed login pod template (image, sshd settings, resources) "
+                                              "replaces a login pod once nobody is logged in to it, or this long "
+                                              "after the change (open sessions then end).",
+                                              maxLength=32, pattern=GO_DURATION_PATTERN, default="30m"),
+                  }, default={}),
+                  "jail": jail,
+                  "partitions": _a("Slurm partitions. Default: one default partition 'main'.", partition, 64,
+                                   default=[{"name": "main", "default": True}],
+                                   **{"x-kubernetes-validations": [
+                                       _rule("self.filter(p, p.default).size() <= 1",
+                                             "at most one partition can be the default"),
+                                       _rule("self.all(p, self.exists_one(q, q.name == p.name))",
+                                             "partition names must be unique"),
+                                   ]}),
+                  "slurm": slurm,
+                  "placement": placement_schema("Cluster-wide placement of every pod; component placements are "
+                                                "merged over it."),
+                  "accounting": accounting,
+                  "restApi": rest_api,
+                  "exporter": exporter,
+                  "networkPolicies": _network_policies_schema(),
+                  "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
+                                    "Secrets are untouched.", default=False),
+                  "healthChecks": health_checks_schema(),
+                  "deletionPolicy": _o("What deleting the cluster does to its data.", {
+                      "jail": _s("The jail claim and the controller's spool claim: Retain or Delete.",
+                                 enum=["Retain", "Delete"], default="Retain"),
+                      "secrets": _s("The munge key, SSH host keys and JWT key: Retain or Delete.",
+                                    enum=["Retain", "Delete"], default="Retain"),
+                      "database": _s("The accounting database the cluster made (the in-cluster MariaDB's volume, "
+                                     "or the mariadb-operator MariaDB) and its generated password: Retain or "
+                                     "Delete. An external database is never touched.", enum=["Retain", "Delete"],
+                                     default="Retain"),
+                  }, default={}),
+              }, required=["jail"], **{"x-kubernetes-validations": [
+                  _rule("!has(self.healthChecks) || !has(self.healthChecks.enabled) || !self.healthChecks.enabled"
+                        " || !has(self.slurm) || !has(self.slurm.healthCheckProgram)", HEALTH_EXCLUSIVE_RULE,
+                        ".healthChecks.enabled"),
+              ]})
+
+    status = {
+        "type": "object",
+        "description": "Observed state, written by the operator.",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "observedGeneration": _i("The .metadata.generation last reconciled.", format="int64", minimum=0),
+            "phase": _s("Summary: Pending, Provisioning, Ready, Maintenance or Failed.", maxLength=64),
+            "conditions": _conditions_schema(),
+            names.STATUS_RECONCILED_DIGEST: _s(
+                "Written by the operator runtime: digest of the pod and StatefulSet states (and the installer's "
+                "policy) its last settled run started from; absent after a failed run or one that left work for "
+                "later. While they are the same and nothing else differs, no run is started.",
+                maxLength=128),
+        },
+    }
+    return _root("A Slurm cluster in Kubernetes.", spec, status, _name_rules("SlurmCluster", CLUSTER_NAME_MAX))
+
+
+def nodeset_schema():
+    spec = _o("Desired state of a group of identical Slurm worker nodes (one pod each).", {
+        "clusterRef": _o("The SlurmCluster (same namespace) the nodes join; immutable.", {
+            "name": _s("Name of the SlurmCluster.", maxLength=CLUSTER_NAME_MAX, pattern=DNS_LABEL_PATTERN),
+        }, required=["name"], **{"x-kubernetes-validations": [_rule("self == oldSelf", CLUSTER_REF_IMMUTABLE)]}),
+        "replicas": _i("Number of nodes.", minimum=0, maximum=65000, default=1),
+        "resources": resources_schema("Resources of each node's slurmd container."),
+        "gpu": _o("GPUs of each node.", {
+            "count": _i("GPUs per node (0 = CPU-only nodes).", minimum=0, maximum=64, default=0),
+            "type": _s("GPU type as Slurm sees it (Gres=gpu:<type>:<count>), e.g. h100; needs count > 0.",
+                       maxLength=MAX_SHORT, pattern=GPU_TYPE_PATTERN),
+            "resourceName": _s("Kubernetes extended resource of the GPUs.", maxLength=253,
+                               pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9._]*[a-z0-9])?$",
+                               default="nvidia.com/gpu"),
+        }, default={}, **{"x-kubernetes-validations": [
+            _rule("!has(self.type) || self.count > 0", GPU_TYPE_WITHOUT_COUNT, ".type")]}),
+        "features": _a("Slurm features of the nodes (the NodeSet name is always one; another NodeSet's name is "
+                       "refused: it would move these nodes into that NodeSet).",
+                       _s("A feature name.", maxLength=MAX_SHORT, pattern=FEATURE_PATTERN), 32,
+                       **{"x-kubernetes-list-type": "set"}),
+        "partitions": _a("Partitions the nodes join (empty: the cluster's default partition).",
+                         _s("A partition name of the cluster.", maxLength=MAX_SHORT, pattern=PARTITION_NAME_PATTERN),
+                         64, **{"x-kubernetes-list-type": "set"}),
+        "placement": placement_schema("Where the nodes' pods run (merged over the cluster-wide placement)."),
+        "drainTimeout": _s("How long a scale-in, maintenance or the NodeSet's removal waits for a draining node's "
+                           "jobs; then onDrainTimeout applies. Not rolling updates: see "
+                           "updateStrategy.proceedAfter.",
+                           maxLength=32, pattern=GO_DURATION_PATTERN, default="30m"),
+        "onDrainTimeout": _s("Proceed: once drainTimeout has passed, the node's pod is removed even with jobs on it "
+                             "(they are killed; an Event DrainTimeoutExpired names them). Wait: never; the node "
+                             "waits for its jobs.",
+                             enum=["Proceed", "Wait"], default="Proceed"),
+        "updateStrategy": _o("How a changed pod template (image, resources, settings) reaches the running nodes: "
+                             "each outdated node is drained (reason 'soperator: update'), its pod replaced once "
+                             "the node is idle, and the new node resumed. A node's running jobs are waited for "
+                             "as long as they run, unless proceedAfter says otherwise.", {
+                                 "maxUnavailable": _i("Nodes of this set drained or being replaced at the same "
+                                                      "time.", minimum=1, maximum=65000, default=1),
+                                 "proceedAfter": _s(
+                                     "Replace an outdated node's pod this long after its drain even with jobs on "
+                                     "it: they are killed, and an Event DrainTimeoutExpired names the node and its "
+                                     "jobs. Unset (the default): a rolling update waits as long as the jobs run.",
+                                     maxLength=32, pattern=GO_DURATION_PATTERN),
+                             }, default={}),
+        "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
+                    pattern=IMAGE_PATTERN),
+        "healthChecks": nodeset_health_checks_schema(),
+    }, required=["clusterRef"])
+
+    status = {
+        "type": "object",
+        "description": "Observed state, written by the operator.",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "observedGeneration": _i("The .metadata.generation last reconciled.", format="int64", minimum=0),
+            "replicas": _i("Pods that exist.", minimum=0),
+            "readyReplicas": _i("Pods that are ready.", minimum=0),
+            "selector": _s("Label selector of the pods (for the scale subresource and autoscalers).", maxLength=1024),
+            "idle": _i("Slurm nodes IDLE (not drained).", minimum=0),
+            "allocated": _i("Slurm nodes ALLOCATED: every CPU in use (not drained).", minimum=0),
+            "mixed": _i("Slurm nodes MIXED: some CPUs in use (not drained).", minimum=0),
+            "drained": _i("Slurm nodes DRAINING or DRAINED.", minimum=0),
+            "down": _i("Slurm nodes DOWN or not responding.", minimum=0),
+            "updatedReplicas": _i("Pods on the current template.", minimum=0),
+            "outdatedReplicas": _i("Pods on an older template, waiting to be replaced by the rolling update.",
+                                   minimum=0),
+            "rollingUpdate": _o("Present while a rolling update waits for jobs: the nodes it drained that still run "
+                                "jobs.", {
+                                    "waitingFor": _a("One entry per drained outdated node with jobs.", _o(
+                                        "A node the rolling update waits for.", {
+                                            "node": _s("The Slurm node (= pod) name.", maxLength=253),
+                                            "jobs": _a("Slurm job ids running on it (absent: not known; the "
+                                                       "first 1024).", _s("A job id.", maxLength=64), 1024),
+                                            "since": _s("When it was drained (RFC 3339).", format="date-time"),
+                                            "proceedAt": _s("When its pod is replaced even with jobs (only with "
+                                                            "spec.updateStrategy.proceedAfter).",
+                                                            format="date-time"),
+                                        }), 65000),
+                                    "summary": _s("The same in one line (kubectl get nodeset).", maxLength=1024),
+                                }),
+            "conditions": _conditions_schema(),
+        },
+    }
+    return _root("A group of identical Slurm worker nodes of a SlurmCluster.", spec, status,
+                 _name_rules("NodeSet", NODESET_NAME_MAX) + [_rule("!self.metadata.name.matches('-[0-9]+$')",
+                                                                   NODESET_NAME_ORDINAL)])
+
+
+def _crd(plural, kind, short_names, schema, columns, scale=None):
+    subresources = {"status": {}}
+    if scale:
+        subresources["scale"] = scale
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": "%s.%s" % (plural, names.GROUP),
+            "labels": {names.LABEL_PART_OF: "soperator", names.LABEL_MANAGED_BY: names.MANAGED_BY},
+        },
+        "spec": {
+            "group": names.GROUP,
+            "names": {"kind": kind, "listKind": kind + "List", "plural": plural, "singular": kind.lower(),
+                      "shortNames": list(short_names), "categories": ["soperator"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": names.VERSION,
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": schema},
+                "subresources": subresources,
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    }
+
+
+def crds():
+    """Both CustomResourceDefinitions as dicts (fresh copies)."""
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    cluster = _crd(names.CLUSTER_PLURAL, names.CLUSTER_KIND, ["slurmc"], slurm_cluster_schema(), [
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        age,
+    ])
+    nodeset = _crd(names.NODESET_PLURAL, names.NODESET_KIND, ["nss"], nodeset_schema(), [
+        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef.name"},
+        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+        {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+        {"name": "Idle", "type": "integer", "jsonPath": ".status.idle"},
+        {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
+        {"name": "Mixed", "type": "integer", "jsonPath": ".status.mixed"},
+        {"name": "Drained", "type": "integer", "jsonPath": ".status.drained"},
+        {"name": "Down", "type": "integer", "jsonPath": ".status.down", "priority": 1},
+        {"name": "Roll Waits For", "type": "string", "jsonPath": ".status.rollingUpdate.summary"},
+        copy.deepcopy(age),
+    ], scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+              "labelSelectorPath": ".status.selector"})
+    return [cluster, nodeset]

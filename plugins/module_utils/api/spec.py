@@ -1,0 +1,209 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validate and default SlurmCluster and NodeSet objects, with the field path of every problem: the entry points.
+
+The validator walks the schemas of ``schema.py`` (the ones the CRDs are generated from) like the API server
+does (``walk.py``: types, required fields, enums, patterns, bounds, list-type sets; unknown fields are REJECTED, as
+the API server does with strict field validation, which kubectl and server-side apply use, never silently pruned).
+Each ``x-kubernetes-validations`` CEL rule has a Python twin (``cel.py``), registered under the rule's message, so the
+same message comes back whichever side refuses. Then come the rules CEL cannot express well: what a user writes into
+Slurm's and sshd's configuration (``config_rules.py``), what the API server would refuse on the rendered objects
+(``object_rules.py``), the rules between a SlurmCluster and its NodeSets (here) and the installer's policy
+(``policy.py``). All problems are collected into one ``SpecErrors``.
+
+Entry points: :func:`validate_cluster`, :func:`validate_nodeset`, :func:`validate_cluster_with_nodesets`. They
+return new, defaulted objects and never mutate their input.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import ipaddress
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import config_rules, object_rules, schema
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import MEMORY_MARGIN_MIN_MIB, real_memory_mib
+from ansible_collections.soperator.slurm.plugins.module_utils.api.walk import NO_OLD, apply_defaults, validate_schema
+
+
+def _cluster_rules(spec, errors):
+    """The SlurmCluster's rules beyond its schema, in this order: what it writes into Slurm's and sshd's
+    configuration, then what the API server would refuse on its objects."""
+    jail = spec.get("jail") or {}
+    login = spec.get("login") or {}
+    sub_mounts = config_rules.cluster_rules(spec, errors)
+    object_rules.component_rules(spec, errors)
+    config_rules.health_rules(spec, sub_mounts, errors)
+    if "size" in jail:
+        object_rules.positive_size(jail["size"], "spec.jail.size", errors)
+    object_rules.sub_mount_rules(jail.get("subMounts"), "spec.jail.subMounts", errors)
+    controller = spec.get("controller") or {}
+    object_rules.positive_size((controller.get("spool") or {}).get("size", 1), "spec.controller.spool.size", errors)
+    for part, component in (("controller", controller), ("login", login)):
+        object_rules.resources_rules(component.get("resources"), "spec.%s.resources" % part, errors)
+        object_rules.placement_rules(component.get("placement"), "spec.%s.placement" % part, errors)
+    object_rules.placement_rules(spec.get("placement"), "spec.placement", errors)
+    ranges = (login.get("service") or {}).get("loadBalancerSourceRanges") or ()
+    for index, cidr in enumerate(ranges):
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            errors.append(SpecError("spec.login.service.loadBalancerSourceRanges[%d]" % index,
+                                    "Invalid value: %r: not a CIDR" % cidr))
+
+
+def _nodeset_rules(spec, errors):
+    resources = spec.get("resources") or {}
+    gpu = spec.get("gpu") or {}
+    for kind in ("requests", "limits"):
+        if gpu.get("resourceName") in (resources.get(kind) or {}):
+            errors.append(SpecError(child_path("spec.resources.%s" % kind, gpu["resourceName"]),
+                                    "set GPUs with spec.gpu.count, not in resources"))
+    object_rules.resources_rules(resources, "spec.resources", errors)
+    object_rules.placement_rules(spec.get("placement"), "spec.placement", errors)
+    try:
+        real_memory = real_memory_mib(resources)
+    except ValueError:  # not a quantity: the schema walk named it
+        real_memory = None
+    if real_memory is not None and real_memory < 1:
+        errors.append(SpecError("spec.resources", "memory too small for a Slurm node: more than %dMi needed"
+                                % MEMORY_MARGIN_MIN_MIB))
+
+
+def _validate(obj, root, kind, rules, old=None):
+    if not isinstance(obj, dict):
+        raise SpecErrors([SpecError("", "a %s must be a mapping" % kind)])
+    errors = []
+    if obj.get("kind", kind) != kind:
+        errors.append(SpecError("kind", "expected %s, got %r" % (kind, obj.get("kind"))))
+    if obj.get("apiVersion", names.API_VERSION) != names.API_VERSION:
+        errors.append(SpecError("apiVersion", "expected %s, got %r" % (names.API_VERSION, obj.get("apiVersion"))))
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata.get("name"):
+        errors.append(SpecError("metadata.name", "Required value"))
+    result = apply_defaults(obj, root)
+    result.pop("status", None)  # the status is the operator's: not part of what is validated
+    stored = NO_OLD
+    if isinstance(old, dict):
+        stored = apply_defaults(old, root)
+        stored.pop("status", None)
+    validate_schema(result, root, "", errors, stored)
+    if isinstance(result.get("spec"), dict):
+        found = len(errors)
+        try:
+            rules(result["spec"], errors)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            # Malformed parts are already reported by the schema walk; the Slurm rules judge the rest.
+            if not found:
+                raise
+    if errors:
+        raise SpecErrors(errors)
+    if "status" in obj:
+        result["status"] = copy.deepcopy(obj["status"])
+    result.setdefault("apiVersion", names.API_VERSION)
+    result.setdefault("kind", kind)
+    result["metadata"].setdefault("namespace", "default")
+    return result
+
+
+def validate_cluster(obj, collection_version=names.COLLECTION_VERSION, old=None):
+    """A defaulted copy of the SlurmCluster ``obj``; raises SpecErrors listing every problem.
+
+    Besides the schema defaults, fills ``spec.clusterName`` (metadata.name) and every image (the soperator
+    image of ``collection_version``). ``old``: the stored object ``obj`` replaces, for the transition rules.
+    """
+    result = _validate(obj, schema.slurm_cluster_schema(), names.CLUSTER_KIND, _cluster_rules, old)
+    spec = result["spec"]
+    spec.setdefault("clusterName", result["metadata"]["name"])
+    for component in names.IMAGE_REPOSITORIES:
+        spec["images"].setdefault(component, names.default_image(component, collection_version))
+    return result
+
+
+def validate_nodeset(obj, old=None):
+    """A defaulted copy of the NodeSet ``obj``; raises SpecErrors listing every problem."""
+    return _validate(obj, schema.nodeset_schema(), names.NODESET_KIND, _nodeset_rules, old)
+
+
+def validate_cluster_with_nodesets(cluster, nodesets, collection_version=names.COLLECTION_VERSION, policy=None,
+                                   old_cluster=None, old_nodesets=None):
+    """Validate a SlurmCluster, its NodeSets, and the rules between them; returns the defaulted copies.
+
+    Errors of a NodeSet carry the prefix ``nodesets[<name>].`` (``nodesets[<index>].`` when it has no name).
+    ``policy``: the installer's policy (``policy.normalize``), None to skip it. ``old_cluster``, ``old_nodesets``
+    (``{name: object}``): the stored objects these replace, for the transition rules (immutable fields).
+    """
+    errors = []
+    old_nodesets = old_nodesets or {}
+    try:
+        cluster = validate_cluster(cluster, collection_version, old_cluster)
+    except SpecErrors as exc:
+        errors.extend(exc.errors)
+        cluster = None
+    checked = []
+    for index, nodeset in enumerate(nodesets):
+        label = ((nodeset or {}).get("metadata") or {}).get("name") if isinstance(nodeset, dict) else None
+        prefix = "nodesets[%s]" % (label or index)
+        try:
+            checked.append(validate_nodeset(nodeset, old_nodesets.get(label)))
+        except SpecErrors as exc:
+            errors.extend(SpecError("%s.%s" % (prefix, e.path) if e.path else prefix, e.message)
+                          for e in exc.errors)
+    if cluster is not None and len(checked) == len(nodesets):
+        _cross_rules(cluster, checked, errors)
+        if policy is not None:
+            errors.extend(policies.check(cluster, checked, policy))
+    if errors:
+        raise SpecErrors(errors)
+    return cluster, checked
+
+
+def _cross_rules(cluster, nodesets, errors):
+    spec = cluster["spec"]
+    name = cluster["metadata"]["name"]
+    namespace = cluster["metadata"]["namespace"]
+    partitions = [p["name"] for p in spec["partitions"]]
+    default = [p["name"] for p in spec["partitions"] if p["default"]]
+    seen = set()
+    total = 0
+    for nodeset in nodesets:
+        set_name = nodeset["metadata"]["name"]
+        prefix = "nodesets[%s]" % set_name
+        if set_name in seen:
+            errors.append(SpecError(prefix + ".metadata.name", "Duplicate value: two NodeSets named %r" % set_name))
+        seen.add(set_name)
+        if set_name in names.RESERVED_NODESET_NAMES:
+            errors.append(SpecError(prefix + ".metadata.name", "%r is reserved (it would collide with the "
+                                                               "cluster's own objects)" % set_name))
+        if nodeset["metadata"]["namespace"] != namespace:
+            errors.append(SpecError(prefix + ".metadata.namespace",
+                                    "must be the SlurmCluster's namespace %r" % namespace))
+        if nodeset["spec"]["clusterRef"]["name"] != name:
+            errors.append(SpecError(prefix + ".spec.clusterRef.name", "does not reference SlurmCluster %r" % name))
+        for index, partition in enumerate(nodeset["spec"].get("partitions") or ()):
+            if partition not in partitions:
+                errors.append(SpecError("%s.spec.partitions[%d]" % (prefix, index),
+                                        "unknown partition %r (the cluster has: %s)"
+                                        % (partition, ", ".join(partitions))))
+        if not nodeset["spec"].get("partitions") and not default:
+            errors.append(SpecError(prefix + ".spec.partitions",
+                                    "lists no partition and the cluster has no default partition"))
+        # Slurm's NodeSet=<name> lines select nodes by feature: a feature named like another NodeSet would move these
+        # nodes into that NodeSet's partitions.
+        others = dict((ns["metadata"]["name"].lower(), ns["metadata"]["name"]) for ns in nodesets
+                      if ns["metadata"]["name"] != set_name)
+        for index, feature in enumerate(nodeset["spec"].get("features") or ()):
+            if feature.lower() in others:
+                errors.append(SpecError("%s.spec.features[%d]" % (prefix, index),
+                                        "feature %r is the name of NodeSet %s: its nodes would join that NodeSet's "
+                                        "partitions" % (feature, others[feature.lower()])))
+        total += nodeset["spec"]["replicas"]
+    if total > spec["slurm"]["maxNodeCount"]:
+        errors.append(SpecError("spec.slurm.maxNodeCount", "total NodeSet replicas (%d) exceed maxNodeCount (%d)"
+                                % (total, spec["slurm"]["maxNodeCount"])))

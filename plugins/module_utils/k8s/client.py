@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Internal to the soperator.slurm collection: not a public API, may change without notice.
+"""Build a Kubernetes DynamicClient from module options, the way kubernetes.core resolves them.
+
+Order: explicit ``host`` (with ``api_key`` / client certificates), else a kubeconfig (the ``kubeconfig``
+option, ``K8S_AUTH_KUBECONFIG``, then ``KUBECONFIG``), else the in-cluster service account when running in a
+pod, else ``~/.kube/config``. ``context`` selects a kubeconfig context.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import traceback
+
+from ansible.module_utils.basic import env_fallback, missing_required_lib
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
+
+KUBERNETES_IMPORT_ERROR = None
+try:
+    from kubernetes import client as k8s_client_lib
+    from kubernetes import config as k8s_config
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.dynamic import DynamicClient
+except ImportError:
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+# The options of the k8s_auth doc fragment; every module that talks to the cluster merges this in.
+AUTH_ARG_SPEC = dict(
+    kubeconfig=dict(type="raw", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
+    context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
+    host=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_HOST"])),
+    api_key=dict(type="str", no_log=True, fallback=(env_fallback, ["K8S_AUTH_API_KEY"])),
+    validate_certs=dict(type="bool", aliases=["verify_ssl"], fallback=(env_fallback, ["K8S_AUTH_VERIFY_SSL"])),
+    ca_cert=dict(type="path", aliases=["ssl_ca_cert"], fallback=(env_fallback, ["K8S_AUTH_SSL_CA_CERT"])),
+    client_cert=dict(type="path", aliases=["cert_file"], fallback=(env_fallback, ["K8S_AUTH_CERT_FILE"])),
+    client_key=dict(type="path", aliases=["key_file"], no_log=False,
+                    fallback=(env_fallback, ["K8S_AUTH_KEY_FILE"])),
+)
+
+_IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def require_kubernetes(module):
+    """Fail the module cleanly when the ``kubernetes`` python package is missing."""
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+
+
+def _kubeconfig_source(kubeconfig, host=None):
+    """A path (str) or an inline kubeconfig (dict), or None. ``KUBECONFIG`` only counts when no ``host`` is
+    given: explicit connection options are never mixed with an ambient kubeconfig."""
+    if isinstance(kubeconfig, dict):
+        return kubeconfig
+    if kubeconfig:
+        return os.path.expanduser(str(kubeconfig))
+    if host:
+        return None
+    return os.environ.get("KUBECONFIG") or None
+
+
+def configuration(params):
+    """A ``kubernetes.client.Configuration`` for the auth options in ``params`` (see module docstring)."""
+    cfg = k8s_client_lib.Configuration()
+    source = _kubeconfig_source(params.get("kubeconfig"), params.get("host"))
+    context = params.get("context")
+    try:
+        if isinstance(source, dict):
+            k8s_config.load_kube_config_from_dict(source, context=context, client_configuration=cfg)
+        elif source:
+            k8s_config.load_kube_config(config_file=source, context=context, client_configuration=cfg)
+        elif params.get("host"):
+            pass
+        elif os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(_IN_CLUSTER_TOKEN):
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        else:
+            k8s_config.load_kube_config(context=context, client_configuration=cfg)
+    except (ConfigException, IOError, OSError) as e:
+        raise KubernetesError("cannot load Kubernetes configuration: %s" % e)
+
+    if params.get("host"):
+        cfg.host = params["host"]
+    if params.get("api_key"):
+        cfg.api_key = {"authorization": "Bearer %s" % params["api_key"]}
+    if params.get("validate_certs") is not None:
+        cfg.verify_ssl = params["validate_certs"]
+    if params.get("ca_cert"):
+        cfg.ssl_ca_cert = params["ca_cert"]
+    if params.get("client_cert"):
+        cfg.cert_file = params["client_cert"]
+    if params.get("client_key"):
+        cfg.key_file = params["client_key"]
+    return cfg
+
+
+USER_AGENT = "soperator.slurm/" + names.COLLECTION_VERSION
+
+
+def clients(params):
+    """(DynamicClient, CoreV1Api) sharing one connection pool, for the auth options in ``params``."""
+    api = k8s_client_lib.ApiClient(configuration(params))
+    api.user_agent = USER_AGENT
+    try:
+        return DynamicClient(api), k8s_client_lib.CoreV1Api(api)
+    except Exception as e:  # discovery of /version and /api fails when the API is unreachable
+        raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))
+
+
+def dynamic_client(params):
+    """A DynamicClient for the auth options in ``params``. Discovery is cached on disk by the library
+    (per API host), so repeated module runs do not rediscover the API."""
+    api = k8s_client_lib.ApiClient(configuration(params))
+    api.user_agent = USER_AGENT
+    try:
+        return DynamicClient(api)
+    except Exception as e:  # discovery of /version and /api fails when the API is unreachable
+        raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))

@@ -1,0 +1,353 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Internal to the soperator.slurm collection: not a public API, may change without notice.
+"""Converge one SlurmCluster in one process: observe, plan (``plan/converge.py``), act, report.
+
+A pass reads the live SlurmCluster and what it runs (``observe.py``), asks the pure planner what to do, has the
+running daemons judge a changed configuration (``checks.py``), sends every write of the plan as a server-side dry run
+(``apply.Applier.preflight``), then does it in this order: drain and resume Slurm nodes, apply and prune the rendered
+objects (``apply.py``), scale the workers of NodeSets being deleted, replace outdated pods, delete the Slurm records
+of pods that are gone, release NodeSets whose nodes are all gone, and write the status. Every request goes through
+the access layer (``access.py``); nothing here decides.
+
+``converge()`` repeats passes while something is under way and ``wait_timeout`` allows (``ansible-playbook``
+waits for its drains); with ``wait_timeout=0`` it returns after one pass with ``requeue_after`` (the operator
+requeues instead of blocking a worker).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+from typing import Any, Dict
+
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap
+from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.checks import ConfigChecks
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.observe import Observation
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge as core
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import teardown as teardown_plan
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+
+
+class SecretMissing(Exception):
+    """A key Secret of the cluster is gone while its pods hold the keys: generating a new one would split the
+    cluster (munge refuses every credential between old and new pods). Nothing was applied."""
+
+    def __init__(self, message):
+        super(SecretMissing, self).__init__(message)
+        self.message = message
+
+
+class InvalidDefinition(Exception):
+    """The SlurmCluster itself is invalid: nothing of it can be rendered. ``field`` names the first problem."""
+
+    def __init__(self, errors):
+        super(InvalidDefinition, self).__init__(str(errors))
+        self.errors = errors
+        self.field = errors.errors[0].path if getattr(errors, "errors", None) else None
+
+
+class Converger(Observation, ConfigChecks):
+    """One SlurmCluster's reconcile against a live cluster. ``client``: a DynamicClient; ``slurm_transport(pod)``
+    returns the argv runner for ``scontrol`` in that controller pod (tests pass a local one)."""
+
+    def __init__(self, client, namespace, name, field_manager, slurm_transport, check_mode=False, diff=False,
+                 on_secret=None, clock=time.time, sleep=time.sleep, write_status=True, nodeset_finalizer=False,
+                 policy=None):
+        self.client = client
+        self.api = access.Api(client, field_manager=field_manager)
+        self.namespace = namespace
+        self.name = name
+        self.field_manager = field_manager
+        self.slurm_transport = slurm_transport
+        self.check_mode = check_mode
+        self.diff = diff
+        self.on_secret = on_secret
+        self.clock = clock
+        self.sleep = sleep
+        self.write_status = write_status and not check_mode
+        self.nodeset_finalizer = nodeset_finalizer
+        self.policy = policy  # the installer's (policy.normalize); None: not judged
+        self.warnings = []    # what went wrong without failing the run (an Event not written)
+
+    # --- writes of our own resources ------------------------------------------------------------------------
+    def patch_status(self, kind, name, compute, attempts=5):
+        """Read, compute the new status from the old, write it to the status subresource if it differs."""
+        if not self.write_status:
+            return
+        self.api.update_status(names.API_VERSION, kind, name, self.namespace, compute, st.same_status, attempts)
+
+    def patch_finalizers(self, obj, finalizers):
+        self.api.set_finalizers(obj, finalizers)
+
+    def may_delete(self, deletion_policy):
+        """``{resource: allowed}`` for what ``deletion_policy`` asks to delete (SelfSubjectAccessReviews)."""
+        return dict((resource, self.api.may(self.namespace, "delete", resource))
+                    for resource in teardown_plan.reviews(deletion_policy))
+
+    # --- one pass -------------------------------------------------------------------------------------------
+    def applier(self, manifests, keep=()):
+        """The apply of the cluster's ``manifests``, observed (live copies listed) but not run."""
+        return Applier(
+            self.client, manifests, self.field_manager, prune_selector="%s=%s" % (names.LABEL_CLUSTER, self.name),
+            prune_kinds=kinds.prune_kinds(), prune_namespaces=[self.namespace], check_mode=self.check_mode,
+            diff=self.diff, on_secret=self.on_secret, keep=set(keep)).observe()
+
+    def preflight(self, cluster, nodesets, observed, now):
+        """The plan, and its apply once the API server accepted every write of it in a dry run.
+
+        Objects of a NodeSet the API server refuses make that NodeSet invalid (Degraded, its objects left as they
+        are) and the plan is made again without it; a refusal of anything else raises SpecErrors naming the user's
+        field. A key Secret that is missing while the cluster's pods run raises SecretMissing. Nothing is written
+        here."""
+        refused = {}
+        while True:
+            plan = core.plan(cluster, nodesets, observed, now, policy=self.policy, refused=refused)
+            self.check_slurm_config(cluster, plan, observed)
+            self.check_sshd_config(cluster, plan, observed)
+            applier = self.applier(plan.manifests, plan.keep)
+            refusals = applier.preflight()
+            if not refusals:
+                break
+            errors = fieldmap.refusal_errors(plan.cluster, plan.valid_nodesets, refusals)
+            cluster_errors, per_nodeset = core.split_errors(errors)
+            if cluster_errors or not per_nodeset or set(per_nodeset) & set(refused):
+                raise SpecErrors(errors)
+            refused.update(per_nodeset)
+        missing = [o["metadata"]["name"] for o in applier.absent()
+                   if objects.generator(o) and o["metadata"]["name"] in plan.secrets_held]
+        if missing:
+            raise SecretMissing(
+                "Secret(s) %s of SlurmCluster %s/%s are missing while its pods run with the keys they held: a new "
+                "key would lock the running daemons out of each other, so none is generated and nothing was "
+                "applied. Restore the Secret(s) from a backup, or set spec.maintenance: true (every pod stops; the "
+                "next run generates new keys) and then false again" % (", ".join(missing), self.namespace, self.name))
+        return plan, applier
+
+    def act(self, plan, slurm_error, applier=None):
+        """Carry ``plan`` out (its ``applier`` from :meth:`preflight`); returns what was done."""
+        done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
+                                "replaced_pods": []}
+        slurm = self.slurm()  # only called upon when the plan changes Slurm
+        for reason, nodes in sorted(plan.drain.items()):
+            if not self.check_mode:
+                slurm.drain(nodes, reason)
+            done["drained"] += nodes
+        if plan.resume:
+            done["resumed"] = plan.resume if self.check_mode else slurm.resume(plan.resume)
+        applied = (applier or self.applier(plan.manifests, plan.keep)).run()
+        for sts_name, replicas in sorted(plan.scale.items()):
+            if not self.check_mode:
+                self.api.patch("apps/v1", "StatefulSet", sts_name, self.namespace, {"spec": {"replicas": replicas}},
+                               what="scale StatefulSet %s/%s" % (self.namespace, sts_name))
+            done["scaled"][sts_name] = replicas
+        for pod_name, uid in plan.delete_pods:
+            if not self.check_mode:
+                # The uid precondition: never the replacement the StatefulSet may already have made.
+                try:
+                    if not self.api.delete("v1", "Pod", pod_name, self.namespace, uid=uid,
+                                           what="replace pod %s/%s" % (self.namespace, pod_name)):
+                        continue
+                except access.Conflict:
+                    continue
+            done["replaced_pods"].append(pod_name)
+        if plan.delete_nodes:
+            if not self.check_mode:
+                slurm.delete(plan.delete_nodes)
+            done["deleted_nodes"] = list(plan.delete_nodes)
+        for pod_name, uid, host, why in plan.evict:
+            if not self.check_mode and not self.move_pod(pod_name, uid, host, why):
+                continue
+            done["replaced_pods"].append(pod_name)
+        # Said once a pod went with its jobs: a replaced pod only when this pass deleted it; a removed one when the
+        # smaller StatefulSet was applied (or scaled) above.
+        done["events"] = []
+        for entry in plan.give_up:
+            if entry["pod_uid"] and entry["node"] not in done["replaced_pods"]:
+                continue
+            done["events"].append(self.record_event(entry))
+        return applied, done
+
+    def jobs_on(self, node_names):
+        """``{node: [job ids]}`` from slurmctld, ``{}`` when it cannot tell (the ids only inform status and Events)."""
+        try:
+            return self.slurm().jobs_on(node_names)
+        except SlurmError:
+            return {}
+
+    def record_event(self, entry):
+        """The DrainTimeoutExpired Event on the NodeSet of ``entry`` (``Plan.give_up``); returns its message. An
+        Event that cannot be written is reported (a warning), never a reason to fail the pass."""
+        event_type, reason, message = model.give_up_event(entry)
+        nodeset = {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
+                   "metadata": {"name": entry["nodeset"], "namespace": self.namespace, "uid": entry["nodeset_uid"]}}
+        if not self.check_mode:
+            try:
+                self.api.event(nodeset, event_type, reason, message, self.field_manager, self.clock())
+            except KubernetesError as e:
+                self.warnings.append("%s (%s)" % (e.msg, message))
+        return message
+
+    def move_pod(self, pod_name, uid, host, why):
+        """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
+        API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
+        if host:
+            self.api.patch("v1", "Node", host, None, {"metadata": {"annotations": {
+                names.ANNOTATION_CORDONED: "%s/%s: %s" % (self.namespace, pod_name, why)}},
+                "spec": {"unschedulable": True}}, what="cordon Node %s" % host)
+        return self.api.evict(self.namespace, pod_name, uid)
+
+    # --- the whole converge ---------------------------------------------------------------------------------
+    def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
+        """Passes until settled (nothing pending; Ready too with ``wait_for_ready``) or ``wait_timeout``."""
+        deadline = self.clock() + wait_timeout
+        totals: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
+                                  "replaced_pods": [], "events": []}
+        objects_seen, counts, diffs, changed = {}, {}, [], False
+        passes = 0
+        timings = dict.fromkeys(("observe", "render", "apply", "status"), 0.0)
+        mark = [time.monotonic()]
+
+        def lap(phase):
+            now = time.monotonic()
+            timings[phase] += now - mark[0]
+            mark[0] = now
+
+        while True:
+            passes += 1
+            mark[0] = time.monotonic()
+            cluster = self.get_cr(names.CLUSTER_KIND, self.name)
+            if cluster is None:
+                raise KubernetesError("SlurmCluster %s/%s not found" % (self.namespace, self.name), status=404)
+            nodesets, observed, slurm_error = self.observe(cluster, retire)
+            lap("observe")
+            try:
+                # A deletion policy this reconciler could not honour is refused now, not at deletion time.
+                deletion = (cluster.get("spec") or {}).get("deletionPolicy")
+                problems = teardown_plan.deletion_problems(deletion, self.may_delete(deletion), self.namespace)
+                if problems:
+                    raise SpecErrors(problems)
+                plan, applier = self.preflight(cluster, nodesets, observed, int(self.clock()))
+            except SpecErrors as e:
+                message = str(e)
+                self.patch_status(names.CLUSTER_KIND, self.name,
+                                  lambda old, obj, m=message: st.invalid_cluster_status(
+                                      old, obj, m, iso(self.clock())))
+                raise InvalidDefinition(e)
+            except SecretMissing as e:
+                self.patch_status(names.CLUSTER_KIND, self.name,
+                                  lambda old, obj, m=e.message: st.invalid_cluster_status(
+                                      old, obj, m, iso(self.clock()), reason=st.REASON_SECRET_MISSING,
+                                      phase="Failed"))
+                raise
+            if slurm_error and plan.pending:
+                plan.pending.append("slurm: %s" % slurm_error)
+            if observed["slurm"] is not None and plan.nodes_with_jobs():
+                plan.set_jobs(self.jobs_on(plan.nodes_with_jobs()))
+            lap("render")
+            applied, done = self.act(plan, slurm_error, applier)
+            lap("apply")
+            for entry in applied["objects"]:
+                ident = (entry["kind"], entry["namespace"], entry["name"])
+                if entry["action"] != "unchanged" or ident not in objects_seen:
+                    objects_seen[ident] = entry
+            diffs += applied.get("diff") or []
+            changed = changed or applied["changed"] or bool(done["drained"] or done["resumed"] or done["scaled"]
+                                                            or done["deleted_nodes"] or done["replaced_pods"])
+            for key in ("drained", "resumed", "deleted_nodes", "replaced_pods", "events"):
+                totals[key] += [n for n in done[key] if n not in totals[key]]
+            totals["scaled"].update(done["scaled"])
+            released = self.release(nodesets, plan, retire)
+            totals["released"] += released
+            changed = changed or bool(released)
+            self.report(cluster, nodesets, observed, plan)
+            lap("status")
+            settled = not plan.pending and (plan.ready or not wait_for_ready)
+            if settled or self.check_mode or self.clock() + poll > deadline:
+                break
+            pause = poll if changed else max(poll, plan.requeue_after or poll)
+            self.sleep(min(pause, max(0.0, deadline - self.clock())))
+        for entry in objects_seen.values():
+            counts[entry["action"]] = counts.get(entry["action"], 0) + 1
+        result = {
+            "changed": changed, "ready": plan.ready, "phase": plan.phase, "message": plan.message,
+            "pending": plan.pending, "deferred": plan.deferred, "requeue_after": plan.requeue_after,
+            "invalid": plan.invalid, "objects": list(objects_seen.values()), "counts": counts, "slurm": totals,
+            "nodesets": plan.nodesets, "passes": passes, "timings": timings,
+        }
+        if self.diff:
+            result["diff"] = diffs
+        if self.warnings:
+            result["warnings"] = list(dict.fromkeys(self.warnings))
+        return result
+
+    def release(self, nodesets, plan, retire):
+        """NodeSets whose nodes are all gone: drop our finalizer (being deleted) or delete them (retired by
+        the definition, ``site.yml``)."""
+        released = []
+        for ns in nodesets:
+            name = ns["metadata"]["name"]
+            if name not in plan.release:
+                continue
+            released.append(name)
+            if self.check_mode:
+                continue
+            if name in retire and ns["metadata"].get("deletionTimestamp") == "retiring":
+                self.api.delete(names.API_VERSION, names.NODESET_KIND, name, self.namespace)
+            finalizers = ns["metadata"].get("finalizers") or []
+            if names.FINALIZER in finalizers:
+                live = self.get_cr(names.NODESET_KIND, name)
+                if live is not None:
+                    self.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or []
+                                                 if f != names.FINALIZER])
+        if self.nodeset_finalizer and not self.check_mode:
+            for ns in nodesets:
+                md = ns["metadata"]
+                if md.get("deletionTimestamp") or names.FINALIZER in (md.get("finalizers") or []):
+                    continue
+                self.patch_finalizers(ns, list(md.get("finalizers") or []) + [names.FINALIZER])
+        return released
+
+    def report_pods(self, observed, plan, now):
+        """Each worker pod's SlurmNodeReady condition, written (pods/status) only when it changed."""
+        for name, desired in sorted(plan.pod_conditions.items()):
+            pod = observed["pods"].get(name)
+            live = projection.live_condition(pod)
+            if pod is None or projection.same_condition(live, desired):
+                continue
+            cond = dict(desired, lastTransitionTime=now if live is None or live.get("status") != desired["status"]
+                        else live.get("lastTransitionTime") or now)
+            try:
+                self.api.patch("v1", "Pod", name, self.namespace, {"status": {"conditions": [cond]}},
+                               content_type=access.STRATEGIC_MERGE_PATCH, subresource="status",
+                               what="write the %s condition of pod %s/%s" % (desired["type"], self.namespace, name))
+            except access.NotFound:
+                continue
+
+    def report(self, cluster, nodesets, observed, plan):
+        now = iso(self.clock())
+        if self.write_status:
+            self.report_pods(observed, plan, now)
+        self.patch_status(names.CLUSTER_KIND, self.name, lambda old, obj: st.cluster_status(old, obj, plan, now))
+        for ns in nodesets:
+            name = ns["metadata"]["name"]
+            if name in plan.release:
+                continue
+            facts = plan.nodesets.get(name)
+            sts = observed["statefulsets"].get(names.worker_name(self.name, name))
+            selector = st.label_selector(((sts or {}).get("spec") or {}).get("selector", {}).get("matchLabels")) \
+                if sts else st.label_selector(names.selector_labels(self.name, names.COMPONENT_WORKER, name))
+            self.patch_status(names.NODESET_KIND, name,
+                              lambda old, obj, f=facts, s=selector: st.nodeset_status(old, obj, plan, f, s, now))

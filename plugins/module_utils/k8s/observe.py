@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Internal to the soperator.slurm collection: not a public API, may change without notice.
+"""What a converge pass reads before the planner decides: the SlurmCluster's NodeSets, its StatefulSets and pods
+(two label-selected lists), Slurm's node table (one ``scontrol show node`` in the controller pod, when it is ready),
+the outdated login pods' sessions, the optional kinds served, the owners of the namespace, the labels of an External
+database's Secrets and, when asked for, the Kubernetes nodes of the workers. Reads only; the converger
+(``converger.py``) mixes this in.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from typing import Any
+
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import values
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm, SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import login as login_plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check
+
+
+class Observation(object):
+    """Reads of one SlurmCluster (``self.api``, ``self.namespace``, ``self.name``, ``self.slurm_transport``)."""
+
+    api: Any
+    namespace: Any
+    name: Any
+    slurm_transport: Any
+
+    def get_namespace(self):
+        return self.api.get("v1", "Namespace", self.namespace, what="get Namespace %s" % self.namespace)
+
+    def served(self, api_version, kind):
+        """Whether the cluster serves a kind (another project's CRD); remembered for this Converger."""
+        return self.api.served(api_version, kind)
+
+    def served_kinds(self):
+        """The optional kinds (kinds.OWNED) the cluster serves: only those are rendered."""
+        return tuple(k.kind for k in kinds.OWNED if k.optional and self.served(kinds.api_version(k), k.kind))
+
+    def get_cr(self, kind, name):
+        return self.api.get(names.API_VERSION, kind, name, self.namespace,
+                            what="get %s %s/%s" % (kind, self.namespace, name))
+
+    def list(self, api_version, kind, selector=None):
+        return self.api.list(api_version, kind, self.namespace, selector, required=True,
+                             what="list %s in %s" % (kind, self.namespace))
+
+    def nodesets(self, every=None):
+        """This cluster's NodeSets (of ``every`` NodeSet of the namespace, listed when not given)."""
+        if every is None:
+            every = self.list(names.API_VERSION, names.NODESET_KIND)
+        return [ns for ns in every if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == self.name]
+
+    def owners(self, nodesets=None, clusters=None):
+        """Every SlurmCluster and NodeSet of the namespace as ``references.name_collisions`` wants them."""
+        if clusters is None:
+            clusters = self.list(names.API_VERSION, names.CLUSTER_KIND)
+        if nodesets is None:
+            nodesets = self.list(names.API_VERSION, names.NODESET_KIND)
+        return ([{"cluster": c["metadata"]["name"], "nodeset": None,
+                  "created": c["metadata"].get("creationTimestamp")} for c in clusters]
+                + [{"cluster": ((ns.get("spec") or {}).get("clusterRef") or {}).get("name"),
+                    "nodeset": ns["metadata"]["name"], "created": ns["metadata"].get("creationTimestamp")}
+                   for ns in nodesets])
+
+    def controller_ready(self, pods):
+        pod = pods.get(names.controller_pod(self.name))
+        if not pod or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        for cond in (pod.get("status") or {}).get("conditions") or ():
+            if cond.get("type") == "Ready":
+                return cond.get("status") == "True"
+        return False
+
+    def slurm(self):
+        return Slurm(self.slurm_transport(names.controller_pod(self.name)))
+
+    def observe(self, cluster, extra_leaving=()):
+        """(NodeSets, observed, why Slurm did not answer) for ``converge.plan``; NodeSets named in ``extra_leaving``
+        (retired by a definition) are seen as being deleted."""
+        every = self.list(names.API_VERSION, names.NODESET_KIND)
+        nodesets = self.nodesets(every)
+        leaving = set(extra_leaving)
+        marked = []
+        for ns in nodesets:
+            if ns["metadata"]["name"] in leaving and not ns["metadata"].get("deletionTimestamp"):
+                ns = dict(ns, metadata=dict(ns["metadata"], deletionTimestamp="retiring"))
+            marked.append(ns)
+        selector = "%s=%s" % (names.LABEL_CLUSTER, self.name)
+        statefulsets = dict((s["metadata"]["name"], s) for s in self.list("apps/v1", "StatefulSet", selector))
+        pods = dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", selector))
+        slurm_nodes, slurm_error = None, None
+        if self.controller_ready(pods):
+            try:
+                slurm_nodes = self.slurm().show_nodes()
+            except SlurmError as e:
+                slurm_error = e.msg
+        else:
+            slurm_error = "pod %s is not ready" % names.controller_pod(self.name)
+        observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
+                    "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
+                    "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
+        settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
+        if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
+            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
+        return marked, observed, slurm_error
+
+    def database_secrets(self, cluster):
+        """``{name: labels}`` of the Secrets an External database names (``values.database_secret_refs``), read by
+        name as metadata only (PartialObjectMetadata: their values never reach this process); a missing one is left
+        out."""
+        found = {}
+        for name in sorted(set(ref[1] for ref in values.database_secret_refs(cluster.get("spec")))):
+            meta = self.api.get("v1", "Secret", name, self.namespace, metadata_only=True,
+                                what="read the labels of Secret %s/%s" % (self.namespace, name))
+            if meta is not None:
+                found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
+        return found
+
+    def kubernetes_nodes(self, pods):
+        """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
+        when Nodes may not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
+        found = {}
+        hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
+                    if (p.get("spec") or {}).get("nodeName"))
+        for host in sorted(hosts):
+            try:
+                node = self.api.get("v1", "Node", host, what="get Node %s" % host)
+            except KubernetesError as e:
+                return None, "cannot read Kubernetes nodes: %s" % e.msg
+            if node is None:
+                continue
+            found[host] = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+                           "conditions": dict((c.get("type"), c.get("status"))
+                                              for c in (node.get("status") or {}).get("conditions") or ())}
+        return found, None
+
+    def login_sessions(self, statefulsets, pods):
+        """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
+        sessions = {}
+        for name in login_plan.outdated_login_pods(self.name, statefulsets, pods):
+            try:
+                rc, out, dummy = self.slurm_transport(name, login_check.CONTAINER)(login_check.sessions_command())
+            except SlurmError:
+                # No sshd container to ask: a pod that is not ready holds no session (its sshd is not running).
+                sessions[name] = None if model.pod_ready(pods[name]) else 0
+                continue
+            sessions[name] = login_check.parse_sessions(rc, out)
+        return sessions

@@ -1,0 +1,284 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Internal to the soperator.slurm collection: not a public API, may change without notice.
+"""The only code of the collection that runs Slurm commands (``scontrol``).
+
+Commands run through an injected transport, a callable ``(argv, stdin=None) -> (rc, stdout, stderr)``; what a
+command reads (a candidate configuration) travels as ``stdin``, never in ``argv``: an exec's argv is part of its
+URL, which the API server's audit log records.
+
+* ``KubernetesExecTransport``: exec in the controller pod (container ``slurmctld``) through the Kubernetes
+  API, for real use;
+* ``LocalTransport``: a local process with an argv prefix (the tests' way into a real Slurm in a rootfs).
+
+The decisions are pure and live in ``plan/drains.py`` (Slurm's output parsed by ``slurm/scontrol.py``);
+``scale_in()`` and ``remove()`` below read the nodes, ask the planner, run the few commands it asks for, and poll
+(with an injected clock) when told to wait.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import subprocess
+import time
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+
+try:
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream import stream
+except ImportError:  # the module reports the missing library before a Kubernetes transport is built
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        status = None
+
+    stream = None  # type: ignore[assignment]
+
+# Epoch seconds in scontrol's times (the Reason's `[user@time]`): no time zone to guess.
+SCONTROL = ["env", "SLURM_TIME_FORMAT=%s", "scontrol"]
+DEFAULT_COMMAND_TIMEOUT = 60
+
+
+class SlurmError(Exception):
+    """A Slurm command failed or could not run. ``details``: command, rc, stdout, stderr (for fail_json)."""
+
+    def __init__(self, msg, command=None, rc=None, stdout=None, stderr=None):
+        super(SlurmError, self).__init__(msg)
+        self.msg = msg
+        self.details = dict(command=command, rc=rc, stdout=stdout, stderr=stderr)
+
+
+class LocalTransport(object):
+    """Run argv as a local process, after ``prefix`` (e.g. ``nsenter -t <pid> ... env -i PATH=...``)."""
+
+    def __init__(self, prefix=(), timeout=DEFAULT_COMMAND_TIMEOUT):
+        self.prefix = list(prefix)
+        self.timeout = timeout
+
+    def __call__(self, argv, stdin=None):
+        try:
+            cp = subprocess.run(self.prefix + list(argv), capture_output=True, text=True, timeout=self.timeout,
+                                input=stdin if stdin is not None else "", check=False)
+        except subprocess.TimeoutExpired:
+            return 124, "", "timed out after %ss" % self.timeout
+        except OSError as e:
+            return 127, "", str(e)
+        return cp.returncode, cp.stdout, cp.stderr
+
+
+class KubernetesExecTransport(object):
+    """Exec argv in a container of a pod (``connect_get_namespaced_pod_exec``); no shell, no tty. ``stdin`` is
+    written to the command's standard input (the exec's stream, not its URL); the command must read no more than
+    it is sent (the channel protocols before v5 cannot close stdin)."""
+
+    def __init__(self, core_v1, namespace, pod, container="slurmctld", timeout=DEFAULT_COMMAND_TIMEOUT):
+        self.core_v1 = core_v1
+        self.namespace = namespace
+        self.pod = pod
+        self.container = container
+        self.timeout = timeout
+
+    def __call__(self, argv, stdin=None):
+        try:
+            ws = stream(self.core_v1.connect_get_namespaced_pod_exec, self.pod, self.namespace,
+                        command=list(argv), container=self.container, stdin=stdin is not None, stdout=True,
+                        stderr=True, tty=False, _preload_content=False)
+        except ApiException as e:
+            raise SlurmError("cannot exec in pod %s/%s (container %s): %s %s"
+                             % (self.namespace, self.pod, self.container, e.status, e.reason),
+                             command=list(argv))
+        except Exception as e:  # websocket / transport errors
+            raise SlurmError("cannot exec in pod %s/%s (container %s): %s"
+                             % (self.namespace, self.pod, self.container, e), command=list(argv))
+        try:
+            if stdin is not None:
+                ws.write_stdin(stdin)
+            ws.run_forever(timeout=self.timeout)
+            if ws.is_open():
+                return 124, ws.read_stdout(), ws.read_stderr() + "timed out after %ss" % self.timeout
+            rc = ws.returncode
+            return (rc if rc is not None else 1), ws.read_stdout(), ws.read_stderr()
+        except Exception as e:  # a kubelet that answers exec with something else than a status (kwok's fake)
+            raise SlurmError("exec in pod %s/%s (container %s) gave no exit status: %s"
+                             % (self.namespace, self.pod, self.container, e), command=list(argv))
+        finally:
+            ws.close()
+
+    def pods_present(self, pod_names):
+        """Names of these pods that still exist (a node record is only deleted once its pod is gone: a
+        running slurmd would register the node again)."""
+        present = []
+        for name in pod_names:
+            try:
+                self.core_v1.read_namespaced_pod(name, self.namespace)
+            except ApiException as e:
+                if e.status == 404:
+                    continue
+                raise SlurmError("cannot read pod %s/%s: %s %s" % (self.namespace, name, e.status, e.reason))
+            present.append(name)
+        return present
+
+
+class Slurm(object):
+    """The Slurm operations the collection needs, each one ``scontrol`` call."""
+
+    def __init__(self, transport):
+        self.transport = transport
+
+    def run(self, argv):
+        rc, out, err = self.transport(argv)
+        if rc != 0:
+            raise SlurmError("%s exited %s: %s" % (" ".join(argv), rc, (err or out).strip()),
+                             command=list(argv), rc=rc, stdout=out, stderr=err)
+        return out
+
+    def show_nodes(self):
+        """``{name: node}`` from ``scontrol show node -o`` (see scontrol.parse_show_node)."""
+        argv = SCONTROL + ["show", "node", "-o"]
+        out = self.run(argv)
+        try:
+            return scontrol.parse_show_node(out)
+        except scontrol.ScontrolParseError as e:
+            raise SlurmError(str(e), command=argv, rc=0, stdout=out)
+
+    def drain(self, node_names, reason):
+        self._update(node_names, "state=drain", "reason=%s" % reason)
+
+    def resume(self, node_names, prefix=names.DRAIN_REASON_PREFIX):
+        """Resume those of ``node_names`` whose CURRENT reason is ours (re-read right before): an admin who
+        drained one in the meantime keeps it drained. Returns the names resumed."""
+        if not node_names:
+            return []
+        nodes = self.show_nodes()
+        ours = [n for n in node_names if n in nodes and drains.is_ours(nodes[n]["reason"], prefix)]
+        self._update(ours, "state=resume")
+        return ours
+
+    def jobs_on(self, node_names):
+        """``{node: [job ids]}`` of the jobs running (or completing, suspended) on each node; a node Slurm could not
+        answer for is left out."""
+        node_names = scontrol.validate_node_names(node_names)
+        if not node_names:
+            return {}
+        rc, out, dummy = self.transport(["sh", "-c", scontrol.JOBS_SCRIPT, "soperator-jobs"] + list(node_names))
+        return scontrol.parse_jobs(out, node_names) if rc == 0 else {}
+
+    def delete(self, node_names):
+        node_names = scontrol.validate_node_names(node_names)
+        if node_names:
+            self.run(["scontrol", "delete", "nodename=%s" % ",".join(node_names)])
+
+    def _update(self, node_names, *settings):
+        node_names = scontrol.validate_node_names(node_names)
+        if node_names:
+            self.run(["scontrol", "update", "nodename=%s" % ",".join(node_names)] + list(settings))
+
+
+def _brief(nodes, node_names):
+    return dict((n, {"state": "+".join([nodes[n]["state"]] + nodes[n]["flags"]), "reason": nodes[n]["reason"]})
+                for n in node_names if n in nodes)
+
+
+def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeout=None,
+             remove_admin_drained=True, check_mode=False, wait=False, wait_timeout=120, wait_sleep=5,
+             sleep=time.sleep, monotonic=time.monotonic, now=time.time):
+    """Prepare going from ``current_replicas`` to ``replicas`` pods: resume our scale-in drains on pods that
+    stay, drain the victims, optionally wait for their jobs; report how many replicas may go now."""
+    if not drains.is_ours(reason):
+        raise ValueError("reason %r must start with %r, or our own drains would look like an admin's"
+                         % (reason, names.DRAIN_REASON_PREFIX))
+    reason = reason.strip()
+    victims = drains.scale_in_victims(current_replicas, replicas, statefulset)
+    scontrol.validate_node_names(victims)
+    nodes = slurm.show_nodes()
+    before = dict(nodes)
+
+    to_resume = drains.resume_candidates(nodes, statefulset, replicas, reason)
+    resumed = to_resume if check_mode else slurm.resume(to_resume)
+
+    def decide(nodes):
+        return drains.plan_scale_in(nodes, victims, now=now(), drain_timeout=drain_timeout,
+                                    remove_admin_drained=remove_admin_drained)
+
+    entries = decide(nodes)
+    to_drain = [e["name"] for e in entries if e["action"] == drains.DRAIN]
+    if to_drain:
+        if check_mode:
+            nodes = scontrol.simulate_drain(nodes, to_drain, reason)
+        else:
+            slurm.drain(to_drain, reason)
+            nodes = slurm.show_nodes()
+        entries = decide(nodes)
+    elif resumed and not check_mode:
+        nodes = slurm.show_nodes()
+
+    timed_out = False
+    if wait and not check_mode:
+        deadline = monotonic() + wait_timeout
+        while _worth_waiting(entries):
+            if monotonic() >= deadline:
+                timed_out = True
+                break
+            sleep(wait_sleep)
+            nodes = slurm.show_nodes()
+            entries = decide(nodes)
+
+    removable = drains.removable_replicas(entries)
+    changed = bool(to_drain or resumed)
+    touched = sorted(set(to_drain) | set(resumed))
+    if check_mode:
+        after = scontrol.simulate_drain(before, to_drain, reason)
+        for name in resumed:
+            after[name] = dict(after[name], reason=None, flags=[f for f in after[name]["flags"] if f != "DRAIN"])
+    else:
+        after = nodes
+    return {
+        "changed": changed,
+        "victims": victims,
+        "removable": removable,
+        "replicas": max(replicas, current_replicas - removable),
+        "drained": to_drain,
+        "resumed": resumed,
+        "waiting": [e["name"] for e in entries if not e["removable"] and e["busy"]],
+        "admin_drained": [e["name"] for e in entries if e["action"] == drains.BLOCKED],
+        "expired": [e["name"] for e in entries if e["expired"]],
+        "timed_out": timed_out,
+        "nodes": entries,
+        "diff": {"before": _brief(before, touched), "after": _brief(after, touched)},
+    }
+
+
+def _worth_waiting(entries):
+    """Some victim is not removable yet but will become so by itself (its jobs end, its drain expires)."""
+    removable = drains.removable_replicas(entries)
+    if removable == len(entries):
+        return False
+    return any(e["busy"] and e["action"] in (drains.WAIT, drains.BLOCKED) for e in entries[removable:])
+
+
+def remove(slurm, node_names=(), statefulset=None, replicas=None, pods_present=None, check_mode=False):
+    """Delete the node records of pods that are gone: ``node_names`` plus, with ``statefulset`` and
+    ``replicas``, every node of that StatefulSet with an ordinal >= ``replicas`` (ghosts of any earlier
+    scale-in). ``pods_present(names)`` returns the pods that still exist; their nodes are kept."""
+    node_names = scontrol.validate_node_names(list(node_names or []))
+    nodes = slurm.show_nodes()
+    wanted = list(node_names)
+    if statefulset is not None and replicas is not None:
+        wanted += [n for n in drains.statefulset_nodes(nodes, statefulset, replicas) if n not in wanted]
+    still_running = pods_present([n for n in wanted if n in nodes]) if pods_present else []
+    decided = drains.plan_delete(nodes, [n for n in wanted if n not in still_running])
+    if decided["delete"] and not check_mode:
+        slurm.delete(decided["delete"])
+    return {
+        "changed": bool(decided["delete"]),
+        "deleted": decided["delete"],
+        "busy": decided["busy"],
+        "absent": decided["absent"],
+        "pods_present": still_running,
+        "diff": {"before": _brief(nodes, decided["delete"]), "after": {}},
+    }

@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Components and readiness: what the cluster's pods say. Pure.
+
+The optional components (accounting, REST API, exporter) each get a condition from their pods, with the reason
+their entrypoint gave when they fail (``DatabaseAccessDenied: ...``); a failed populate Job degrades the cluster;
+the key Secrets a pod mounts are held by it (never generated anew under it); the cluster is Ready when nothing is
+pending, every StatefulSet's pods are ready and every worker is a serving Slurm node.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
+    JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, labels, name, replicas,
+)
+
+_REASON = re.compile(r"^([A-Z][A-Za-z]+): ")
+
+
+def pod_problem(pod):
+    """Why a pod's container keeps failing, from its status: the last termination message (our entrypoints end
+    with ``<Reason>: <what to do>``; Slurm's own last log lines otherwise), or the waiting reason. None if fine."""
+    statuses = ((pod or {}).get("status") or {})
+    for status in (statuses.get("initContainerStatuses") or []) + (statuses.get("containerStatuses") or []):
+        if status.get("ready"):
+            continue
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        terminated = (status.get("lastState") or {}).get("terminated") or (status.get("state") or {}).get(
+            "terminated") or {}
+        message = (terminated.get("message") or "").strip()
+        if terminated.get("exitCode") and message:
+            return "%s: %s" % (status.get("name"), message.splitlines()[-1])
+        if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull",
+                                     "CreateContainerConfigError", "CreateContainerError"):
+            return "%s: %s%s" % (status.get("name"), waiting["reason"],
+                                 ": " + waiting["message"] if waiting.get("message") else "")
+    return None
+
+
+def _problems_of(pods, sts_name):
+    found = [pod_problem(pods[n]) for n in sorted(pods) if names.ordinal(n, sts_name) is not None]
+    return [w for w in found if w]
+
+
+def plan_components(p, ctx):
+    """A condition per optional component (AccountingReady, RestApiReady, ExporterReady) into ``p.components``:
+    its pods ready, or why not, with the reason its entrypoint gave (DatabaseAccessDenied: ...)."""
+    spec, cluster_name = ctx.spec, ctx.name
+    parts = [("accounting", "AccountingReady", [names.accounting_name(cluster_name)]
+              + ([names.database_name(cluster_name)] if spec["accounting"]["database"]["type"] == "InCluster"
+                 else [])),
+             ("restApi", "RestApiReady", [names.rest_name(cluster_name)]),
+             ("exporter", "ExporterReady", [names.exporter_name(cluster_name)])]
+    for field, ctype, sts_names in parts:
+        if not spec[field]["enabled"]:
+            continue
+        if spec["maintenance"]:
+            p.components[ctype] = ("False", "Maintenance", "the cluster is in maintenance")
+            continue
+        problems, reason = [], "Progressing"
+        for sts_name in sts_names:
+            want = next((m["spec"]["replicas"] for m in p.manifests
+                         if m["kind"] == "StatefulSet" and m["metadata"]["name"] == sts_name), 0)
+            live = ctx.statefulsets.get(sts_name)
+            ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
+            if live is not None and ready >= want and replicas(live) == want:
+                continue
+            why = _problems_of(ctx.pods, sts_name)
+            for text in why:
+                found = _REASON.match(text.split(": ", 1)[-1])
+                if found:
+                    reason = found.group(1)
+                    break
+            problems.append("%s: %d/%d pods ready%s" % (sts_name, ready, want, "; " + "; ".join(why) if why else ""))
+        if problems:
+            p.components[ctype] = ("False", reason, "; ".join(problems))
+        else:
+            p.components[ctype] = ("True", "Ready", "every pod ready")
+
+
+def mounted_secrets(pod):
+    """The names of the Secrets ``pod`` mounts (volumes, projected volumes) or reads into its environment."""
+    spec = pod.get("spec") or {}
+    found = []
+    for volume in spec.get("volumes") or ():
+        found.append((volume.get("secret") or {}).get("secretName"))
+        found += [(source.get("secret") or {}).get("name")
+                  for source in (volume.get("projected") or {}).get("sources") or ()]
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        found += [((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                  for env in container.get("env") or ()]
+        found += [(source.get("secretRef") or {}).get("name") for source in container.get("envFrom") or ()]
+    return [secret for secret in found if secret]
+
+
+def populate_failure(cluster_name, spec, pods):
+    """Why the current populate Job failed (its last failed pod's words), or None while it has not failed."""
+    job = names.populate_job_name(cluster_name, spec["jail"]["populate"]["repopulateToken"])
+    mine = [p for p in pods.values() if labels(p).get(JOB_NAME_LABEL, labels(p).get("job-name")) == job]
+    if any((p.get("status") or {}).get("phase") == "Succeeded" for p in mine):
+        return None
+    failed = sorted((p for p in mine if (p.get("status") or {}).get("phase") == "Failed"),
+                    key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+    if not failed:
+        return None
+    said = ""
+    for status in (failed[-1].get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if status.get("name") == "populate" and terminated.get("message"):
+            said = terminated["message"].strip().splitlines()[-1]
+    return "populate Job %s failed%s (spec.jail.populate)" % (job, ": " + said if said else "")
+
+
+def plan_guards(p, ctx):
+    """What the pods hold and what failed: ``p.secrets_held`` (a key Secret a pod of the cluster mounts: while that
+    pod exists a missing one must not be generated anew, see the converge adapter's check) and ``p.degraded`` (a
+    failed populate Job)."""
+    p.secrets_held = sorted(set(secret for pod in ctx.pods.values() for secret in mounted_secrets(pod)))
+    failure = populate_failure(ctx.name, ctx.spec, ctx.pods) if not ctx.spec["maintenance"] else None
+    if failure:
+        p.degraded.append(failure)
+
+
+def plan_readiness(p, ctx, maintenance_ready):
+    """``p.ready``, ``p.phase`` and ``p.message``: Ready when nothing is pending, every StatefulSet's pods are ready
+    and every worker is a serving Slurm node. Nothing is requeued for readiness alone: a worker pod turns Ready when
+    its Slurm node is up (its probe), and that pod event is what brings the next look; only work under way asks for a
+    timed look."""
+    if p.invalid:
+        p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
+    p.pending.extend(p.degraded)
+    if maintenance_ready:
+        p.phase = PHASE_MAINTENANCE
+        p.ready = not p.pending
+        p.message = "maintenance: every StatefulSet scaled to 0" if p.ready else "; ".join(p.pending)
+        return
+    problems = list(p.pending)
+    for obj in p.manifests:
+        if obj["kind"] != "StatefulSet":
+            continue
+        want = obj["spec"]["replicas"]
+        live = ctx.statefulsets.get(name(obj))
+        ready = int(((live or {}).get("status") or {}).get("readyReplicas") or 0)
+        if live is None or ready < want or replicas(live) != want:
+            failing = _problems_of(ctx.pods, name(obj))
+            problems.append("%s: %d/%d pods ready%s" % (name(obj), ready if live else 0, want,
+                                                        " (%s)" % "; ".join(failing) if failing else ""))
+    if ctx.slurm is None:
+        why = ctx.observed.get("slurm_error") or ""
+        problems.append("slurmctld does not answer" + (": " + why if why else ""))
+    else:
+        for set_name, facts in sorted(p.nodesets.items()):
+            want = facts["replicas"] if not facts["leaving"] else 0
+            if facts["serving"] < want:
+                problems.append("NodeSet %s: %d/%d Slurm nodes up" % (set_name, facts["serving"], want))
+    p.ready = not problems
+    p.phase = PHASE_READY if p.ready else PHASE_PROGRESSING
+    p.message = "; ".join(["every pod ready and every Slurm node up"] + p.deferred) if p.ready else "; ".join(
+        problems + p.deferred)

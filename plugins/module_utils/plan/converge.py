@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One reconcile of a SlurmCluster, decided: what to apply, which Slurm nodes to drain, resume or forget,
+what status to report, and whether to look again soon.
+
+Pure: the adapter (``k8s/converger.py``) observes the cluster (the live SlurmCluster and NodeSets, the cluster's
+StatefulSets and pods, Slurm's node table) and hands it to :func:`plan`; the operator runtime calls the same
+function on its watch caches to decide whether a run is needed at all. Time is passed in.
+
+No running job is ever killed by a plan, unless a setting of the NodeSet says after how long (``drainTimeout`` with
+``onDrainTimeout: Proceed`` for scale-in, maintenance and removal; ``updateStrategy.proceedAfter`` for a rolling
+update, unset by default), and then with an Event (``DrainTimeoutExpired``) naming the node and its jobs:
+
+* a NodeSet that shrinks keeps the pods whose Slurm nodes are not drained and idle yet (StatefulSets remove
+  their highest ordinals first); its victims are drained with ``soperator: scale-in``;
+* a NodeSet being deleted (our finalizer holds it) shrinks to zero the same way;
+* ``maintenance: true`` drains every worker with ``soperator: maintenance`` and scales the cluster to zero
+  only once they are idle;
+* what a plan cannot decide without Slurm (slurmctld not answering) is left as it is and reported pending,
+  while everything else is still applied.
+
+Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended, a Kubernetes node uncordoned) are
+resumed; drains with any other reason belong to an administrator (or to the health program on the node, which resumes
+its own) and are never touched. Slurm's node states are projected onto the worker pods (``projection.py``).
+
+:func:`plan` validates, then runs one planner per concern, each a pure function of the same :class:`model.Context`
+that fills its part of the :class:`model.Plan`: maintenance and SlurmUser (``maintenance.py``), scale and drains
+(``scale.py``), the rendered objects (``render``, given the replicas and the maintenance decided), the workers'
+rolling updates (``rolls.py``), the login pods' (``login.py``), the Slurm records of pods gone for good
+(``scale.py``), what the pods hold and what failed (``components.py``), Slurm's view onto Kubernetes and back
+(``projection.py``), readiness and the components' conditions (``components.py``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import references, schema, walk
+from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
+    components, login, maintenance, projection, rolls, scale,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
+from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+
+
+def split_errors(errors):
+    """SpecErrors of a cluster with its NodeSets -> (cluster-level errors, {nodeset name: errors})."""
+    cluster_errors, per_nodeset = [], {}
+    for err in errors:
+        path = err.path or ""
+        if path.startswith("nodesets[") and "]" in path:
+            name = path[len("nodesets["):path.index("]")]
+            per_nodeset.setdefault(name, []).append(err)
+        else:
+            cluster_errors.append(err)
+    return cluster_errors, per_nodeset
+
+
+def _nodeset_name(nodeset):
+    return str(((nodeset or {}).get("metadata") or {}).get("name"))
+
+
+def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, policy=None, refused=None,
+             owners=None):
+    """(defaulted cluster, defaulted valid NodeSets, {name: [SpecError]} of the invalid ones).
+
+    One invalid NodeSet does not hold back the others: it is left out (its objects stay as they are) and
+    reported. An invalid SlurmCluster raises SpecErrors: nothing of the cluster can be rendered then.
+
+    ``policy``: the installer's (``policy.normalize``). ``refused``: ``{nodeset name: [SpecError]}`` NodeSets
+    already known to be invalid (the API server refused their objects in a dry run). ``owners``: every SlurmCluster
+    and NodeSet of the namespace (``references.name_collisions``), to refuse objects that would take another's names.
+    """
+    invalid = dict((name, list(errs)) for name, errs in (refused or {}).items())
+    if owners is not None:
+        cluster_errors, per_nodeset = split_errors(references.name_collisions(
+            owners, str(((cluster or {}).get("metadata") or {}).get("name"))))
+        if cluster_errors:
+            raise SpecErrors(cluster_errors)
+        for name, errs in per_nodeset.items():
+            invalid.setdefault(name, []).extend(errs)
+    remaining = [ns for ns in nodesets if _nodeset_name(ns) not in invalid]
+    while True:
+        try:
+            cluster_ok, valid = specs.validate_cluster_with_nodesets(cluster, remaining, collection_version, policy)
+            return cluster_ok, valid, invalid
+        except SpecErrors as exc:
+            cluster_errors, per_nodeset = split_errors(exc.errors)
+            if cluster_errors or not per_nodeset:
+                raise SpecErrors(exc.errors)
+            for name, errs in per_nodeset.items():
+                invalid.setdefault(name, []).extend(errs)
+            kept = [ns for ns in remaining if _nodeset_name(ns) not in per_nodeset]
+            if len(kept) == len(remaining):  # errors named a NodeSet by index: cannot single it out
+                raise SpecErrors(exc.errors)
+            remaining = kept
+
+
+def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION, policy=None, refused=None):
+    """Decide one reconcile.
+
+    ``cluster``: the live SlurmCluster (with the API server's defaults and its uid); ``nodesets``: the live
+    NodeSets that reference it (including ones being deleted). ``observed``:
+
+    * ``statefulsets``: ``{name: object}`` of the cluster's StatefulSets;
+    * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
+    * ``slurm``: ``{node name: node}`` as ``scontrol.parse_show_node`` returns it, or ``None`` when
+      slurmctld did not answer (or was not asked, as in the operator's cache check);
+    * ``slurm_error``: why it did not answer, for the status message;
+    * ``k8s_nodes``: ``{node name: {"unschedulable": bool, "conditions": {type: status}}}`` of the Kubernetes nodes of
+      the worker pods, when ``spec.healthChecks.kubernetesNodes`` asks for them (None: not read, see
+      ``k8s_nodes_error``).
+    * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
+    * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
+    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database names
+      (``spec.database_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
+      Absent: not judged (the operator's cache check, which never applies anything).
+
+    ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
+    SlurmCluster itself is invalid.
+    """
+    p = Plan()
+    live_sets = [ns for ns in nodesets if not deleting(ns)]
+    cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
+                                          observed.get("owners"))
+    if observed.get("secrets") is not None:
+        # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
+        problems = references.database_secret_errors(cluster_ok, observed["secrets"])
+        if problems:
+            raise SpecErrors(problems)
+    p.cluster, p.valid_nodesets = cluster_ok, valid
+    for set_name, errs in invalid.items():
+        p.invalid[set_name] = "; ".join(str(e) for e in errs)
+    # A NodeSet being deleted is no longer rendered: its live StatefulSet is scaled down to zero (draining
+    # first) and its objects are kept from pruning until nothing of it is left. Only its drainTimeout matters.
+    leaving = [walk.apply_defaults(ns, schema.nodeset_schema()) for ns in nodesets if deleting(ns)]
+    ctx = Context(cluster_ok, valid, leaving, invalid, observed, now)
+
+    maintenance_ready = maintenance.plan_maintenance(p, ctx)
+    slurm_user = maintenance.plan_slurm_user(p, ctx, maintenance_ready)
+    replicas = scale.plan_replicas(p, ctx, maintenance_ready)
+    # While maintenance drains, every pod runs on: the cluster is rendered as out of maintenance until then.
+    p.manifests = render.render_cluster(cluster_ok, valid,
+                                        collection_version, served=observed.get("served") or (),
+                                        slurm_user=slurm_user, replicas=replicas.render,
+                                        maintenance=ctx.spec["maintenance"] and maintenance_ready)
+    rolls.plan_rolls(p, ctx, replicas.rolling)
+    login.plan_login(p, ctx)
+    scale.plan_node_records(p, ctx, replicas.kept)
+    components.plan_guards(p, ctx)
+    projection.plan_projection(p, ctx)
+    components.plan_readiness(p, ctx, maintenance_ready)
+    components.plan_components(p, ctx)
+    return p

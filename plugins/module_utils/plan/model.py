@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the planners share: the :class:`Plan` they fill, the :class:`Context` they read, and small readers of
+observed objects. Pure.
+
+Each concern planner (``scale.py``, ``rolls.py``, ``maintenance.py``, ``login.py``, ``components.py``,
+``projection.py``) is a function of a Context that writes its own fields of the Plan (its docstring names them);
+``converge.plan`` runs them in order.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+
+# The label the StatefulSet controller puts on each pod: the revision of the template it was made from.
+REVISION_LABEL = "controller-revision-hash"
+# The label the Job controller puts on its pods (older clusters: job-name).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+# How soon to look again (seconds) while something is under way.
+REQUEUE_DRAINING = 15
+REQUEUE_PROGRESSING = 5
+REQUEUE_SLURM_UNREACHABLE = 30
+
+# The Event on a NodeSet when a node goes with its jobs, its drain older than the NodeSet's timeout.
+EVENT_DRAIN_TIMEOUT_EXPIRED = "DrainTimeoutExpired"
+_EVENT_JOBS = 50  # job ids an Event names (its message is at most 1024 bytes)
+
+PHASE_READY = "Ready"
+PHASE_PROGRESSING = "Progressing"
+PHASE_MAINTENANCE = "Maintenance"
+
+
+def name(obj):
+    return obj["metadata"]["name"]
+
+
+def replicas(sts):
+    return int(((sts or {}).get("spec") or {}).get("replicas", 1))
+
+
+def deleting(obj):
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def labels(obj):
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def pod_ready(pod):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in ((pod.get("status") or {}).get("conditions") or []))
+
+
+def template_hash(sts):
+    return ((sts.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TEMPLATE_HASH)
+
+
+def revision_seen(sts):
+    """Whether the StatefulSet controller has seen the live template (its update revision is the current one)."""
+    status = sts.get("status") or {}
+    return bool(status.get("updateRevision")) and int(status.get("observedGeneration") or 0) >= int(
+        sts["metadata"].get("generation") or 0)
+
+
+def drain_timeout(nodeset):
+    """Seconds after which a scale-in, maintenance or removal gives up on a drained node's jobs; None: never
+    (onDrainTimeout: Wait)."""
+    if nodeset["spec"].get("onDrainTimeout") == "Wait":
+        return None
+    return durations.seconds(nodeset["spec"]["drainTimeout"])
+
+
+class Context(object):
+    """What every planner reads: the validated SlurmCluster, its NodeSets (``valid``; ``leaving``: being deleted,
+    defaulted; ``invalid``: ``{name: [SpecError]}``), what was observed (see ``converge.plan``) and the time."""
+
+    def __init__(self, cluster, valid, leaving, invalid, observed, now):
+        self.cluster = cluster
+        self.name = name(cluster)
+        self.spec = cluster["spec"]
+        self.valid = list(valid)
+        self.leaving = list(leaving)
+        self.invalid = invalid
+        self.observed = observed
+        self.statefulsets = observed.get("statefulsets") or {}
+        self.pods = observed.get("pods") or {}
+        self.slurm = observed.get("slurm")
+        self.now = now
+
+    @property
+    def workers(self):
+        """The NodeSets whose workers this pass decides about: the valid ones and those being deleted."""
+        return self.valid + self.leaving
+
+    def worker_statefulset(self, nodeset):
+        return names.worker_name(self.name, name(nodeset))
+
+    def worker_nodes(self):
+        """The Slurm node names of every live worker pod slot (each live StatefulSet's replicas)."""
+        found = []
+        for ns in self.workers:
+            sts_name = self.worker_statefulset(ns)
+            sts = self.statefulsets.get(sts_name)
+            if sts is not None:
+                found += [names.pod_name(sts_name, o) for o in range(replicas(sts))]
+        return found
+
+
+class Plan(object):
+    """What one reconcile does. Built by ``converge.plan``; the adapter carries it out in this order: drain,
+    resume, apply (and prune), delete node records; then writes the status."""
+
+    def __init__(self):
+        self.manifests = []          # every object to apply, in apply order
+        self.keep = []               # (kind, name) of live objects prune must leave alone this time
+        self.scale = {}              # StatefulSet name -> replicas, for workers of NodeSets being deleted
+        self.drain = {}              # reason -> [node names]
+        self.resume = []             # node names whose drain of ours is over
+        self.delete_nodes = []       # Slurm node records whose pods are gone for good
+        self.delete_pods = []        # (name, uid) of outdated worker pods to replace (their nodes drained, idle)
+        self.release = []            # NodeSets (being deleted) whose finalizer may go: nothing of them is left
+        self.pending = []            # human-readable: what keeps the cluster from settling
+        self.underway = []           # the part of it a later pass completes by itself (drains, removals)
+        self.deferred = []           # human-readable: work a later pass does, which keeps nothing from Ready
+        self.login_outdated = None   # login pods on an older template (None: not known, no live StatefulSet)
+        self.slurm_user_kept = None  # human-readable: why slurmctld keeps an older SlurmUser (None: it does not)
+        self.components = {}         # condition type -> (status, reason, message) of optional components
+        self.requeue_after = None    # seconds until the next look, None when settled
+        self.invalid = {}            # nodeset name -> "path: message; ..."
+        self.degraded = []           # human-readable: what failed and needs someone (a refused populate Job)
+        self.cluster = None          # the validated, defaulted SlurmCluster the manifests were rendered from
+        self.valid_nodesets = []     # ... and its valid NodeSets (defaulted)
+        self.secrets_held = []       # Secrets a pod of the cluster mounts (it holds their keys)
+        self.nodesets = {}           # nodeset name -> facts for its status (see scale.nodeset_facts)
+        self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
+        self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
+        self.give_up = []            # dicts (give_up_node): busy nodes whose pods go now, past a drain timeout
+        self.ready = False
+        self.phase = PHASE_PROGRESSING
+        self.message = ""
+
+    def wait(self, seconds, why):
+        self.pending.append(why)
+        self.underway.append(why)
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+    def defer(self, seconds, why):
+        """Work that waits on users (a login pod's open sessions): looked at again, but the cluster serves."""
+        self.deferred.append(why)
+        self.underway.append(why)
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+    def drain_node(self, node, reason):
+        self.drain.setdefault(reason, [])
+        if node not in self.drain[reason]:
+            self.drain[reason].append(node)
+
+    def give_up_node(self, nodeset, node, why, setting, value, since, pod_uid=None):
+        """Record that ``node`` (a pod of ``nodeset``) goes with its jobs now, its drain older than ``setting``.
+        ``pod_uid``: the pod is deleted (a rolling update), else the StatefulSet shrinks (scale-in, maintenance)."""
+        self.give_up.append({"nodeset": name(nodeset), "nodeset_uid": (nodeset.get("metadata") or {}).get("uid"),
+                             "node": node, "why": why, "setting": setting, "value": value, "since": since,
+                             "pod_uid": pod_uid, "jobs": None})
+
+    def nodes_with_jobs(self):
+        """Nodes whose running jobs the status or an Event names: waited for by a rolling update, or given up."""
+        found = [w["node"] for facts in self.nodesets.values() for w in facts.get("waitingFor") or ()]
+        return sorted(set(found + [g["node"] for g in self.give_up]))
+
+    def set_jobs(self, jobs):
+        """Job ids per node (``{node: [ids]}``, a node absent: not known) into the waiting and given-up entries."""
+        for entry in [w for facts in self.nodesets.values() for w in facts.get("waitingFor") or ()] + self.give_up:
+            if entry["node"] in jobs:
+                entry["jobs"] = list(jobs[entry["node"]])
+
+    @property
+    def changes_slurm(self):
+        return bool(self.drain or self.resume or self.delete_nodes)
+
+
+def give_up_event(entry):
+    """(type, reason, message) of the Event that says a node went with its jobs (an entry of ``Plan.give_up``, its
+    ``jobs`` filled in by the adapter when Slurm named them)."""
+    jobs = entry["jobs"]
+    named = ", ".join((jobs or [])[:_EVENT_JOBS]) + (
+        " and %d more" % (len(jobs) - _EVENT_JOBS) if jobs and len(jobs) > _EVENT_JOBS else "")
+    killed = ("job(s) %s still running on it are killed" % named if jobs else
+              "its jobs still running are killed" if jobs is None else "no job was left on it")
+    action = "replaced by the rolling update" if entry["pod_uid"] else "removed by the %s" % entry["why"]
+    setting = "%s: %s" % (entry["setting"], entry["value"])
+    if entry["setting"] == "spec.drainTimeout":
+        setting += ", spec.onDrainTimeout: Proceed"
+    return ("Warning", EVENT_DRAIN_TIMEOUT_EXPIRED, "Pod %s %s: its Slurm node was drained at %s, longer ago than %s; "
+            "%s" % (entry["node"], action, durations.iso(entry["since"]), setting, killed))

@@ -1,0 +1,184 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Scale and drains: how many workers each NodeSet's StatefulSet gets now, and which Slurm node records go. Pure.
+
+A NodeSet that shrinks keeps the pods whose Slurm nodes are not drained and idle yet (StatefulSets remove their
+highest ordinals first); its victims are drained with ``soperator: scale-in``, and a scale-in cancelled before they
+went is resumed. A NodeSet being deleted (our finalizer holds it) shrinks to zero the same way, its objects kept from
+pruning until nothing of it is left, then it is released. A Slurm node whose pod is gone for good is forgotten (no
+ghost in sinfo) once no job runs on it. Nothing is decided without Slurm: a shrink waits for slurmctld to answer.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, drain_timeout, name, replicas,
+)
+
+
+class Replicas(object):
+    """What :func:`plan_replicas` decided: ``render`` ``{nodeset name: replicas}`` of the valid NodeSets (what the
+    renderer gives their StatefulSets), ``rolling`` ``[(nodeset, StatefulSet name, live StatefulSet, replicas)]``
+    of the sets whose pods a rolling update may replace, ``kept`` ``{worker StatefulSet: pods that stay}``."""
+
+    def __init__(self):
+        self.render = {}
+        self.rolling = []
+        self.kept = {}
+
+
+def give_up_expired(p, nodeset, entries, slurm, why):
+    """The entries (of ``drains.plan_scale_in``) that go with their jobs because their drain is older than
+    drainTimeout: recorded for the Event."""
+    for entry in entries:
+        if entry["expired"]:
+            p.give_up_node(nodeset, entry["name"], why, "spec.drainTimeout", nodeset["spec"]["drainTimeout"],
+                           slurm[entry["name"]]["reason_time"])
+
+
+def resume_ours(p, slurm, node_names, reasons):
+    """Resume those of ``node_names`` drained (or down) with one of ``reasons``."""
+    for node_name in node_names:
+        node = (slurm or {}).get(node_name)
+        if node and (node["drain"] or node["down"]) and node["reason"] in reasons:
+            p.resume.append(node_name)
+
+
+def shrink(p, slurm, nodeset, statefulset, current, target, now, reason, label):
+    """Replicas to render for a StatefulSet going from ``current`` to ``target`` pods, draining the victims
+    (``reason``); writes ``p.drain``, ``p.give_up`` and a wait while victims drain."""
+    if target >= current:
+        return target
+    if slurm is None:
+        p.wait(REQUEUE_SLURM_UNREACHABLE, "%s: %d -> %d waits for slurmctld to answer (to drain first)"
+               % (label, current, target))
+        return current
+    victims = drains.scale_in_victims(current, target, statefulset)
+    entries = drains.plan_scale_in(slurm, victims, now=now, drain_timeout=drain_timeout(nodeset))
+    for entry in entries:
+        if entry["action"] == drains.DRAIN:
+            p.drain_node(entry["name"], reason)
+    removable = drains.removable_replicas(entries)
+    give_up_expired(p, nodeset, entries[:removable], slurm, "removal" if deleting(nodeset) else "scale-in")
+    result = current - removable
+    if result > target:
+        busy = [e["name"] for e in entries if not e["removable"]]
+        p.wait(REQUEUE_DRAINING, "%s: %d -> %d waits for %s to drain" % (label, current, target, ", ".join(busy)))
+    return result
+
+
+def keep_worker_objects(p, sts_name):
+    p.keep += [("StatefulSet", sts_name), ("Service", sts_name), ("PodDisruptionBudget", sts_name)]
+
+
+def nodeset_facts(statefulset, count, target, sts, slurm):
+    """What a NodeSet's status reports: pods, Slurm node states, progress."""
+    facts = {"statefulset": statefulset, "replicas": count, "desired": target,
+             "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
+             "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
+    counts, serving = projection.nodeset_counts(statefulset, count, slurm or {})
+    facts["serving"] = serving
+    if slurm is not None:
+        facts.update(counts)
+    return facts
+
+
+def leave(p, nodeset, sts_name, sts, count, pods, slurm):
+    """A NodeSet being deleted: scale its live StatefulSet down as drains allow; release it once no pod and
+    no Slurm node of it is left (its objects then go with it: they are owned by the NodeSet)."""
+    set_name = name(nodeset)
+    left_pods = [n for n in pods if names.ordinal(n, sts_name) is not None]
+    left_nodes = drains.statefulset_nodes(slurm, sts_name) if slurm is not None else None
+    if sts is not None:
+        if replicas(sts) != count:
+            p.scale[sts_name] = count
+        keep_worker_objects(p, sts_name)
+    if count == 0 and not left_pods and left_nodes == []:
+        p.release.append(set_name)
+    elif count == 0 and not left_pods and left_nodes:
+        p.wait(REQUEUE_PROGRESSING, "NodeSet %s: forgetting its Slurm nodes" % set_name)
+    elif count == 0:
+        p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for its pods to go" % set_name)
+
+
+def plan_replicas(p, ctx, maintenance_ready):
+    """Replicas to render now for every NodeSet (see :class:`Replicas`). Writes ``p.drain`` (scale-in),
+    ``p.resume`` (a cancelled scale-in), ``p.scale``/``p.keep``/``p.release`` (NodeSets being deleted),
+    ``p.nodesets`` (their facts) and the waits; the objects of invalid NodeSets are kept as they are."""
+    decided = Replicas()
+    for ns in ctx.workers:
+        set_name = name(ns)
+        is_leaving = ns in ctx.leaving
+        sts_name = ctx.worker_statefulset(ns)
+        sts = ctx.statefulsets.get(sts_name)
+        target = 0 if is_leaving else ns["spec"]["replicas"]
+        if sts is None or maintenance_ready:
+            count = target
+        else:
+            current = replicas(sts)
+            count = shrink(p, ctx.slurm, ns, sts_name, current, target, ctx.now, names.REASON_SCALE_IN,
+                           "NodeSet %s" % set_name)
+            if target >= current and ctx.slurm is not None:
+                resume_ours(p, ctx.slurm, [names.pod_name(sts_name, o) for o in range(target)],
+                            (names.REASON_SCALE_IN,))
+        decided.kept[sts_name] = max(count, replicas(sts)) if maintenance_ready and sts else count
+        p.nodesets[set_name] = nodeset_facts(sts_name, count, target, sts, ctx.slurm)
+        p.nodesets[set_name]["leaving"] = is_leaving
+        if sts is not None and not is_leaving and not ctx.spec["maintenance"]:
+            decided.rolling.append((ns, sts_name, sts, count))
+        if is_leaving:
+            leave(p, ns, sts_name, sts, count, ctx.pods, ctx.slurm)
+        else:
+            decided.render[set_name] = count
+    # NodeSets that failed validation keep their live objects untouched: not rendered, not pruned.
+    for set_name in ctx.invalid:
+        keep_worker_objects(p, names.worker_name(ctx.name, set_name))
+    return decided
+
+
+def beyond(pod, kept, cluster_name=None):
+    """Whether ``pod`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
+    the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
+    sts_name = names.statefulset_of(pod)
+    ordinal = names.ordinal(pod, sts_name)
+    if ordinal is None:
+        return False
+    if sts_name in kept:
+        return ordinal >= kept[sts_name]
+    if cluster_name is None:
+        return False
+    return sts_name.startswith(cluster_name + "-") and sts_name not in (names.controller_name(cluster_name),
+                                                                        names.login_name(cluster_name))
+
+
+def plan_node_records(p, ctx, kept):
+    """Slurm node records of pods that are gone for good (no ghosts in sinfo): ``p.delete_nodes`` (and no resume
+    of them). Maintenance keeps every record (the same pods come back); a NodeSet that failed validation keeps its
+    own. A removal is done only when the pods are gone AND Slurm has forgotten their nodes: until then it is under
+    way (a pod's end is seen through the pod watch, a node record's only through Slurm)."""
+    kept = dict(kept)
+    for set_name in ctx.invalid:
+        sts_name = names.worker_name(ctx.name, set_name)
+        kept[sts_name] = replicas(ctx.statefulsets.get(sts_name)) if sts_name in ctx.statefulsets else 0
+    going = sorted(n for n in ctx.pods if beyond(n, kept))
+    if going:
+        p.wait(REQUEUE_PROGRESSING, "pods going: %s" % ", ".join(going))
+    if ctx.slurm is None:
+        return
+    for node_name, node in sorted(ctx.slurm.items()):
+        if node_name in ctx.pods or not beyond(node_name, kept, ctx.name):
+            continue
+        if node["busy"]:
+            p.wait(REQUEUE_DRAINING, "%s: its pod is gone but Slurm still counts a job on it" % node_name)
+            continue
+        p.delete_nodes.append(node_name)
+    for node_name in p.delete_nodes:
+        if node_name in p.resume:
+            p.resume.remove(node_name)
+    if p.delete_nodes:
+        p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))

@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The workers of a NodeSet: slurmd's StatefulSet, one dynamic Slurm node per pod."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
+    container_resources,
+    run_mount,
+    security,
+    statefulset,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.render.health import worker_health_volume
+from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf import node_conf_params
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import paths
+
+WORKER_CAPABILITIES = [
+    "CHOWN",  # slurmstepd hands job output and spool files to the job's user
+    "DAC_OVERRIDE",  # slurmd (root) reads and writes in users' directories (output files, working directory)
+    "FOWNER",  # and sets modes on files it does not own
+    "KILL",  # signals the processes of any user's job
+    "SETGID",  # steps run as the job's user and groups
+    "SETUID",
+    # The jail plugin drops SYS_ADMIN, SYS_CHROOT and then SETPCAP from every task's bounding set once the task is
+    # in the jail: no job, root's included, holds them (SETPCAP is what dropping needs).
+    "SETPCAP",
+    "SYS_ADMIN",  # the SPANK jail: unshare(CLONE_NEWNS), mounts, pivot_root; and rw cgroups for the job
+    "SYS_CHROOT",  # the jail plugin's chroot(".") after pivot_root
+    "SYS_NICE",  # task/affinity binds other users' tasks to their CPUs
+    # Not SYS_RESOURCE: jobs run within the container's hard limits, which the runtime sets (memlock, nofile);
+    # PropagateResourceLimits only lowers limits below them, which needs no capability.
+]
+
+# slurmstepd opens a batch job's output files (sbatch -o/-e) and enters the step's working directory as the job's
+# user in slurmd's own mount namespace, before the jail plugin moves the task into the jail: those paths must be the
+# jail's there too, or output lands in the container and is lost with the pod. The users' homes, and root's (root's
+# batch output; no privileged program of the image reads it: the health program runs python3 -I).
+SHARED_HOMES = ("/home", "/root")
+
+
+def shared_jail_paths(sub_mounts):
+    """The jail paths the worker entrypoint mounts at the same path in slurmd's container: the homes, then each
+    sub-mount the container may take (paths.may_mirror: never where its privileged processes execute, load or
+    trust files; the validator refuses such a sub-mount anyway) that no earlier path carries already (a share is
+    recursive)."""
+    shared_paths = list(SHARED_HOMES)
+    for path in sorted(sub["mountPath"] for sub in sub_mounts or ()):
+        if paths.may_mirror(path) and not any(paths.under(path, shared) for shared in shared_paths):
+            shared_paths.append(path)
+    return shared_paths
+
+
+def worker(c, nodeset):
+    set_name = nodeset["metadata"]["name"]
+    spec = nodeset["spec"]
+    image = spec.get("image") or c.spec["images"]["worker"]
+    jail_volumes, jail_mounts = c.jail_volumes()
+    volumes = jail_volumes + c.munge_volumes() + [
+        {"name": "slurmd-spool", "emptyDir": {}},
+        {"name": "slurm-run", "emptyDir": {}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+    health_volume, health_mount = worker_health_volume(c, nodeset)
+    volumes.append(health_volume)
+    resources = container_resources(spec.get("resources"))
+    gpu = spec["gpu"]
+    if gpu["count"]:
+        resources.setdefault("limits", {})[gpu["resourceName"]] = gpu["count"]
+    container = {
+        "name": "slurmd",
+        "image": image,
+        "imagePullPolicy": c.pull_policy,
+        # A dynamic node named after its pod; its hardware description never touches slurm.conf.
+        "args": ["/usr/sbin/slurmd", "-D", "-Z", "-N", "$(SLURMD_NODENAME)", "--conf-server", "$(SLURM_CONF_SERVER)",
+                 "--conf", "$(SLURMD_CONF_PARAMS)"],
+        "env": [
+            {"name": "SLURMD_NODENAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "SLURM_NODESET", "value": set_name},
+            {"name": "SLURMD_CONF_PARAMS", "value": node_conf_params(nodeset)},
+            {"name": "SLURM_CONF_SERVER", "value": c.conf_server},
+            # Jail paths the entrypoint also mounts at the same path for slurmstepd (batch output files).
+            {"name": "SOPERATOR_JAIL_SHARED_PATHS",
+             "value": " ".join(shared_jail_paths(c.spec["jail"].get("subMounts")))},
+        ] + c.jail_sub_mounts_env(),
+        "ports": [{"name": "slurmd", "containerPort": names.SLURMD_PORT, "protocol": "TCP"}],
+        # Ready once its Slurm node is registered and responding: the pod's Ready condition carries what only
+        # Slurm knows, so the reconciler sees a node arrive through the pod watch instead of polling Slurm.
+        "readinessProbe": {"exec": {"command": [names.NODE_READY_PROBE]}, "periodSeconds": 5, "timeoutSeconds": 5,
+                           "failureThreshold": 2},
+        "volumeMounts": jail_mounts + [
+            run_mount("slurmd-spool", names.SLURMD_SPOOL), run_mount("munge-run", names.MUNGE_RUN_DIR),
+            run_mount("slurm-run", names.SLURM_RUN_DIR), {"name": "dshm", "mountPath": "/dev/shm"}, health_mount],
+        # Not privileged: the capabilities above, plus seccomp and AppArmor unconfined because the runtime
+        # default profiles block pivot_root and mount, which the jail plugin needs. SYS_ADMIN implies that
+        # privilege escalation stays allowed (the API server refuses the combination otherwise).
+        "securityContext": security(WORKER_CAPABILITIES, {"type": "Unconfined"}, escalation=True),
+    }
+    container["securityContext"]["appArmorProfile"] = {"type": "Unconfined"}
+    if resources:
+        container["resources"] = resources
+    grace = max(60, c.spec["slurm"]["killWait"] + 30)
+    pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
+                     grace=grace)
+    name = names.worker_name(c.name, set_name)
+    return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
+                       # OnDelete: a template change replaces no pod by itself; the converge plan replaces each
+                       # worker once its Slurm node is drained and idle (plan/rolls.py).
+                       extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})

@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What Slurm prints and how to ask it, for the reconciler: ``scontrol show node -o`` parsed into node dicts,
+the jobs on given nodes (``squeue``), the node names scontrol may be given, and what a drain makes of a node. Pure:
+the adapter (``k8s/slurm_exec.py``) runs the commands."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+
+# Pod names (DNS labels): the only node names we ever pass to scontrol, so a name cannot smuggle in a
+# hostlist expression ("a,b", "n[1-9]") or another key=value.
+NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")
+
+
+# Base states in which a node runs jobs; COMPLETING is a flag.
+_BUSY_STATES = ("ALLOCATED", "MIXED")
+_KEY_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_]*)=")
+
+
+# `Reason=<text> [<user>@<time>]`: the reason is free text, always printed last by scontrol -o.
+_REASON_SUFFIX_RE = re.compile(r"\s*\[([^\[\]@\s]+)@([^\[\]\s]+)\]\s*$")
+_NO_NODES = ("No nodes in the system",)
+
+
+class ScontrolParseError(ValueError):
+    """``scontrol show node -o`` printed something this parser does not understand."""
+
+
+def validate_node_names(node_names):
+    """Raise ValueError unless every name is a plain pod name."""
+    bad = [n for n in node_names if not isinstance(n, str) or not NODE_NAME_RE.fullmatch(n)]
+    if bad:
+        raise ValueError("invalid Slurm node names (expected pod names): %s" % ", ".join(repr(b) for b in bad))
+    return list(node_names)
+
+
+def _parse_fields(line):
+    """``Key=value`` pairs of one line; values may hold spaces (``OS=Linux 6.1 #1 SMP``), Reason is last."""
+    reason = None
+    at = line.find(" Reason=")
+    if line.startswith("Reason="):
+        at = 0
+    if at >= 0:
+        reason = line[at:].strip()[len("Reason="):]
+        line = line[:at]
+    fields = {}
+    keys = list(_KEY_RE.finditer(line))
+    for i, match in enumerate(keys):
+        end = keys[i + 1].start() if i + 1 < len(keys) else len(line)
+        fields[match.group(1)] = line[match.end():end].strip()
+    if reason is not None:
+        fields["Reason"] = reason
+    return fields
+
+
+def _split_reason(raw):
+    """``"soperator: scale-in [root@1795251917]"`` -> (reason, user, time); time is an int for epochs."""
+    if raw is None or raw in ("", "(null)", "None"):
+        return None, None, None
+    m = _REASON_SUFFIX_RE.search(raw)
+    if not m:
+        return raw.strip() or None, None, None
+    when = m.group(2)
+    return raw[:m.start()].strip() or None, m.group(1), int(when) if re.fullmatch(r"[0-9]+", when) else when
+
+
+def _int(value, default=0):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def parse_show_node(text):
+    """``scontrol show node -o`` (one line per node) -> ``{name: node}``.
+
+    A node is a dict: ``name``, ``state`` (base state, e.g. ``IDLE``), ``flags`` (e.g. ``["DRAIN",
+    "DYNAMIC_NORM"]``), ``reason``, ``reason_user``, ``reason_time`` (epoch seconds when scontrol ran with
+    ``SLURM_TIME_FORMAT=%s``, else the printed string), ``cpus_alloc``, ``busy`` (jobs run or complete
+    on it), ``drain`` (DRAIN or FAIL flag), ``down``.
+    """
+    result = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line in _NO_NODES:
+            continue
+        fields = _parse_fields(line)
+        if "NodeName" not in fields or "State" not in fields:
+            raise ScontrolParseError("not a `scontrol show node -o` line: %r" % line[:200])
+        parts = fields["State"].rstrip("*~#!%$@^-").split("+")
+        base, flags = parts[0].upper(), [p.upper() for p in parts[1:] if p]
+        reason, user, when = _split_reason(fields.get("Reason"))
+        cpus_alloc = _int(fields.get("CPUAlloc"))
+        result[fields["NodeName"]] = {
+            "name": fields["NodeName"],
+            "state": base,
+            "flags": flags,
+            "reason": reason,
+            "reason_user": user,
+            "reason_time": when,
+            "cpus_alloc": cpus_alloc,
+            "busy": base in _BUSY_STATES or "COMPLETING" in flags or cpus_alloc > 0,
+            "drain": "DRAIN" in flags or "FAIL" in flags or base in ("DRAIN", "FAIL"),
+            "down": base == "DOWN",
+        }
+    return result
+
+
+# The jobs on each node named as an argument (plain pod names, validated): one line "<node> <job id>" per job, and
+# "<node> ?" when squeue could not answer for that node.
+JOBS_SCRIPT = r"""for n do
+  squeue -h -w "$n" -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING -o "$n %i" || echo "$n ?"
+done
+"""
+_JOB_ID = re.compile(r"^[0-9]+(_[0-9]+|_\[[0-9,\-%]+\]|\+[0-9]+)?$")
+
+
+def parse_jobs(text, node_names):
+    """``{node: [job ids]}`` from JOBS_SCRIPT's output; nodes it could not answer for are left out."""
+    jobs = dict((name, []) for name in node_names)
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) != 2 or jobs.get(parts[0]) is None:
+            continue
+        if parts[1] == "?":
+            jobs[parts[0]] = None
+        elif _JOB_ID.match(parts[1]) and parts[1] not in jobs[parts[0]]:
+            jobs[parts[0]].append(parts[1])
+    return dict((name, ids) for name, ids in jobs.items() if ids is not None)
+
+
+def simulate_drain(nodes, node_names, reason):
+    """What ``scontrol update state=drain`` would make of ``nodes`` (for check mode)."""
+    result = dict(nodes)
+    for name in node_names:
+        if name in result:
+            node = dict(result[name])
+            node.update(drain=True, reason=reason, reason_user=None, reason_time=None,
+                        flags=[f for f in node["flags"] if f != "DRAIN"] + ["DRAIN"])
+            result[name] = node
+    return result

@@ -1,0 +1,85 @@
+"""The one access layer's error mapping and resource paths (the requests themselves run against a real API server in
+tests/integration and tests/operator)."""
+
+import json
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+
+
+def refused(status, message="the server says no", reason="Reason"):
+    exc = ApiException(status=status, reason=reason)
+    exc.body = json.dumps({"kind": "Status", "message": message, "details": {"causes": [{"field": "spec.x"}]}})
+    return exc
+
+
+@pytest.mark.parametrize("status, cls", [(400, access.Invalid), (422, access.Invalid), (401, access.Forbidden),
+                                          (403, access.Forbidden), (404, access.NotFound), (409, access.Conflict),
+                                          (429, access.Transient), (500, access.Transient),
+                                          (503, access.Transient), (410, access.KubernetesError)])
+def test_one_error_mapping_by_status(status, cls):
+    err = access.error("apply ConfigMap ns/x", refused(status))
+    assert type(err) is cls and isinstance(err, access.KubernetesError)
+    assert err.msg == "apply ConfigMap ns/x: the server says no" and err.status == status
+    assert err.server_message == "the server says no" and err.body["details"]["causes"] == [{"field": "spec.x"}]
+    assert access.describe(err) == "(%d) the server says no" % status
+
+
+def test_an_unreachable_api_is_transient_and_named():
+    err = access.error("list Pod in ns", MaxRetryError(None, "/api", "connection refused"))
+    assert isinstance(err, access.Transient) and err.status is None
+    assert err.msg.startswith("list Pod in ns: cannot reach the Kubernetes API: ")
+
+
+def test_call_maps_library_errors_and_lets_its_own_through():
+    def fail(exc):
+        raise exc
+    with pytest.raises(access.NotFound):
+        access.call("get x", fail, refused(404))
+    own = access.Conflict("kept losing", status=409)
+    with pytest.raises(access.Conflict) as info:
+        access.call("get x", fail, own)
+    assert info.value is own
+    with pytest.raises(ZeroDivisionError):  # a bug is not an API error
+        access.call("get x", lambda: 1 / 0)
+
+
+def test_a_body_that_is_not_json_gives_the_reason():
+    exc = ApiException(status=502, reason="Bad Gateway")
+    exc.body = "<html>proxy</html>"
+    err = access.error("get x", exc)
+    assert err.msg == "get x: Bad Gateway" and err.body is None
+
+
+def test_resource_paths():
+    sts = access.resource("apps", "v1", "statefulsets", "StatefulSet")
+    assert sts.path("ns") == "/apis/apps/v1/namespaces/ns/statefulsets"
+    assert sts.path("ns", "demo-cpu") == "/apis/apps/v1/namespaces/ns/statefulsets/demo-cpu"
+    assert sts.path() == "/apis/apps/v1/statefulsets" and sts.api_version == "apps/v1"
+    pod = access.resource("", "v1", "pods", "Pod")
+    assert pod.path("ns", "p", "eviction") == "/api/v1/namespaces/ns/pods/p/eviction"
+    node = access.resource("", "v1", "nodes", "Node", namespaced=False)
+    assert node.path("ignored", "n1") == "/api/v1/nodes/n1"
+
+
+def test_the_operators_table_knows_every_kind_it_writes():
+    table = access.table()
+    for key in [(names.API_VERSION, names.CLUSTER_KIND), (names.API_VERSION, names.NODESET_KIND), ("v1", "Pod"),
+                ("v1", "Event"), ("coordination.k8s.io/v1", "Lease"), ("apps/v1", "StatefulSet")]:
+        assert key in table, key
+    assert table[("v1", "Node")].namespaced is False
+    assert table[(names.API_VERSION, names.NODESET_KIND)].path("ns", "cpu", "status") == (
+        "/apis/slurm.soperator.dev/v1alpha1/namespaces/ns/nodesets/cpu/status")
+
+
+def test_a_kind_not_served_is_none_or_not_found_when_required():
+    api = access.Api(object(), resolve={})
+    assert api.resource("example.com/v1", "Thing", required=False) is None and not api.served("example.com/v1",
+                                                                                              "Thing")
+    with pytest.raises(access.NotFound) as info:
+        api.resource("example.com/v1", "Thing")
+    assert "serves no Thing of apiVersion example.com/v1" in info.value.msg
