@@ -64,9 +64,11 @@ fi
 
 NGPUS=$GPU_CHECK_IN_NAMESPACE
 WORK=$(mktemp -d /tmp/gpu-check.XXXXXX)
+chmod 0755 "$WORK" # the jail's loader cache is made as nobody, who must reach the jail
 ROOTP=$WORK/root   # stands for slurmd's container: its /run and its jail mount (soperator_driver --root)
 J=$ROOTP/mnt/jail
 mkdir -p "$ROOTP/run" "$J"
+mount -t tmpfs -o mode=0755 tmpfs "$ROOTP/run" # the container's own /run, as a runtime gives it
 failed=()
 t_all=$(date +%s.%N)
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -101,7 +103,6 @@ stage() {
 # ------------------------------------------------------------------------------------------------- 2 record
 record() {
   python3 "$REPO/hack/gpu_check.py" record "$OUT"
-  nvidia-smi -L
 }
 
 # ------------------------------------------------------------------------------------------------- 3 jail
