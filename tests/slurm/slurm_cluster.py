@@ -249,6 +249,10 @@ class Cluster:
         return self._run(["chroot", str(self.root), *argv], timeout)
 
     # ---- lifecycle -------------------------------------------------------------------
+    def dev_mounts(self) -> str:
+        """Shell lines that give the rootfs its /dev ($R is the rootfs): the host's."""
+        return 'mount --rbind /dev "$R/dev"'
+
     def start(self, timeout: float = 60) -> None:
         r = self.root
         script = textwrap.dedent(f"""\
@@ -257,7 +261,7 @@ class Cluster:
             # a mount point, as a container's root is: pivot_root needs one
             mount --rbind "$R" "$R"
             mount -t proc proc "$R/proc"
-            mount --rbind /dev "$R/dev"
+            """) + self.dev_mounts() + textwrap.dedent("""
             mount --rbind /sys "$R/sys"
             mount -t tmpfs -o mode=755 tmpfs "$R/run"
             exec chroot "$R" /usr/local/sbin/reaper /usr/local/sbin/cluster-init
