@@ -289,7 +289,13 @@ class GpuCluster(DynamicCluster):
         return name, started.stderr
 
     def wait_idle(self, name: str, timeout: float = 30) -> None:
-        wait_for(lambda: self.node_state(name).rstrip("*") == "idle", timeout, "%s idle" % name, interval=0.3)
+        try:
+            wait_for(lambda: self.node_state(name).rstrip("*") == "idle", timeout, "%s idle" % name, interval=0.3)
+        except TimeoutError as exc:
+            shown = self.run(["scontrol", "show", "node", name], timeout=10).stdout
+            raise TimeoutError("%s\n--- scontrol show node:\n%s\n--- slurmd-%s.log:\n%s\n--- slurmctld.log:\n%s" % (
+                exc, shown, name, self.log("slurmd-%s.log" % name)[-4000:],
+                self.log("slurmctld.log")[-3000:])) from None
 
     def show_node(self, name: str) -> dict[str, str]:
         out = self.run(["scontrol", "show", "node", "-o", name]).check().stdout
