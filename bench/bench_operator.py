@@ -118,6 +118,27 @@ def tree_pss_mib(pid):
     return total / 1024
 
 
+class PeakPss:
+    """The peak PSS of a process tree, sampled every ``interval`` seconds in a thread until stopped."""
+
+    def __init__(self, pid, interval=0.05):
+        import threading
+        self.pid, self.interval, self.peak = pid, interval, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_pss_mib(self.pid))
+            self._stop.wait(self.interval)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
 def warm(pid, quiet=1.0):
     """The operator's forkserver has started and finished its imports (its CPU time stands still for ``quiet``
     seconds): its start-up is not counted as the cost of anything measured after."""
@@ -419,11 +440,16 @@ class Soperator:
 def measure(side, audit, rows, idle_seconds):
     """The table's rows for one side: the side's operator is running, its namespace empty."""
     name = "demo"
-    t0 = time.monotonic()
+    audit.mark()
+    peak = PeakPss(side.pid)
+    cpu0, t0 = tree_cpu(side.pid), time.monotonic()
     side.create(name, 2)
     wait_for(lambda: side.children(name) <= side.live_children(name), 300, 0.02, what="%s: children" % side.label)
     rows["create -> all children exist (s)"][side.label] = time.monotonic() - t0
     wait_for(lambda: side.settled(name), 300, 0.2, what="%s: settled" % side.label)
+    rows["CPU-s of a create (until settled)"][side.label] = tree_cpu(side.pid) - cpu0
+    rows["peak PSS of its process tree in a create (MiB)"][side.label] = peak.stop()
+    rows["API requests of a create (until settled)"][side.label] = audit.quiet(side.agents)
     times, requests = [], []
     wait_for(lambda: side.settled(name), 120, 0.1, what="%s: settled" % side.label)
     audit.mark()
@@ -464,9 +490,11 @@ def measure(side, audit, rows, idle_seconds):
     return run_phases
 
 
-ROWS = ("create -> all children exist (s)", "replica change -> StatefulSet updated, p50 (s)",
-        "CPU-s per no-op resync", "idle CPU-s per minute (1 cluster)", "RSS of the operator process (MiB)",
-        "PSS of its process tree (MiB)", "API requests per replica change, p50", "API requests per no-op resync")
+ROWS = ("create -> all children exist (s)", "CPU-s of a create (until settled)",
+        "peak PSS of its process tree in a create (MiB)", "API requests of a create (until settled)",
+        "replica change -> StatefulSet updated, p50 (s)", "CPU-s per no-op resync",
+        "idle CPU-s per minute (1 cluster)", "RSS of the operator process (MiB)", "PSS of its process tree (MiB)",
+        "API requests per replica change, p50", "API requests per no-op resync")
 
 
 def print_table(rows, soperator_note):
@@ -534,8 +562,9 @@ def bench_many(ours, figures, clusters, workers):
              what="clusters torn down")
 
 
-def bench_big(ours, kubeconfig, figures, workers):
-    c = ours.c
+def bench_site(c, kubeconfig, audit, tmp, figures, workers, keep=False):
+    """site.yml on one cluster of ``workers`` workers in a namespace of its own: a fresh converge, then a no-op
+    rerun once the StatefulSet's pods are all ready (wall time and API requests, by our user agent, of each)."""
     docs = small_example(c, "big", "w", workers)
     env = dict(os.environ, K8S_AUTH_KUBECONFIG=kubeconfig, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
                PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
@@ -543,16 +572,32 @@ def bench_big(ours, kubeconfig, figures, workers):
     site_docs = json.loads(json.dumps(docs))
     for doc in site_docs:
         doc["metadata"]["namespace"] = ns
-    varfile = ours.tmp / "big.json"
+    varfile = tmp / "big.json"
     varfile.write_text(json.dumps({"soperator_clusters": [{"resources": site_docs, "wait": False}]}))
     argv = ["ansible-playbook", os.path.join(ROOT, "playbooks", "site.yml"), "-e", "@%s" % varfile,
             "-e", "cluster_wait_timeout=0"]
+    site, t0 = Cluster(c.api, ns), time.monotonic()
     for label in ("converge", "no-op rerun"):
+        if label != "converge":  # every pod ready (kwok done with them): the rerun meets a settled cluster
+            wait_for(lambda: (site.apps.read_namespaced_stateful_set("big-w", ns).status.ready_replicas or 0)
+                     >= workers, 1800, 2, what="%d pods ready" % workers)
+            figures["site.yml, 1 cluster x %d workers: converge -> every pod ready (s)" % workers] = \
+                time.monotonic() - t0
+        audit.mark()
         t0 = time.monotonic()
         subprocess.run(argv, env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL)
         figures["site.yml, 1 cluster x %d workers: %s (s)" % (workers, label)] = time.monotonic() - t0
-    subprocess.run([localcluster.binpaths()["kubectl"], "--kubeconfig", kubeconfig, "delete", "namespace", ns,
-                    "--wait=false"], check=False, capture_output=True)
+        figures["site.yml, 1 cluster x %d workers: %s (API requests)" % (workers, label)] = audit.count(
+            ("soperator.slurm/",))
+    if not keep:
+        subprocess.run([localcluster.binpaths()["kubectl"], "--kubeconfig", kubeconfig, "delete", "namespace", ns,
+                        "--wait=false"], check=False, capture_output=True)
+    return ns
+
+
+def bench_big(ours, kubeconfig, audit, figures, workers):
+    c = ours.c
+    bench_site(c, kubeconfig, audit, ours.tmp, figures, workers)
     t0 = time.monotonic()
     ours.create("big", workers)
     wait_for(lambda: ours.worker_replicas("big") == workers, 600, 0.05, what="big StatefulSet")
@@ -618,12 +663,14 @@ def main():
     parser.add_argument("--big", type=int, default=5000)
     parser.add_argument("--idle", type=float, default=60.0, help="seconds of idleness measured per side")
     parser.add_argument("--quick", action="store_true", help="only the side-by-side figures")
+    parser.add_argument("--site-only", action="store_true", help="only site.yml on one cluster of --big workers "
+                                                                  "(fresh converge and no-op rerun)")
     parser.add_argument("--no-scale", dest="scale", action="store_false", help="skip the 100-cluster and "
                                                                                 "5,000-worker figures")
     args = parser.parse_args()
     scale = args.scale and not args.quick
 
-    pods = 40 + (args.clusters * (args.workers + 3) + args.big if scale else 0)
+    pods = 40 + (args.clusters * (args.workers + 3) + args.big if scale else 0) + (args.big if args.site_only else 0)
     started = ensure_cluster(max(3, pods // 100 + 2))
     ensure_collection()
     kubeconfig = localcluster.state_path("kubeconfig")
@@ -661,6 +708,18 @@ def main():
         kubectl_apply(kubeconfig, str(crd))
 
     ours = None
+    if args.site_only:
+        site = {}
+        try:
+            bench_site(Cluster(api, namespace("bench-site")), kubeconfig, audit, tmp, site, args.big)
+        finally:
+            report_scale(site)
+            for name in namespaces:
+                core.delete_namespace(name)
+            if started and os.environ.get("SOPERATOR_KEEP_CLUSTER") != "1":
+                subprocess.run([sys.executable, os.path.join(ROOT, "hack", "localcluster.py"), "down"], check=False,
+                               stdout=sys.stderr)
+        return
     try:
         order = ["Soperator", "ours"] if soperator else ["ours"]
         for label in order:  # alternating: each alone on the apiserver while measured
@@ -696,7 +755,7 @@ def main():
             ours.start()
             big = {}
             try:
-                bench_big(ours, kubeconfig, big, args.big)
+                bench_big(ours, kubeconfig, audit, big, args.big)
             finally:
                 ours.stop()
                 report_scale(big)

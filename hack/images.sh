@@ -4,7 +4,7 @@
 # Usage: hack/images.sh COMMAND...     (several commands run in order with one engine start)
 #   build    debootstrap (cached) a Debian trixie minbase rootfs, import it, build every image whose inputs
 #            changed, in dependency order: slurm-base -> controller, worker, login, jail, slurmdbd, slurmrestd,
-#            slurm-exporter; populate-jail, mariadb
+#            slurm-exporter; populate-jail, mariadb, sssd, openldap (a test directory)
 #   save     write each image as a docker-archive to ~/.cache/soperator/images/<name>-<version>.tar
 #            (`ctr images import` loads them into containerd; `docker load` into Docker)
 #   start    start the engine and leave it running (prints the DOCKER_HOST to use)
@@ -66,6 +66,8 @@ IMAGES=(
   "slurmrestd images/slurmrestd slurm-base"
   "slurm-exporter images/slurm-exporter slurm-base"
   "mariadb images/mariadb -"
+  "sssd images/sssd -"
+  "openldap images/openldap -"
 )
 
 log() { printf 'images: %s\n' "$*" >&2; }
@@ -259,7 +261,7 @@ make_context() {
     mkdir -p "$ctx/apt"
     if [[ -n ${SLURM_APT_KEY:-} ]]; then cp "$SLURM_APT_KEY" "$ctx/apt/slurm.asc"; fi
   fi
-  if [[ $name == mariadb ]]; then
+  if [[ $name == mariadb || $name == sssd ]]; then
     mkdir -p "$ctx/lib"
     cp -a "$ROOT/images/lib/soperator-entrypoint" "$ctx/lib/"
   fi

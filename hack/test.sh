@@ -25,6 +25,11 @@ stage "ruff and mypy"
 ruff check .
 hack/typecheck.sh
 
+# The collection's own checks early: a sanity finding (pep8, validate-modules) should not wait for an hour of
+# cluster tests to be reported.
+stage "collection: ansible-test sanity, galaxy build, install, ansible-doc"
+hack/collection-checks.sh
+
 stage "spank_chroot: C unit tests, also under ASan/UBSan"
 make -C spank_chroot test asan
 
@@ -97,6 +102,3 @@ K8S_AUTH_KUBECONFIG=${real_dir:+$real_dir/kubeconfig} molecule test -s default
 
 stage "molecule kind scenario"
 hack/molecule-kind.sh
-
-stage "collection: ansible-test sanity, galaxy build, install, ansible-doc"
-hack/collection-checks.sh

@@ -182,8 +182,7 @@ def main(argv=None):
         elector.start()
     else:
         start_controller()
-    while not done.wait(1.0):
-        pass
+    done.wait()  # a signal or the loss of leadership (another thread) sets it
     controller.stop(timeout=parse_duration(args.shutdown_timeout))
     if elector is not None:
         elector.stop(release=state["exit"] == 0)

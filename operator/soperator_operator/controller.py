@@ -155,7 +155,7 @@ class Controller:
     # --- working ------------------------------------------------------------------------------------------------
     def _worker(self):
         while not self._stopping.is_set():
-            item = self.queue.get(timeout=1.0)
+            item = self.queue.get(timeout=60.0)  # shutdown() wakes every worker at once
             if item is None:
                 continue
             key, reasons = item
@@ -256,7 +256,7 @@ class Controller:
                 self.kube.update_status(w, namespace, name,
                                         lambda old, _o: cond.running_status(old, generation, now_iso()))
         self._last_full[key] = self.clock()
-        result = self._run(w, obj, w.role, w.playbook, w.vars, key)
+        result = self._run(w, obj, w.role, w.playbook, w.vars, key, tasks_from=w.tasks_from)
         if result.status == "canceled" and self._cancel.is_set():
             return None, workqueue.RESYNC
         if result.ok:
@@ -325,13 +325,14 @@ class Controller:
         self._failures[key] = failures_count
         return classify.backoff(failures_count, self.backoff_base, self.backoff_cap), workqueue.RETRY
 
-    def _run(self, w, obj, role, playbook, extra, key):
+    def _run(self, w, obj, role, playbook, extra, key, tasks_from=None):
         variables = extra_vars(obj, w.group, w.kind, extra)
         started = time.monotonic()
         if self.metrics:
             self.metrics.running.set(self.queue.running())
+        entry = {"tasks_from": tasks_from} if tasks_from and role else {}
         result = self.runner.run(variables, role=role, playbook=playbook, ident=new_ident(*key),
-                                 should_stop=self._cancel.is_set)
+                                 should_stop=self._cancel.is_set, **entry)
         if self.metrics:
             label = "success" if result.ok else ("canceled" if result.status == "canceled" else "failure")
             self.metrics.runs.inc(kind=w.kind, result=label)

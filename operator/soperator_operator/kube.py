@@ -58,7 +58,6 @@ class Kube:
             (api_version, kind)) or access.resource(api_version.rpartition("/")[0], api_version.rpartition("/")[2],
                                                     kind.lower() + "s", kind))
         self.rest = self.objects.rest
-        self.core = client.CoreV1Api(api)
         self.identity = identity
         # Every Lease call is bounded: a hung connection must never outlive the renew deadline unnoticed.
         self.lease_timeout = (min(3.0, lease_timeout), lease_timeout)
@@ -133,7 +132,7 @@ class Kube:
     # --- Slurm status (slurmstatus.py) -------------------------------------------------------------------------
     def exec_argv(self, namespace, pod, container, argv, timeout=30):
         """(rc, stdout, stderr) of argv in a container (no shell, no tty): the collection's exec transport."""
-        return KubernetesExecTransport(self.core, namespace, pod, container, timeout)(argv)
+        return KubernetesExecTransport(self.api, namespace, pod, container, timeout)(argv)
 
     def patch_nodeset_counts(self, namespace, name, counts):
         """Merge the Slurm node counts into a NodeSet's status (its conditions and the rest stay)."""

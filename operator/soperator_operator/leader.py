@@ -30,6 +30,7 @@ class LeaderElector:
         self._observed = None   # (record version, local time first seen)
         self._last_renewed = None
         self._rv = None
+        self._written = None    # the record this replica last wrote, while it holds the Lease at self._rv
 
     def start(self):
         self._thread = threading.Thread(target=self._loop, daemon=True, name="leader-election")
@@ -39,12 +40,17 @@ class LeaderElector:
         threading.Thread(target=self._watchdog, daemon=True, name="leader-watchdog").start()
 
     def _watchdog(self):
-        tick = min(0.25, self.retry_period / 2)
-        while not self._stop.wait(tick):
-            if self.is_leader and not L.still_leader(self._last_renewed, self.clock(), self.renew_deadline):
+        # Wakes at the renew deadline of the last renewal it knows of (an idle process does not tick), and at
+        # least every retry period to pick up a new leadership.
+        wait = self.retry_period
+        while not self._stop.wait(wait):
+            leader = self.is_leader  # read first: a leader's renewal time is set before it becomes one
+            now, renewed = self.clock(), self._last_renewed
+            if leader and not L.still_leader(renewed, now, self.renew_deadline):
                 self._lose("could not renew lease %s/%s within %.1fs" % (self.namespace, self.name,
                                                                          self.renew_deadline))
                 return
+            wait = max(0.01, renewed + self.renew_deadline - now) if leader else self.retry_period
 
     def _lose(self, why):
         with self._lose_lock:
@@ -75,6 +81,9 @@ class LeaderElector:
             self._stop.wait(self.retry_period)
 
     def _round(self):
+        if self.is_leader and self._written is not None and self._rv and self._renew():
+            return
+        self._written = None
         body = self.kube.get_lease(self.namespace, self.name)
         self.api_ok.set()
         now = self.clock()
@@ -93,16 +102,37 @@ class LeaderElector:
         spec = L.next_spec(record, self.identity, decision.action, self.wall(), self.lease_duration)
         try:
             if decision.action == L.CREATE:
-                self.kube.create_lease(self.namespace, self.name, spec)
+                written = self.kube.create_lease(self.namespace, self.name, spec)
             else:
-                self.kube.replace_lease(self.namespace, self.name, self._rv, spec)
+                written = self.kube.replace_lease(self.namespace, self.name, self._rv, spec)
         except (access.Conflict, access.Invalid):  # another replica wrote first
             return
         self._last_renewed = sent
+        self._remember(written, spec)
         if not self.is_leader:
             log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
             self.is_leader = True
             self.on_started()
+
+    def _renew(self):
+        """The leader's renewal in one request, as client-go does: the record it wrote last, at the
+        resourceVersion that write got. True when renewed; False (nothing written) when the Lease moved on meanwhile,
+        and the round reads it first."""
+        sent = self.clock()
+        spec = L.next_spec(self._written, self.identity, L.RENEW, self.wall(), self.lease_duration)
+        try:
+            written = self.kube.replace_lease(self.namespace, self.name, self._rv, spec)
+        except (access.Conflict, access.Invalid, access.NotFound):
+            return False
+        self.api_ok.set()
+        self._last_renewed = sent
+        self._remember(written, spec)
+        return True
+
+    def _remember(self, written, spec):
+        """What the next renewal replaces: the Lease as written (its new resourceVersion), or nothing known."""
+        rv = ((written or {}).get("metadata") or {}).get("resourceVersion") if isinstance(written, dict) else None
+        self._rv, self._written = (rv, L.LeaseRecord.from_spec(spec)) if rv else (self._rv, None)
 
     def release(self):
         try:

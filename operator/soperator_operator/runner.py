@@ -123,10 +123,13 @@ def summarize(events, result):
     return result
 
 
-def playbook_for_role(role):
+def playbook_for_role(role, tasks_from=None):
     # gather_facts off: the roles need no facts, and it saves a second per run.
+    include = {"name": role}
+    if tasks_from:
+        include["tasks_from"] = tasks_from
     return [{"name": "Reconcile with %s" % role, "hosts": "localhost", "gather_facts": False,
-             "tasks": [{"name": "Run %s" % role, "ansible.builtin.import_role": {"name": role}}]}]
+             "tasks": [{"name": "Run %s" % role, "ansible.builtin.import_role": include}]}]
 
 
 def _child(argv, log_path, events_path):
@@ -206,12 +209,13 @@ class RoleRunner:
         proc.start()
         proc.join()
 
-    def run(self, extravars, role=None, playbook=None, ident="run", should_stop=lambda: False):
-        """Run and wait. ``should_stop`` is polled: when it turns true the run is cancelled."""
+    def run(self, extravars, role=None, playbook=None, ident="run", should_stop=lambda: False, tasks_from=None):
+        """Run and wait. ``should_stop`` is polled: when it turns true the run is cancelled. ``tasks_from``: the
+        role's entry point (default main)."""
         started = time.monotonic()
         pdd = tempfile.mkdtemp(prefix=_safe(ident) + "-", dir=self.root)
         try:
-            argv = self._prepare(pdd, extravars, role, playbook)
+            argv = self._prepare(pdd, extravars, role, playbook, tasks_from)
             return self._execute(pdd, argv, should_stop, started, ident)
         finally:
             shutil.rmtree(pdd, ignore_errors=True)
@@ -235,7 +239,7 @@ class RoleRunner:
                     pass
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def _prepare(self, pdd, extravars, role, playbook):
+    def _prepare(self, pdd, extravars, role, playbook, tasks_from=None):
         vars_path = os.path.join(pdd, "extravars.json")
         with open(vars_path, "w", encoding="utf-8") as handle:
             json.dump(extravars, handle, default=str)
@@ -245,7 +249,7 @@ class RoleRunner:
         if role:
             path = os.path.join(pdd, "main.yml")
             with open(path, "w", encoding="utf-8") as handle:
-                json.dump(playbook_for_role(role), handle)
+                json.dump(playbook_for_role(role, tasks_from), handle)
         elif os.path.isabs(playbook or ""):
             path = playbook
         else:

@@ -36,10 +36,17 @@ list(loader.test_loader.all(class_only=True))
 import kubernetes.client  # noqa: E402,F401
 import kubernetes.dynamic  # noqa: E402,F401
 import kubernetes.stream  # noqa: E402,F401
-from kubernetes.client import ApiClient, Configuration, CoreV1Api  # noqa: E402,F401  (the client loads lazily)
+from kubernetes.client import ApiClient, Configuration  # noqa: E402,F401  (the client loads lazily: no models)
 from kubernetes.config import incluster_config, kube_config  # noqa: E402,F401
 
 try:  # the converge code the action plugin runs in-process
     from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_cluster  # noqa: F401
 except ImportError:  # the collection is not installed: roles of other collections still run
     pass
+
+import gc  # noqa: E402
+
+# Every object imported above is shared with the runs, copy-on-write: a collection in a child would write to every
+# page holding one (its GC header) and copy the whole heap. Frozen, the collector leaves them alone.
+gc.collect()
+gc.freeze()

@@ -55,6 +55,8 @@ class Watch:
     # (the SlurmCluster entry); run it anyway once per full_run_period.
     drift_check: bool = False
     full_run_period: float = DEFAULT_FULL_RUN_PERIOD
+    # The role's entry point our runtime runs (tasks_from; upstream ignores it and runs main).
+    tasks_from: Optional[str] = None
 
     @property
     def api_version(self) -> str:
@@ -103,6 +105,7 @@ def parse_watches(entries) -> List[Watch]:
             reconcile_owner=OwnerRef(kind=owner["kind"], name_field=owner["nameField"]) if owner else None,
             drift_check=_bool(entry.get("x-soperator-drift-check"), False),
             full_run_period=parse_duration(entry.get("x-soperator-full-run-period") or DEFAULT_FULL_RUN_PERIOD),
+            tasks_from=entry.get("x-soperator-tasks-from") or None,
         ))
     kinds = {(w.group, w.kind) for w in watches}
     for w in watches:

@@ -46,6 +46,7 @@ COMPONENT_ACCOUNTING = "accounting"  # slurmdbd
 COMPONENT_DATABASE = "accounting-db"  # the in-cluster MariaDB
 COMPONENT_REST = "rest"  # slurmrestd
 COMPONENT_EXPORTER = "exporter"  # the Prometheus exporter
+COMPONENT_IDENTITY = "identity"  # the sssd configuration (spec.identity)
 
 # The finalizer on SlurmClusters and NodeSets (operator/watches.yaml names it too: a unit test keeps them equal).
 FINALIZER = GROUP + "/finalizer"
@@ -72,6 +73,9 @@ ANNOTATION_CREATE_ONLY = GROUP + "/create-only"
 # a Secret whose owner marked it for that cluster (this label, value the cluster's name) is taken: an editor of
 # SlurmClusters cannot hand the database host any other Secret of the namespace.
 LABEL_DATABASE_SECRET = GROUP + "/database-secret-for"
+# The same for the Secrets of a directory (spec.identity.ldap: the bind password, which sssd sends to the directory
+# the SlurmCluster names, and the CA it trusts).
+LABEL_IDENTITY_SECRET = GROUP + "/identity-secret-for"
 ANNOTATION_GENERATE = GROUP + "/generate"
 GENERATE_MUNGE_KEY = "munge-key"
 GENERATE_SSH_HOST_KEYS = "ssh-host-keys"
@@ -159,6 +163,19 @@ SLURMDBD_RUN_DIR = "/run/slurmdbd"
 MARIADB_DATA_DIR = "/var/lib/mysql"
 MARIADB_RUN_DIR = "/run/mysqld"
 EXPORTER_BINARY = "/usr/local/bin/slurm-exporter"
+# A directory (spec.identity): the sssd sidecar's rendered sssd.conf (ConfigMap, no password), the bind password and
+# the CA (Secrets, mounted in the sidecar alone), the socket directory it shares with the pod's daemon (libnss-sss and
+# sss_ssh_authorizedkeys connect there; login and worker pods bind it read-only into the jail), and the file where
+# it writes what its last look at the directory found (read by the converge: IdentityReady).
+SSSD_CONFIG_MOUNT = "/etc/soperator/sssd"
+IDENTITY_BIND_PASSWORD_MOUNT = "/etc/soperator/identity/bind-password"
+IDENTITY_BIND_PASSWORD_FILE = "password"
+IDENTITY_CA_MOUNT = "/etc/soperator/identity/ca"
+IDENTITY_CA_FILE = "ca.crt"
+SSS_PIPES_DIR = "/var/lib/sss/pipes"
+IDENTITY_STATUS_FILE = "/run/soperator/identity-status"
+# The login image's AuthorizedKeysCommand (images/login): a directory user's keys, only for the directory's account.
+AUTHORIZED_KEYS_COMMAND = "/usr/local/sbin/soperator-authorized-keys"
 # Fixed ids of the users the accounting images run as (images/*/Containerfile): the pods run as them
 # (runAsUser) with no capability at all. slurm is Debian's fixed id (SlurmUser: slurmdbd, the NCCL check); the
 # others are chosen here.
@@ -188,6 +205,7 @@ IMAGE_REPOSITORIES = {
     "slurmrestd": "soperator/slurmrestd",
     "exporter": "soperator/slurm-exporter",
     "mariadb": "soperator/mariadb",
+    "sssd": "soperator/sssd",
 }
 
 # NodeSet names that would collide with the cluster's own object names (`<cluster>-<nodeset>`) or with Slurm
@@ -195,7 +213,7 @@ IMAGE_REPOSITORIES = {
 RESERVED_NODESET_NAMES = ("controller", "login", "login-headless", "jail", "slurm-config", "sshd-config",
                           "munge-key", "ssh-host-keys", "populate-jail", "all", "health-checks", "nccl-check",
                           "accounting", "accounting-db", "accounting-db-password", "slurmdbd-config", "jwt-key",
-                          "rest", "exporter")
+                          "rest", "exporter", "sssd-config")
 
 
 def default_image(component, collection_version=COLLECTION_VERSION):
@@ -317,6 +335,11 @@ def exporter_name(cluster):
     return "%s-exporter" % cluster
 
 
+def sssd_config_name(cluster):
+    """The ConfigMap of the sssd sidecars' sssd.conf (spec.identity), without the bind password."""
+    return "%s-sssd-config" % cluster
+
+
 def slurmdbd_host(cluster, namespace):
     """Where slurmctld reaches slurmdbd (AccountingStorageHost): its pod, through the headless Service."""
     return "%s.%s.%s.svc" % (pod_name(accounting_name(cluster), 0), accounting_name(cluster), namespace)
@@ -352,7 +375,7 @@ def owned_names(cluster, nodeset=None):
              sshd_config_name(cluster), munge_key_name(cluster), ssh_host_keys_name(cluster), jail_claim_name(cluster),
              health_config_name(cluster), nccl_check_name(cluster), accounting_name(cluster),
              slurmdbd_config_name(cluster), database_name(cluster), db_password_name(cluster), jwt_key_name(cluster),
-             rest_name(cluster), exporter_name(cluster)]
+             rest_name(cluster), exporter_name(cluster), sssd_config_name(cluster)]
     stateful = (controller_name(cluster), login_name(cluster), accounting_name(cluster), database_name(cluster),
                 rest_name(cluster), exporter_name(cluster))
     families = [(name + "-", ORDINAL_TAIL) for name in stateful]

@@ -233,22 +233,27 @@ def argument_spec():
     return spec
 
 
+def execute(params, check_mode=False, diff=False, on_secret=None):
+    """The module's work (its action plugin runs it in-process): apply, prune; raises KubernetesError."""
+    prune = params["prune"] or {}
+    protect = prune.get("protect_kinds")
+    return apply_manifests(
+        dynamic_client(params), params["manifests"], params["field_manager"],
+        prune_selector=prune.get("selector"), prune_kinds=prune.get("kinds"),
+        prune_namespaces=prune.get("namespaces"),
+        protect=objects.DEFAULT_PROTECT_KINDS if protect is None else protect,
+        check_mode=check_mode, force_conflicts=params["force_conflicts"], diff=diff,
+        on_secret=on_secret, skip_unserved=params["skip_unserved"])
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     require_kubernetes(module)
     params = module.params
     # Secret values the user gave may be echoed by an API error: mask them in everything we print.
     module.no_log_values.update(objects.secret_values(params["manifests"]))
-    prune = params["prune"] or {}
-    protect = prune.get("protect_kinds")
     try:
-        result = apply_manifests(
-            dynamic_client(params), params["manifests"], params["field_manager"],
-            prune_selector=prune.get("selector"), prune_kinds=prune.get("kinds"),
-            prune_namespaces=prune.get("namespaces"),
-            protect=objects.DEFAULT_PROTECT_KINDS if protect is None else protect,
-            check_mode=module.check_mode, force_conflicts=params["force_conflicts"], diff=module._diff,
-            on_secret=module.no_log_values.add, skip_unserved=params["skip_unserved"])
+        result = execute(params, module.check_mode, module._diff, module.no_log_values.add)
     except KubernetesError as e:
         module.fail_json(msg=e.msg, **e.details)
     module.exit_json(**result)

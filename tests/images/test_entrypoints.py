@@ -13,6 +13,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import time
 
 import pytest
 from prerequisites import require_root
@@ -632,3 +633,260 @@ def test_populate_rejects_bad_arguments(args, message):
     result = subprocess.run([POPULATE] + args, capture_output=True, text=True)
     assert result.returncode in (1, 2)
     assert message in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ directory users
+def sssd_socket(fs):
+    """The sssd sidecar's public socket, where the pod's daemon finds it (its volume, read-only in the daemon)."""
+    os.makedirs(fs + names.SSS_PIPES_DIR, exist_ok=True)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(fs + names.SSS_PIPES_DIR + "/nss")
+    return sock
+
+
+def test_with_a_directory_the_worker_binds_sssds_sockets_read_only_into_the_jail(fs):
+    j = fs + "/mnt/jail"
+    write(j + "/etc/nsswitch.conf", "passwd: files sss\ngroup: files sss\n")
+    sock = sssd_socket(fs)
+    try:
+        result = entrypoint(fs, "worker", sh("test -S {j}{p}/nss && echo socket; touch {j}{p}/x 2>/dev/null && "
+                                             "echo WROTE; echo done".format(j=j, p=names.SSS_PIPES_DIR)),
+                            env={"SOPERATOR_IDENTITY": "sssd"})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == ["socket", "done"]
+        assert "does not name sss" not in result.stderr
+        # A jail from an image without sss in its nsswitch.conf: said, not fatal (its local users work).
+        write(j + "/etc/nsswitch.conf", "passwd: files\ngroup: files sss\n")
+        result = entrypoint(fs, "worker", ["true"], env={"SOPERATOR_IDENTITY": "sssd"})
+        assert result.returncode == 0, result.stderr
+        assert "the jail's /etc/nsswitch.conf does not name sss for passwd" in result.stderr
+        assert "for group" not in result.stderr
+    finally:
+        sock.close()
+
+
+def test_with_a_directory_a_daemon_waits_for_sssd(fs):
+    result = entrypoint(fs, "worker", ["true"], env={"SOPERATOR_IDENTITY": "sssd", "SOPERATOR_WAIT_TIMEOUT": "1"})
+    assert result.returncode == 1 and "gave up waiting for sssd's socket" in result.stderr
+
+
+SSSD_TEMPLATE = """[sssd]
+services = nss
+domains = directory
+
+[domain/directory]
+id_provider = ldap
+ldap_uri = ldaps://ldap.invalid:1636
+ldap_search_base = dc=example,dc=org
+ldap_default_bind_dn = cn=sssd,dc=example,dc=org
+"""
+# sssd.conf is an INI file: '#' and ';' start comments, '=' separates; a password has them in the middle.
+PASSWORD = 'p#ss;w=rd "x\''
+
+
+def sssd_fs(fs, password=PASSWORD):
+    write(fs + names.SSSD_CONFIG_MOUNT + "/sssd.conf", SSSD_TEMPLATE)
+    if password is not None:
+        write(fs + names.IDENTITY_BIND_PASSWORD_MOUNT + "/" + names.IDENTITY_BIND_PASSWORD_FILE, password, 0o400)
+    os.makedirs(fs + names.SSS_PIPES_DIR)
+    os.chmod(fs + names.SSS_PIPES_DIR, 0o777)  # the kubelet's emptyDir
+    # What runs as "sssd": it says when it starts and stops, and stays until it is told to stop.
+    write(fs + "/fake-sssd", "#!/bin/sh\necho start >>%s/sssd.starts\ntrap 'exit 0' TERM\n"
+                             "while :; do sleep 0.1; done\n" % fs, 0o755)
+    return fs + "/fake-sssd"
+
+
+def run_sssd_role(fs, fake, seconds, env=None, before_stop=None):
+    """The sidecar's entrypoint for ``seconds``, then SIGTERM: (exit status, stderr)."""
+    full_env = dict(os.environ, SOPERATOR_ROOT=fs, SOPERATOR_ROLE="sssd", SOPERATOR_IDENTITY_CHECK="always",
+                    SOPERATOR_IDENTITY_CHECK_INTERVAL="1")
+    full_env.update(env or {})
+    proc = subprocess.Popen([ENTRYPOINT, fake], env=full_env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            if before_stop and before_stop():
+                before_stop = None
+                deadline = time.monotonic() + seconds
+        proc.terminate()
+        return proc.wait(20), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_the_sidecar_assembles_sssd_conf_in_memory_and_says_what_it_found(fs):
+    fake = sssd_fs(fs)
+    rc, err = run_sssd_role(fs, fake, 3)
+    assert rc == 0, err  # stopped by SIGTERM: sssd stopped, and the supervisor with it
+    conf = fs + "/etc/sssd/sssd.conf"
+    with open(conf) as f:
+        text = f.read()
+    assert text == SSSD_TEMPLATE + "ldap_default_authtok = %s\n" % PASSWORD
+    assert stat.S_IMODE(os.stat(conf).st_mode) == 0o600 and os.stat(conf).st_uid == 0
+    assert stat.S_IMODE(os.stat(fs + names.SSS_PIPES_DIR).st_mode) == 0o755
+    with open(fs + names.IDENTITY_STATUS_FILE) as f:
+        status = f.read()
+    # The host has no such directory (nor, maybe, ldapwhoami): what matters here is that a finding is written in
+    # the format the reconciler reads, and logged when it changes; the real verdicts: tests/images/test_identity.py.
+    assert status.split(" ")[0] in ("DirectoryUnreachable", "DirectoryError") and status.split(" ")[1] == "ldap_uri"
+    assert "directory: " + status.strip() in err
+    assert PASSWORD not in err and PASSWORD not in status
+    with open(fs + "/sssd.starts") as f:
+        assert f.read().split() == ["start"]
+
+
+def test_sssd_conf_is_roots_group_in_a_pod_with_an_fs_group(fs):
+    # slurmdbd's pod has fsGroup (the slurm group): the kubelet makes every emptyDir setgid to it, so a new file in
+    # /etc/sssd would be that group's, and sssd refuses a sssd.conf that is not root:root (the sidecar crash-looped).
+    fake = sssd_fs(fs)
+    dirs = ["/etc/sssd", "/var/lib/sss/db", names.SSS_PIPES_DIR, names.SSS_PIPES_DIR + "/private"]
+    for d in dirs:
+        os.makedirs(fs + d, exist_ok=True)
+        os.chown(fs + d, 0, names.SLURM_UID)
+        os.chmod(fs + d, 0o3777)
+    write(fs + "/var/lib/sss/db/cache_directory.ldb", "from the last start", 0o600)  # made under the fsGroup
+    os.chown(fs + "/var/lib/sss/db/cache_directory.ldb", 0, names.SLURM_UID)
+    rc, err = run_sssd_role(fs, fake, 2)
+    assert rc == 0, err
+    conf = os.stat(fs + "/etc/sssd/sssd.conf")
+    assert (conf.st_uid, conf.st_gid, stat.S_IMODE(conf.st_mode)) == (0, 0, 0o600)
+    assert os.stat(fs + "/var/lib/sss/db/cache_directory.ldb").st_gid == 0
+    for d in dirs:
+        assert os.stat(fs + d).st_gid == 0 and not os.stat(fs + d).st_mode & stat.S_ISGID, d
+
+
+@pytest.mark.parametrize("password, reason", [(None, "BindPasswordMissing"), ("two\nlines", "InvalidBindPassword"),
+                                              (" padded", "InvalidBindPassword"), ("", "InvalidBindPassword")])
+def test_the_sidecar_reports_a_password_sssd_cannot_use_and_starts_sssd_anyway(fs, password, reason):
+    fake = sssd_fs(fs, password)
+    rc, err = run_sssd_role(fs, fake, 2)
+    assert rc == 0, err
+    with open(fs + names.IDENTITY_STATUS_FILE) as f:
+        assert f.read().startswith(reason + " ldap_default_authtok ")
+    with open(fs + "/etc/sssd/sssd.conf") as f:
+        assert f.read() == SSSD_TEMPLATE  # no password line at all
+    assert os.path.exists(fs + "/sssd.starts")  # local users and the cache do not wait for the Secret
+
+
+def test_a_new_password_restarts_sssd_in_the_running_sidecar(fs):
+    fake = sssd_fs(fs)
+    path = fs + names.IDENTITY_BIND_PASSWORD_MOUNT + "/" + names.IDENTITY_BIND_PASSWORD_FILE
+    changed = []
+
+    def change_once():
+        if not changed and os.path.exists(fs + "/sssd.starts"):
+            os.chmod(path, 0o600)
+            write(path, "a-new-password", 0o400)
+            changed.append(True)
+            return True
+        return False
+
+    rc, err = run_sssd_role(fs, fake, 3, before_stop=change_once)
+    assert rc == 0, err
+    assert "sssd.conf, the bind password or the CA changed: restarting sssd" in err
+    with open(fs + "/sssd.starts") as f:
+        assert f.read().split() == ["start", "start"]
+    with open(fs + "/etc/sssd/sssd.conf") as f:
+        assert f.read().endswith("ldap_default_authtok = a-new-password\n")
+
+
+def test_sssd_ending_ends_the_sidecar_with_a_reason(fs, tmp_path):
+    sssd_fs(fs)
+    write(fs + "/dying-sssd", "#!/bin/sh\nexit 3\n", 0o755)
+    log = str(tmp_path / "termination-log")
+    rc, err = run_sssd_role(fs, fs + "/dying-sssd", 3, env={"SOPERATOR_TERMINATION_LOG": log})
+    assert rc == 1, err
+    with open(log) as f:
+        assert f.read().startswith("SssdExited: sssd exited with status 3")
+
+
+# soperator-make-home: pam_exec at a session's opening, as root, in the login container.
+MAKE_HOME = os.path.join(ROOT, "images", "login", "soperator-make-home")
+
+
+def make_home(tmp_path, jail, user="dora", pam_type="open_session", home="/home/dora"):
+    """The program as sshd's PAM runs it, with ``user`` resolvable (a private mount namespace whose /etc/passwd
+    has them: the login container's own is the jail's and sssd's)."""
+    accounts = str(tmp_path / "passwd")
+    with open("/etc/passwd") as f:
+        base = f.read()
+    with open(accounts, "w") as f:
+        f.write(base + "dora:x:20001:20002:Dora:%s:/bin/bash\n" % home)
+    return subprocess.run(["unshare", "-m", "--", "sh", "-c", 'mount --bind "$1" /etc/passwd && exec "$2"', "-",
+                           accounts, MAKE_HOME],
+                          env=dict(os.environ, SOPERATOR_JAIL=jail, PAM_TYPE=pam_type, PAM_USER=user),
+                          capture_output=True, text=True, timeout=30)
+
+
+def make_jail(tmp_path):
+    jail = str(tmp_path / "jail")
+    os.makedirs(jail + "/home", mode=0o755)
+    os.chmod(jail, 0o755)
+    os.chmod(jail + "/home", 0o755)
+    return jail
+
+
+def test_make_home_makes_a_first_logins_home_the_users_and_closed(tmp_path):
+    jail = make_jail(tmp_path)
+    result = make_home(tmp_path, jail)
+    assert result.returncode == 0, result.stderr
+    st = os.lstat(jail + "/home/dora")
+    assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and (st.st_uid, st.st_gid) == (20001, 20002)
+    assert os.listdir(jail + "/home/dora") == []
+    assert "made /home/dora (0700, 20001:20002) for dora's first login" in result.stderr
+    # Next logins: the home is theirs; nothing is changed, whatever they did with it.
+    os.chmod(jail + "/home/dora", 0o755)
+    assert make_home(tmp_path, jail).returncode == 0
+    assert stat.S_IMODE(os.lstat(jail + "/home/dora").st_mode) == 0o755
+
+
+@pytest.mark.parametrize("plant", ["home link", "dangling home link", "home a file", "jail /home link",
+                                   "jail /home writable", "jail /home not root's", "jail writable"])
+def test_make_home_follows_no_link_and_writes_nowhere_users_could_steer(tmp_path, plant):
+    """What a user (or a jail image) could have left where a home is made: nothing is created or changed."""
+    jail = make_jail(tmp_path)
+    target = str(tmp_path / "target")
+    os.makedirs(target)
+    if plant == "home link":
+        os.symlink(target, jail + "/home/dora")
+    elif plant == "dangling home link":
+        os.symlink(target + "/new", jail + "/home/dora")
+    elif plant == "home a file":
+        write(jail + "/home/dora", "a file\n")
+    elif plant == "jail /home link":
+        os.rmdir(jail + "/home")
+        os.symlink(target, jail + "/home")
+    elif plant == "jail /home writable":
+        os.chmod(jail + "/home", 0o777)
+    elif plant == "jail /home not root's":
+        os.chown(jail + "/home", 20001, 20001)
+    elif plant == "jail writable":
+        os.chmod(jail, 0o777)
+    before = sorted(os.listdir(target))
+    result = make_home(tmp_path, jail)
+    assert result.returncode == 0, result.stderr  # the session goes on (optional in PAM): no home is made
+    assert sorted(os.listdir(target)) == before == []
+    assert not os.path.exists(target + "/new")
+    if plant.startswith("jail"):
+        assert "is not a directory of root's that only root may write" in result.stderr
+    if plant == "home link" or plant == "dangling home link":
+        assert os.path.islink(jail + "/home/dora")
+
+
+@pytest.mark.parametrize("home, pam_type", [("/nfs/home/dora", "open_session"), ("/home/dora/sub", "open_session"),
+                                            ("/home/../etc", "open_session"), ("/home/dora", "close_session")])
+def test_make_home_makes_only_a_plain_home_under_home_at_a_sessions_opening(tmp_path, home, pam_type):
+    jail = make_jail(tmp_path)
+    result = make_home(tmp_path, jail, home=home, pam_type=pam_type)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(jail + "/home") == []
+    assert os.listdir(jail) == ["home"]
+
+
+def test_make_home_leaves_unknown_users_and_root_alone(tmp_path):
+    jail = make_jail(tmp_path)
+    assert make_home(tmp_path, jail, user="nobody-such").returncode == 0
+    assert make_home(tmp_path, jail, user="root").returncode == 0
+    assert os.listdir(jail + "/home") == []

@@ -266,7 +266,7 @@ class Cluster(object):
                  options=["--security-opt", "no-new-privileges"])
         return run_dir
 
-    def controller(self, volumes=()):
+    def controller(self, volumes=(), options=()):
         munge_run = self.munge("controller", CONTROLLER_IMAGE, self.controller_host)
         self.run("controller", CONTROLLER_IMAGE, ["/usr/sbin/slurmctld", "-D"],
                  render_controller.CONTROLLER_CAPABILITIES,
@@ -277,9 +277,9 @@ class Cluster(object):
                           (munge_run, names.MUNGE_RUN_DIR), (self.jail, names.JAIL_MOUNT + ":ro")]
                  + list(volumes),
                  options=["--network-alias", self.conf_server.rsplit(":", 1)[0],
-                          "--security-opt", "no-new-privileges"])
+                          "--security-opt", "no-new-privileges"] + list(options))
 
-    def worker(self):
+    def worker(self, extra_volumes=(), options=()):
         container = self.manifests["worker"]["spec"]["template"]["spec"]["containers"][0]
         env = {e["name"]: e.get("value") for e in container["env"]}
         munge_run = self.munge("worker", WORKER_IMAGE, self.node)
@@ -294,12 +294,12 @@ class Cluster(object):
         self.run("worker", WORKER_IMAGE,
                  ["/usr/sbin/slurmd", "-D", "-Z", "-N", self.node, "--conf-server", self.conf_server,
                   "--conf", env["SLURMD_CONF_PARAMS"]],
-                 render_worker.WORKER_CAPABILITIES, self.node, volumes=volumes,
+                 render_worker.WORKER_CAPABILITIES, self.node, volumes=volumes + list(extra_volumes),
                  # As the manifest: seccomp and AppArmor unconfined (pivot_root, mount).
                  options=["--network-alias", self.node, "--security-opt", "seccomp=unconfined",
-                          "--security-opt", "apparmor=unconfined", "--shm-size", "64m"])
+                          "--security-opt", "apparmor=unconfined", "--shm-size", "64m"] + list(options))
 
-    def login(self, host_keys, sshd_config):
+    def login(self, host_keys, sshd_config, volumes=(), options=()):
         munge_run = self.munge("login", LOGIN_IMAGE, self.login_host)
         slurm_run = self.emptydir("login-slurm-run")
         self.run("sackd", LOGIN_IMAGE, ["/usr/sbin/sackd", "-D", "--conf-server", self.conf_server], [],
@@ -311,8 +311,8 @@ class Cluster(object):
                  render_login.LOGIN_CAPABILITIES, self.login_host,
                  volumes=[(self.jail, names.JAIL_MOUNT), (host_keys, names.SSH_HOST_KEYS_MOUNT),
                           (sshd_config, names.SSHD_CONFIG_MOUNT), (munge_run, names.MUNGE_RUN_DIR),
-                          (slurm_run, names.SLURM_RUN_DIR)],
-                 options=["-p", "127.0.0.1::22"])
+                          (slurm_run, names.SLURM_RUN_DIR)] + list(volumes),
+                 options=["-p", "127.0.0.1::22"] + list(options))
 
     def exec(self, name, *command, input_text=None):
         if input_text is not None:
@@ -425,26 +425,40 @@ def add_jail_user(jail, name, uid, public_key):
         os.chmod(path, mode)
 
 
+def make_host_keys(directory):
+    """The ssh-host-keys Secret's files."""
+    os.makedirs(directory)
+    for kind, file_name in (("ed25519", "ssh_host_ed25519_key"), ("rsa", "ssh_host_rsa_key")):
+        subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", os.path.join(directory, file_name)],
+                       check=True)
+        os.chmod(os.path.join(directory, file_name), 0o400)
+    return directory
+
+
+def login_port(cluster):
+    return wait_until(lambda: cluster.docker("port", cluster.docker.name("login"), "22", check=False).stdout.strip(),
+                      30, "the login port").rsplit(":", 1)[1]
+
+
+def ssh_as(user, key, port, command, *options):
+    """``command`` in an ssh session of ``user`` with the private key ``key``, through the login container."""
+    return subprocess.run(
+        ["ssh"] + list(options) + ["-i", key, "-p", port, "-o", "StrictHostKeyChecking=no",
+                                   "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+                                   "-o", "ConnectTimeout=5", "%s@127.0.0.1" % user, command],
+        capture_output=True, text=True, timeout=90)
+
+
 def test_sshd_in_the_login_image_lands_a_key_user_in_the_jail(cluster, manifests, tmp_path):
     key = str(tmp_path / "id_ed25519")
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
     add_jail_user(cluster.jail, "alice", 2000, key + ".pub")
-    host_keys = str(tmp_path / "host-keys")
-    os.makedirs(host_keys)
-    for kind, file_name in (("ed25519", "ssh_host_ed25519_key"), ("rsa", "ssh_host_rsa_key")):
-        subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", os.path.join(host_keys, file_name)],
-                       check=True)
-        os.chmod(os.path.join(host_keys, file_name), 0o400)
-    cluster.login(host_keys, write_files(str(tmp_path / "sshd-config"), manifests["sshd_config"]))
-    port = wait_until(lambda: cluster.docker("port", cluster.docker.name("login"), "22", check=False).stdout.strip(),
-                      30, "the login port").rsplit(":", 1)[1]
+    cluster.login(make_host_keys(str(tmp_path / "host-keys")),
+                  write_files(str(tmp_path / "sshd-config"), manifests["sshd_config"]))
+    port = login_port(cluster)
 
     def ssh(command, *options):
-        return subprocess.run(
-            ["ssh"] + list(options) + ["-i", key, "-p", port, "-o", "StrictHostKeyChecking=no",
-                                       "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
-                                       "-o", "ConnectTimeout=5", "alice@127.0.0.1", command],
-            capture_output=True, text=True, timeout=90)
+        return ssh_as("alice", key, port, command, *options)
 
     result = wait_until(lambda: (lambda r: r.returncode == 0 and r)(ssh("id -un; cat /etc/soperator/jail-image; pwd")),
                         30, "an ssh login", lambda: cluster.logs("login"))

@@ -154,6 +154,31 @@ def test_parse_watches_defaults_and_unknown_keys():
     assert w.manage_status is False and w.finalizer is None and w.reconcile_period == 600 and w.vars == {}
 
 
+def test_the_cluster_watch_runs_the_roles_converge_entry_point():
+    """Our runtime runs the cluster role's converge entry point (the SlurmCluster by name: no definition to check or
+    read); main ends with the same tasks, which upstream runs."""
+    from soperator_operator.runner import playbook_for_role
+
+    (cluster,) = [w for w in load_watches(os.path.join(ROOT, "operator", "watches.yaml")) if w.kind == "SlurmCluster"]
+    assert cluster.tasks_from == "converge" and cluster.finalizer.role == "soperator.slurm.teardown"
+    play = playbook_for_role(cluster.role, cluster.tasks_from)[0]
+    assert play["tasks"][0]["ansible.builtin.import_role"] == {"name": "soperator.slurm.cluster",
+                                                               "tasks_from": "converge"}
+    assert playbook_for_role("r")[0]["tasks"][0]["ansible.builtin.import_role"] == {"name": "r"}
+    role = os.path.join(ROOT, "roles", "cluster")
+    with open(os.path.join(role, "tasks", "main.yml"), encoding="utf-8") as handle:
+        main = yaml.safe_load(handle)
+    with open(os.path.join(role, "tasks", "converge.yml"), encoding="utf-8") as handle:
+        converge = yaml.safe_load(handle)
+    with open(os.path.join(role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        specs = yaml.safe_load(handle)["argument_specs"]
+    assert main[-1] == {"name": "Converge", "ansible.builtin.import_tasks": "converge.yml"}
+    assert [list(t)[1] for t in converge] == ["soperator.slurm.slurm_cluster"]
+    assert specs["converge"]["options"]["cluster_ref"]["required"] is True
+    assert set(specs["converge"]["options"]) == set(specs["main"]["options"]) - {"cluster_manifest_file",
+                                                                                 "cluster_resources"}
+
+
 # --- work queue --------------------------------------------------------------------------------------------------
 def test_queue_coalesces_adds_while_waiting():
     q = Q.QueueState()
@@ -271,6 +296,81 @@ def test_the_renew_deadline_counts_from_the_renewal_sent_not_from_its_answer():
     elector._round()
     assert elector.is_leader and clock[0] == 102.5
     assert L.still_leader(elector._last_renewed, 102.9, 3) and not L.still_leader(elector._last_renewed, 103.0, 3)
+
+
+class _LeaseApi:
+    """A Lease in memory with the API server's optimistic concurrency: a write at a stale resourceVersion conflicts."""
+
+    def __init__(self):
+        self.lease, self.rv, self.calls = None, 0, []
+
+    def _stored(self):
+        return {"metadata": {"resourceVersion": str(self.rv)}, "spec": dict(self.lease)}
+
+    def get_lease(self, namespace, name):
+        self.calls.append("get")
+        return self._stored() if self.lease is not None else None
+
+    def create_lease(self, namespace, name, spec):
+        self.calls.append("create")
+        self.lease, self.rv = dict(spec), self.rv + 1
+        return self._stored()
+
+    def replace_lease(self, namespace, name, resource_version, spec):
+        from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+
+        self.calls.append("replace")
+        if resource_version != str(self.rv):
+            raise access.Conflict("the object has been modified", status=409)
+        self.lease, self.rv = dict(spec), self.rv + 1
+        return self._stored()
+
+
+def test_the_leader_renews_in_one_request_and_reads_again_when_the_lease_moved_on():
+    from soperator_operator.leader import LeaderElector
+
+    api, clock = _LeaseApi(), [100.0]
+    elector = LeaderElector(api, "ns", "lease", "me", lease_duration=15, renew_deadline=10, retry_period=2,
+                            clock=lambda: clock[0])
+    elector._round()
+    assert elector.is_leader and api.calls == ["get", "create"]
+    for _ in range(3):
+        clock[0] += 2
+        elector._round()
+    assert api.calls[2:] == ["replace"] * 3 and api.lease["holderIdentity"] == "me"
+    assert elector._last_renewed == clock[0] and api.lease["acquireTime"] != api.lease["renewTime"]
+    # Another replica wrote the Lease (it took it over): the renewal conflicts, the round reads, and steps down.
+    lost = []
+    elector._lose = lost.append
+    api.lease, api.rv = dict(api.lease, holderIdentity="other"), api.rv + 1
+    del api.calls[:]
+    clock[0] += 2
+    elector._round()
+    assert api.calls == ["replace", "get"] and lost and api.lease["holderIdentity"] == "other"
+
+
+def test_a_leader_whose_renewal_hangs_is_stopped_by_the_watchdog():
+    """The renewal never answers: the watchdog (not the loop, which is stuck in the call) stops the leader."""
+    import threading
+
+    from soperator_operator.leader import LeaderElector
+
+    hang, stopped = threading.Event(), threading.Event()
+
+    class HangingApi(_LeaseApi):
+        def replace_lease(self, namespace, name, resource_version, spec):
+            hang.wait(30)
+            raise AssertionError("not reached")
+
+    elector = LeaderElector(HangingApi(), "ns", "lease", "me", lease_duration=1.5, renew_deadline=1.0,
+                            retry_period=0.2, on_stopped=stopped.set)
+    elector.start()
+    try:
+        assert stopped.wait(20), "the leader kept leading past its renew deadline"
+        assert not elector.is_leader and elector._thread.is_alive()  # the loop is still stuck in the call
+    finally:
+        hang.set()
+        elector._stop.set()
 
 
 # --- conditions ------------------------------------------------------------------------------------------------

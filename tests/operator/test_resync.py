@@ -205,7 +205,7 @@ class RecordingRunner:
         self.runs = []
         self.result = RunResult(ok=True, status="successful", rc=0, ready=False)  # what the next runs report
 
-    def run(self, extravars, role=None, playbook=None, ident="run", should_stop=lambda: False):
+    def run(self, extravars, role=None, playbook=None, ident="run", should_stop=lambda: False, tasks_from=None):
         self.runs.append(role or playbook)
         return self.result
 

@@ -12,12 +12,12 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path, label_key_ok, matches
 
 
-TWINS = {}
+TWINS: dict = {}
 
 
 def _twin(message):
@@ -55,6 +55,7 @@ _name_twins("SlurmCluster", schema.CLUSTER_NAME_MAX)
 
 
 _name_twins("NodeSet", schema.NODESET_NAME_MAX)
+TWINS.update(identity.TWINS)  # spec.identity's, beside its other rules
 
 
 @_twin("nodePort requires type NodePort or LoadBalancer")

@@ -227,12 +227,13 @@ def sub_mount_rules(mounts, path, errors):
 
 
 def component_rules(spec, errors):
-    """Accounting, the REST API and the exporter: their pods as the API server wants them (resources, placement),
-    the database's volume more than zero."""
+    """Accounting, the REST API, the exporter and the sssd sidecars: their pods as the API server wants them
+    (resources, placement), the database's volume more than zero."""
     accounting = spec.get("accounting") or {}
     database = accounting.get("database") or {}
     parts = [("spec.accounting.slurmdbd", accounting.get("slurmdbd") or {}), ("spec.accounting.database", database),
-             ("spec.restApi", spec.get("restApi") or {}), ("spec.exporter", spec.get("exporter") or {})]
+             ("spec.restApi", spec.get("restApi") or {}), ("spec.exporter", spec.get("exporter") or {}),
+             ("spec.identity.sssd", (spec.get("identity") or {}).get("sssd") or {})]
     for path, part in parts:
         resources_rules(part.get("resources"), path + ".resources", errors)
         placement_rules(part.get("placement"), path + ".placement", errors)

@@ -548,6 +548,97 @@ def _rest_api_schema():
               }, default={})
 
 
+# --- a directory of users and groups (spec.identity) ----------------------------------------------------------------
+# An LDAP URI: ldap:// or ldaps://, a host name, an IPv4 or a bracketed IPv6 address, an optional port, nothing
+# after it (no DN, attributes or filter: the search bases are fields of their own).
+LDAP_URI_PATTERN = r"^ldaps?://([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?/?$"
+# A distinguished name (RFC 4514), on one line: it goes into sssd.conf, which is line based; no '?' either (sssd reads
+# a search base as base?scope?filter: hex-escape a '?' of a DN as \3f). api/identity.py checks RFC 4514 itself.
+DN_PATTERN = r"^[A-Za-z0-9][^\x00-\x1f\x7f?]*$"
+LDAP_ATTRIBUTE_PATTERN = r"^[A-Za-z][A-Za-z0-9-]*$"
+IDENTITY_SCHEMAS = ["rfc2307", "rfc2307bis", "ad"]
+IDENTITY_RULES = {
+    "bind_pair": "bindDN and bindPasswordSecretRef go together (neither: an anonymous bind)",
+    "bind_tls": ("a bind password is sent over TLS only: every URI ldaps://, or ldap:// URIs with tls.startTLS "
+                 "(without TLS anyone on the path reads it)"),
+    "starttls": "tls.startTLS is for ldap:// URIs (an ldaps:// URI is TLS from the start)",
+    "id_range": "idRange.min must not exceed idRange.max",
+}
+# Users and groups a directory may give: ids in this range (Debian's UID_MIN..UID_MAX for people). The system
+# accounts of the images and the jail (root 0, munge 990, sshd 991, slurm 64030, nobody 65534) are outside it.
+DIRECTORY_ID_MIN = 1000
+DIRECTORY_ID_MAX = 60000
+PATTERN_HINTS.update({
+    LDAP_URI_PATTERN: "an LDAP URI: ldap:// or ldaps://, a host or address, an optional port, nothing else",
+    DN_PATTERN: "a distinguished name such as ou=people,dc=example,dc=org, on one line, no '?' (write \3f)",
+    LDAP_ATTRIBUTE_PATTERN: "an LDAP attribute name: a letter, then letters, digits and '-'",
+})
+
+
+def _identity_schema():
+    tls = _o("TLS to the directory: its certificate is always verified (against caSecretRef's CA, else the CAs of "
+             "the sssd image, Debian's ca-certificates).", {
+                 "caSecretRef": _secret_key_ref("The Secret key holding the CA certificate (PEM) the directory's "
+                                                "certificate must chain to. The Secret must be labelled "
+                                                "%s=<cluster name>." % names.LABEL_IDENTITY_SECRET),
+                 "startTLS": _b("ldap:// URIs: upgrade each connection with StartTLS before anything is sent "
+                                "(ldaps:// URIs are TLS from the start).", default=False),
+             }, default={})
+    ldap = _o("An LDAP directory (OpenLDAP, 389 Directory Server, FreeIPA's, Active Directory) that holds the "
+              "cluster's users and groups: POSIX accounts (uidNumber, gidNumber) and their SSH public keys. Every pod "
+              "of the cluster resolves them through an sssd sidecar (login sessions, jobs on every worker, slurmctld, "
+              "slurmdbd, slurmrestd), read-only, keys only: no password of a user ever reaches the cluster. Local "
+              "users of the jail keep working; a name or id in both is the local one.", {
+                  "uris": _a("LDAP URIs, tried in order (ldaps://ldap.example.org, ldap://10.0.0.5:389 with "
+                             "tls.startTLS).", _s("An LDAP URI.", maxLength=256, pattern=LDAP_URI_PATTERN), 8,
+                             minItems=1, **{"x-kubernetes-list-type": "set"}),
+                  "baseDN": _s("Search base of users and groups (e.g. dc=example,dc=org).", maxLength=1024,
+                               pattern=DN_PATTERN),
+                  "userBaseDN": _s("Search base of users (default: baseDN).", maxLength=1024, pattern=DN_PATTERN),
+                  "groupBaseDN": _s("Search base of groups (default: baseDN).", maxLength=1024, pattern=DN_PATTERN),
+                  "bindDN": _s("The account sssd binds as (read access is all it needs). Absent: anonymous.",
+                               maxLength=1024, pattern=DN_PATTERN),
+                  "bindPasswordSecretRef": _secret_key_ref(
+                      "The Secret key holding bindDN's password (mounted in the sssd sidecars alone, never in a "
+                      "ConfigMap, an environment variable or a log; sent over TLS only). The Secret must be labelled "
+                      "%s=<cluster name>. A new value reaches every pod within about a minute, no restart."
+                      % names.LABEL_IDENTITY_SECRET),
+                  "tls": tls,
+                  "schema": _s("How the directory lays out groups: rfc2307 (posixGroup with memberUid), rfc2307bis "
+                               "(groups with member DNs), ad (Active Directory with POSIX attributes: uidNumber, "
+                               "gidNumber).", enum=IDENTITY_SCHEMAS, default="rfc2307"),
+                  "sshPublicKeyAttribute": _s("The attribute of a user's SSH public keys (openssh-lpk's sshPublicKey).",
+                                              maxLength=MAX_SHORT, pattern=LDAP_ATTRIBUTE_PATTERN,
+                                              default="sshPublicKey"),
+                  "idRange": _o("The uids and gids taken from the directory; users and groups outside are ignored "
+                                "(the images' system accounts are outside the default).", {
+                                    "min": _i("Lowest id.", minimum=1, maximum=2147483647,
+                                              default=DIRECTORY_ID_MIN),
+                                    "max": _i("Highest id.", minimum=1, maximum=2147483647,
+                                              default=DIRECTORY_ID_MAX),
+                                    # The default names both ends: the API server judges a default by the rules
+                                    # as it is written (a rule over {} has no min to read: the CRD is refused).
+                                }, default={"min": DIRECTORY_ID_MIN, "max": DIRECTORY_ID_MAX},
+                                **{"x-kubernetes-validations": [
+                                    _rule("self.min <= self.max", IDENTITY_RULES["id_range"])]}),
+              }, required=["uris", "baseDN"], **{"x-kubernetes-validations": [
+                  _rule("has(self.bindDN) == has(self.bindPasswordSecretRef)", IDENTITY_RULES["bind_pair"]),
+                  _rule("!has(self.bindPasswordSecretRef) || self.uris.all(u, u.startsWith('ldaps://'))"
+                        " || (has(self.tls) && has(self.tls.startTLS) && self.tls.startTLS)",
+                        IDENTITY_RULES["bind_tls"], ".bindPasswordSecretRef"),
+                  _rule("!has(self.tls) || !has(self.tls.startTLS) || !self.tls.startTLS"
+                        " || self.uris.all(u, u.startsWith('ldap://'))", IDENTITY_RULES["starttls"], ".tls.startTLS"),
+              ]})
+    return _o("Users and groups from a directory, beside the jail's own (/etc/passwd of the jail): they log in with "
+              "their keys from the directory, get a home in the jail at their first login, and run jobs as "
+              "themselves.", {
+                  "ldap": ldap,
+                  "sssd": _o("The sssd sidecar of every pod.", {
+                      "resources": resources_schema("Resources of each sssd sidecar."),
+                  }, default={}),
+              }, default={})
+
+
 NETWORK_PEER_RULE = "a peer is an ipBlock, or a podSelector and/or a namespaceSelector"
 # The shortest exporter collection interval: each collection is a set of Slurm RPCs (sinfo, squeue, sshare, sdiag).
 EXPORTER_MIN_INTERVAL_SECONDS = 5
@@ -728,6 +819,7 @@ def slurm_cluster_schema():
     ]})
 
     accounting, rest_api, exporter = _accounting_schema(), _rest_api_schema(), _exporter_schema()
+    identity = _identity_schema()
 
     spec = _o("Desired state of a Slurm cluster: controller, login nodes, jail, partitions, Slurm settings. "
               "Workers are NodeSet objects that reference this cluster.", {
@@ -743,6 +835,7 @@ def slurm_cluster_schema():
                       "slurmrestd": _image("slurmrestd"),
                       "exporter": _image("exporter"),
                       "mariadb": _image("mariadb"),
+                      "sssd": _image("sssd"),
                       "pullPolicy": _s("imagePullPolicy of every container.", enum=["Always", "IfNotPresent", "Never"],
                                        default="IfNotPresent"),
                   }, default={}),
@@ -779,6 +872,7 @@ def slurm_cluster_schema():
                   "restApi": rest_api,
                   "exporter": exporter,
                   "networkPolicies": _network_policies_schema(),
+                  "identity": identity,
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
                   "healthChecks": health_checks_schema(),

@@ -24,7 +24,7 @@ import copy
 import ipaddress
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import config_rules, object_rules, schema
+from ansible_collections.soperator.slurm.plugins.module_utils.api import config_rules, identity, object_rules, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
@@ -39,6 +39,7 @@ def _cluster_rules(spec, errors):
     login = spec.get("login") or {}
     sub_mounts = config_rules.cluster_rules(spec, errors)
     object_rules.component_rules(spec, errors)
+    identity.rules(spec, errors)
     config_rules.health_rules(spec, sub_mounts, errors)
     if "size" in jail:
         object_rules.positive_size(jail["size"], "spec.jail.size", errors)

@@ -158,6 +158,8 @@ def _validate_object(value, node, path, errors, old=NO_OLD):
 def _validate_array(value, node, path, errors):
     if "maxItems" in node and len(value) > node["maxItems"]:
         errors.append(SpecError(path, "Too many: %d: must have at most %d items" % (len(value), node["maxItems"])))
+    if "minItems" in node and len(value) < node["minItems"]:
+        errors.append(SpecError(path, "Too few: %d: must have at least %d items" % (len(value), node["minItems"])))
     for index, item in enumerate(value):
         validate_schema(item, node["items"], child_path(path, index), errors)
     if node.get("x-kubernetes-list-type") == "set":

@@ -193,18 +193,25 @@ def table():
 def discovery(dynamic):
     """Where a kind lives, from a DynamicClient's discovery (cached on disk by the library); None: not served."""
     def resolve(api_version, kind):
+        # Another project's kind (a CRD that may come and go: a PodMonitor, a ServiceMonitor) is asked of the server
+        # first, one request: the library's discovery cache, a file every process on the host shares, may still list
+        # a kind whose CRD was removed since it was written, and a kind it does not find makes it rediscover the
+        # whole API (and every group after) at each lookup. Kubernetes' own kinds and ours are not asked.
+        if _foreign(api_version) and not _listed(dynamic, api_version, kind):
+            return None
         try:
             found = dynamic.resources.get(api_version=api_version, kind=kind)
         except (ResourceNotFoundError, ResourceNotUniqueError):  # not served (as one kind)
             return None
-        # Another project's kind is confirmed with the server: the library's discovery cache, a file every process
-        # on the host shares, still lists a kind whose CRD was removed since it was written.
-        if kind in kinds.optional_names() and not _listed(dynamic, api_version, kind):
-            dynamic.resources.invalidate_cache()
-            return None
         group, dummy, version = api_version.rpartition("/")
         return Resource(group, version, found.name, kind, bool(found.namespaced))
     return resolve
+
+
+def _foreign(api_version):
+    """A group of neither Kubernetes itself (core, ``*.k8s.io``, the unsuffixed built-ins such as ``apps``) nor ours."""
+    group = api_version.rpartition("/")[0]
+    return "." in group and not group.endswith(".k8s.io") and group != names.GROUP
 
 
 def _listed(dynamic, api_version, kind):

@@ -291,6 +291,11 @@ class Applier(object):
                     group = (api_version, kind, namespace)
                     listings[group] = prune_selector
                     self.prune_groups.add(group)
+        # A create-only object of a kind listed anyway (a Job) is found in that listing when the selector sees it:
+        # no read by name (Secrets and claims are not listed: their reads stay by name).
+        fetch_alone = [o for o in fetch_alone if not (
+            (o["apiVersion"], o["kind"], o["metadata"].get("namespace")) in listings and prune_selector
+            and objects.selector_matches(prune_selector, objects.labels(o)))]
         self.live = {}
         self.observed = True
         for group, selector in listings.items():
@@ -306,6 +311,12 @@ class Applier(object):
     def absent(self):
         """The desired objects that do not exist yet (after :meth:`observe`)."""
         return [o for o in self.desired if objects.object_key(o) not in self.live]
+
+    def changes(self):
+        """The desired objects a run would write (absent, or not in sync with their live copy; after
+        :meth:`observe`)."""
+        return [o for o in self.desired
+                if objects.plan_object(o, self.live.get(objects.object_key(o))) not in (objects.SKIP, objects.KEEP)]
 
     def preflight(self):
         """Dry-run every write the set needs; returns the refusals (empty: the API server accepts all of it).

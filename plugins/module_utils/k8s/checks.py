@@ -31,12 +31,17 @@ class ConfigChecks(object):
     slurm_transport: Any
     controller_ready: Any
 
-    def _live_data(self, name):
-        live = self.api.get("v1", "ConfigMap", name, self.namespace,
-                            what="get ConfigMap %s/%s" % (self.namespace, name))
+    def _live_data(self, name, applier=None):
+        """The live ConfigMap's data: from the apply's listing when there is one (no request), else read."""
+        if applier is not None:
+            live = next((o for o in applier.live.values() if o.get("kind") == "ConfigMap"
+                         and o["metadata"].get("name") == name), None)
+        else:
+            live = self.api.get("v1", "ConfigMap", name, self.namespace,
+                                what="get ConfigMap %s/%s" % (self.namespace, name))
         return None if live is None else (live.get("data") or {})
 
-    def check_slurm_config(self, cluster, plan, observed):
+    def check_slurm_config(self, cluster, plan, observed, applier=None):
         """A slurm.conf that differs from the live one is parsed by the running controller's own Slurm first: one
         it refuses raises SpecErrors naming the field, before anything is written (the live config, and slurmctld
         on it, stay). Without a running controller there is nothing to restart: the typed values are the check."""
@@ -44,7 +49,7 @@ class ConfigChecks(object):
         desired = next((m for m in plan.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
         if desired is None or not self.controller_ready(observed["pods"]):
             return
-        if self._live_data(name) == desired["data"]:
+        if self._live_data(name, applier) == desired["data"]:
             return
         transport = self.slurm_transport(names.controller_pod(self.name))
         argv, stdin = slurm_check.command(desired["data"])
@@ -56,7 +61,7 @@ class ConfigChecks(object):
         if found:
             raise SpecErrors([SpecError(found[0], found[1])])
 
-    def check_sshd_config(self, cluster, plan, observed):
+    def check_sshd_config(self, cluster, plan, observed, applier=None):
         """A changed sshd_config is tested by a ready login pod's own sshd (``sshd -t``) before it is written: one it
         refuses raises SpecErrors naming the field; the live config and the login pods stay."""
         name = names.sshd_config_name(self.name)
@@ -66,7 +71,7 @@ class ConfigChecks(object):
                        and not pod["metadata"].get("deletionTimestamp") and model.pod_ready(pod))
         if desired is None or not ready:
             return
-        if self._live_data(name) == desired["data"]:
+        if self._live_data(name, applier) == desired["data"]:
             return
         text = desired["data"].get("sshd_config", "")
         argv, stdin = login_check.sshd_test_command(text)

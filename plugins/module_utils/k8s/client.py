@@ -103,11 +103,12 @@ USER_AGENT = "soperator.slurm/" + names.COLLECTION_VERSION
 
 
 def clients(params):
-    """(DynamicClient, CoreV1Api) sharing one connection pool, for the auth options in ``params``."""
+    """(DynamicClient, its ApiClient: the exec transport's) sharing one connection pool, for the auth options in
+    ``params``."""
     api = k8s_client_lib.ApiClient(configuration(params))
     api.user_agent = USER_AGENT
     try:
-        return DynamicClient(api), k8s_client_lib.CoreV1Api(api)
+        return DynamicClient(api), api
     except Exception as e:  # discovery of /version and /api fails when the API is unreachable
         raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))
 

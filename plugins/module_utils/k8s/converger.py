@@ -115,9 +115,14 @@ class Converger(Observation, ConfigChecks):
         refused = {}
         while True:
             plan = core.plan(cluster, nodesets, observed, now, policy=self.policy, refused=refused)
-            self.check_slurm_config(cluster, plan, observed)
-            self.check_sshd_config(cluster, plan, observed)
             applier = self.applier(plan.manifests, plan.keep)
+            self.check_slurm_config(cluster, plan, observed, applier)
+            self.check_sshd_config(cluster, plan, observed, applier)
+            if not observed.get("worker_pods_read", True) and any(objects.generator(o) for o in applier.absent()):
+                # A key Secret would be generated: which pods hold its keys is a question for every pod.
+                observed["pods"].update(self.worker_pods())
+                observed["worker_pods_read"] = True
+                continue
             refusals = applier.preflight()
             if not refusals:
                 break

@@ -14,7 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import definition as definitions
-from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap, references
+from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap, identity, references
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier, apply_manifests
@@ -33,7 +33,8 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
 
     the pure validation with the installer's policy and the stored objects (immutable fields); NodeSet names taken
     by another cluster's NodeSets; names the cluster's objects would share with another owner's in the namespace;
-    then a server-side dry run of the documents themselves and of every object rendered from them."""
+    then a server-side dry run of the documents themselves and, when they change anything, of every object rendered
+    from them."""
     every_cluster = conv.list(names.API_VERSION, names.CLUSTER_KIND)
     every_nodeset = conv.list(names.API_VERSION, names.NODESET_KIND)
     live_cluster = next((c for c in every_cluster if c["metadata"]["name"] == conv.name), None)
@@ -65,7 +66,9 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
                 "created": created.get(ns["metadata"].get("name"))} for ns in nodesets]
     errors.extend(references.name_collisions(owners, conv.name))
     if not errors:
-        errors.extend(references.database_secret_errors(checked_cluster, conv.database_secrets(checked_cluster)))
+        secrets = conv.database_secrets(checked_cluster)
+        errors.extend(references.database_secret_errors(checked_cluster, secrets) + identity.secret_errors(
+            checked_cluster, secrets))
     if errors:
         raise SpecErrors(errors)
     # The dry runs need the namespace: an empty one is the only thing created before the definition is judged
@@ -75,10 +78,16 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
             return
         apply_manifests(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, [])[:1],
                         conv.field_manager)
-    refusals = Applier(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, nodesets),
-                       conv.field_manager, check_mode=conv.check_mode).observe().preflight()
+    documents = Applier(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, nodesets),
+                        conv.field_manager, check_mode=conv.check_mode).observe()
+    refusals = documents.preflight()
     if refusals:
         raise SpecErrors(definitions.definition_refusals(cluster, nodesets, refusals))
+    if not documents.changes():
+        # The definition is what is stored: its objects are judged by the converge's own dry run of what its plan
+        # changes, as for any stored SlurmCluster (a render without the plan's decisions, the replicas a drain
+        # holds, the login template's age, would differ from the live objects and cost a dry run each time).
+        return
     uid = ((live_cluster or {}).get("metadata") or {}).get("uid")
     shown = dict(checked_cluster, metadata=dict(checked_cluster["metadata"], uid=uid)) if uid else checked_cluster
     manifests = render.render_cluster(shown, [dict(ns, metadata=dict(

@@ -4,7 +4,8 @@
 #
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
 """What a converge pass reads before the planner decides: the SlurmCluster's NodeSets, its StatefulSets and pods
-(two label-selected lists), Slurm's node table (one ``scontrol show node`` in the controller pod, when it is ready),
+(label-selected lists; the worker pods, one per Slurm node, only when ``model.worker_pods_needed`` or Slurm's view
+asks for them), Slurm's node table (one ``scontrol show node`` in the controller pod, when it is ready),
 the outdated login pods' sessions, the optional kinds served, the owners of the namespace, the labels of an External
 database's Secrets and, when asked for, the Kubernetes nodes of the workers. Reads only; the converger
 (``converger.py``) mixes this in.
@@ -17,7 +18,7 @@ __metaclass__ = type
 from typing import Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import values
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, values
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm, SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import login as login_plan
@@ -95,7 +96,9 @@ class Observation(object):
             marked.append(ns)
         selector = "%s=%s" % (names.LABEL_CLUSTER, self.name)
         statefulsets = dict((s["metadata"]["name"], s) for s in self.list("apps/v1", "StatefulSet", selector))
-        pods = dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", selector))
+        # The worker pods (one per Slurm node: thousands) only when the plan needs them (model.worker_pods_needed).
+        pods = dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", "%s,%s!=%s" % (
+            selector, names.LABEL_COMPONENT, names.COMPONENT_WORKER)))
         slurm_nodes, slurm_error = None, None
         if self.controller_ready(pods):
             try:
@@ -104,25 +107,53 @@ class Observation(object):
                 slurm_error = e.msg
         else:
             slurm_error = "pod %s is not ready" % names.controller_pod(self.name)
+        workers_read = slurm_nodes is not None or model.worker_pods_needed(self.name, marked, statefulsets)
+        if workers_read:
+            pods.update(self.worker_pods())
         observed = {"statefulsets": statefulsets, "pods": pods, "slurm": slurm_nodes, "slurm_error": slurm_error,
                     "login_sessions": self.login_sessions(statefulsets, pods), "served": self.served_kinds(),
-                    "owners": self.owners(every), "secrets": self.database_secrets(cluster)}
+                    "owners": self.owners(every), "secrets": self.database_secrets(cluster),
+                    "worker_pods_read": workers_read}
+        observed["identity"], observed["identity_error"] = self.identity_status(cluster, pods)
         settings = ((cluster.get("spec") or {}).get("healthChecks") or {}).get("kubernetesNodes") or {}
         if slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods)
         return marked, observed, slurm_error
 
+    def worker_pods(self):
+        """``{name: pod}`` of the cluster's worker pods."""
+        return dict((p["metadata"]["name"], p) for p in self.list("v1", "Pod", "%s=%s,%s=%s" % (
+            names.LABEL_CLUSTER, self.name, names.LABEL_COMPONENT, names.COMPONENT_WORKER)))
+
     def database_secrets(self, cluster):
-        """``{name: labels}`` of the Secrets an External database names (``values.database_secret_refs``), read by
-        name as metadata only (PartialObjectMetadata: their values never reach this process); a missing one is left
-        out."""
+        """``{name: labels}`` of the Secrets an External database or a directory names
+        (``values.database_secret_refs``, ``identity.secret_refs``), read by name as metadata only
+        (PartialObjectMetadata: their values never reach this process); a missing one is left out."""
         found = {}
-        for name in sorted(set(ref[1] for ref in values.database_secret_refs(cluster.get("spec")))):
+        refs = values.database_secret_refs(cluster.get("spec")) + identity.secret_refs(cluster.get("spec"))
+        for name in sorted(set(ref[1] for ref in refs)):
             meta = self.api.get("v1", "Secret", name, self.namespace, metadata_only=True,
                                 what="read the labels of Secret %s/%s" % (self.namespace, name))
             if meta is not None:
                 found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
         return found
+
+    def identity_status(self, cluster, pods):
+        """(what the controller's sssd sidecar last found about the directory, None) or (None, why it was not read);
+        (None, None) without spec.identity. One fixed command in that container: it reads its status file."""
+        if not identity.enabled(cluster.get("spec")):
+            return None, None
+        name = names.controller_pod(self.name)
+        statuses = ((pods.get(name) or {}).get("status") or {}).get("initContainerStatuses") or []
+        if not any(s.get("name") == identity.CONTAINER and (s.get("state") or {}).get("running") for s in statuses):
+            return None, "the sssd sidecar of %s is not running" % name
+        try:
+            rc, out, dummy = self.slurm_transport(name, identity.CONTAINER)(identity.STATUS_COMMAND)
+        except SlurmError as e:
+            return None, "cannot ask the sssd sidecar of %s: %s" % (name, e.msg)
+        if rc:
+            return None, "the sssd sidecar of %s has not looked at the directory yet" % name
+        return out, None
 
     def kubernetes_nodes(self, pods):
         """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)

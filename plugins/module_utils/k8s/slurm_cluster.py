@@ -51,13 +51,13 @@ def _fail_spec(errors, prefix=""):
 def execute(params, check_mode=False, diff=False, on_secret=None):
     """Entry point of the module and of its action plugin: clients from the auth options, then :func:`run`."""
     try:
-        dynamic, core_v1 = clients(params)
+        dynamic, api = clients(params)
     except KubernetesError as e:
         raise Failure(e.msg, failures.UNAVAILABLE)
     namespace_of = {}
 
     def transport(pod, container="slurmctld"):
-        return KubernetesExecTransport(core_v1, namespace_of["ns"], pod, container)
+        return KubernetesExecTransport(api, namespace_of["ns"], pod, container)
 
     def bind(conv_namespace):
         namespace_of["ns"] = conv_namespace

@@ -31,13 +31,13 @@ from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scont
 
 try:
     from kubernetes.client.exceptions import ApiException
-    from kubernetes.stream import stream
+    from kubernetes.stream import stream, ws_client
 except ImportError:  # the module reports the missing library before a Kubernetes transport is built
 
     class ApiException(Exception):  # type: ignore[no-redef]
         status = None
 
-    stream = None  # type: ignore[assignment]
+    stream = ws_client = None  # type: ignore[assignment]
 
 # Epoch seconds in scontrol's times (the Reason's `[user@time]`): no time zone to guess.
 SCONTROL = ["env", "SLURM_TIME_FORMAT=%s", "scontrol"]
@@ -72,22 +72,37 @@ class LocalTransport(object):
 
 
 class KubernetesExecTransport(object):
-    """Exec argv in a container of a pod (``connect_get_namespaced_pod_exec``); no shell, no tty. ``stdin`` is
+    """Exec argv in a container of a pod (the pod's ``exec`` subresource); no shell, no tty. ``stdin`` is
     written to the command's standard input (the exec's stream, not its URL); the command must read no more than
-    it is sent (the channel protocols before v5 cannot close stdin)."""
+    it is sent (the channel protocols before v5 cannot close stdin).
 
-    def __init__(self, core_v1, namespace, pod, container="slurmctld", timeout=DEFAULT_COMMAND_TIMEOUT):
-        self.core_v1 = core_v1
+    ``api``: a ``kubernetes.client.ApiClient`` (the request is built here: the generated ``CoreV1Api`` imports
+    every core model, tens of MiB in each process that holds it), or a ``CoreV1Api``."""
+
+    def __init__(self, api, namespace, pod, container="slurmctld", timeout=DEFAULT_COMMAND_TIMEOUT):
+        self.core_v1 = api
         self.namespace = namespace
         self.pod = pod
         self.container = container
         self.timeout = timeout
 
+    def _open(self, argv, stdin):
+        api = self.core_v1
+        if hasattr(api, "connect_get_namespaced_pod_exec") or not hasattr(api, "param_serialize"):
+            return stream(api.connect_get_namespaced_pod_exec, self.pod, self.namespace,
+                          command=list(argv), container=self.container, stdin=stdin is not None, stdout=True,
+                          stderr=True, tty=False, _preload_content=False)
+        query = [("command", list(argv)), ("container", self.container),
+                 ("stdin", "true" if stdin is not None else "false"), ("stdout", "true"), ("stderr", "true"),
+                 ("tty", "false")]
+        dummy, url, headers, dummy, dummy = api.param_serialize(
+            "GET", "/api/v1/namespaces/%s/pods/%s/exec" % (self.namespace, self.pod), header_params={},
+            auth_settings=["BearerToken"])
+        return ws_client.WSClient(api.configuration, ws_client.get_websocket_url(url, query), headers, True)
+
     def __call__(self, argv, stdin=None):
         try:
-            ws = stream(self.core_v1.connect_get_namespaced_pod_exec, self.pod, self.namespace,
-                        command=list(argv), container=self.container, stdin=stdin is not None, stdout=True,
-                        stderr=True, tty=False, _preload_content=False)
+            ws = self._open(argv, stdin)
         except ApiException as e:
             raise SlurmError("cannot exec in pod %s/%s (container %s): %s %s"
                              % (self.namespace, self.pod, self.container, e.status, e.reason),

@@ -16,6 +16,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
     JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, labels, name, replicas,
 )
@@ -50,7 +51,8 @@ def _problems_of(pods, sts_name):
 
 def plan_components(p, ctx):
     """A condition per optional component (AccountingReady, RestApiReady, ExporterReady) into ``p.components``:
-    its pods ready, or why not, with the reason its entrypoint gave (DatabaseAccessDenied: ...)."""
+    its pods ready, or why not, with the reason its entrypoint gave (DatabaseAccessDenied: ...). IdentityReady is
+    the directory's as the controller's sssd sidecar sees it (``identity.condition``)."""
     spec, cluster_name = ctx.spec, ctx.name
     parts = [("accounting", "AccountingReady", [names.accounting_name(cluster_name)]
               + ([names.database_name(cluster_name)] if spec["accounting"]["database"]["type"] == "InCluster"
@@ -82,6 +84,9 @@ def plan_components(p, ctx):
             p.components[ctype] = ("False", reason, "; ".join(problems))
         else:
             p.components[ctype] = ("True", "Ready", "every pod ready")
+    found = identity.condition(spec, ctx.observed.get("identity"), ctx.observed.get("identity_error"))
+    if found is not None:
+        p.components[identity.CONDITION] = found
 
 
 def mounted_secrets(pod):

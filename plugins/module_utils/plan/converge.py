@@ -37,7 +37,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import references, schema, walk
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, references, schema, walk
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
@@ -108,6 +108,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
 
     * ``statefulsets``: ``{name: object}`` of the cluster's StatefulSets;
     * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
+    * ``worker_pods_read`` (optional, default True): False when the worker pods were left out of ``pods``, as
+      ``model.worker_pods_needed`` allows without Slurm's view (every worker StatefulSet settled);
     * ``slurm``: ``{node name: node}`` as ``scontrol.parse_show_node`` returns it, or ``None`` when
       slurmctld did not answer (or was not asked, as in the operator's cache check);
     * ``slurm_error``: why it did not answer, for the status message;
@@ -116,9 +118,11 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
       ``k8s_nodes_error``).
     * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
     * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
-    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database names
-      (``spec.database_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
-      Absent: not judged (the operator's cache check, which never applies anything).
+    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database or a directory names
+      (``references.database_secret_refs``, ``identity.secret_refs``; a missing one left out): one not marked for
+      this cluster makes it invalid. Absent: not judged (the operator's cache check, which never applies anything).
+    * ``identity`` (optional): what the controller's sssd sidecar last found about the directory (its status file),
+      or None with ``identity_error`` saying why it was not read (``spec.identity``: IdentityReady).
 
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
     SlurmCluster itself is invalid.
@@ -129,7 +133,8 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                                           observed.get("owners"))
     if observed.get("secrets") is not None:
         # Before anything is rendered: slurmdbd would mount such a Secret and send it to the database host.
-        problems = references.database_secret_errors(cluster_ok, observed["secrets"])
+        problems = references.database_secret_errors(cluster_ok, observed["secrets"]) + identity.secret_errors(
+            cluster_ok, observed["secrets"])
         if problems:
             raise SpecErrors(problems)
     p.cluster, p.valid_nodesets = cluster_ok, valid

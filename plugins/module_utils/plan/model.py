@@ -67,6 +67,31 @@ def revision_seen(sts):
         sts["metadata"].get("generation") or 0)
 
 
+def settled(sts):
+    """Whether a StatefulSet's controller has done all it was asked: it saw the live template, and every pod is
+    made, ready and from the update revision (by its status: no pod need be read to know it)."""
+    status = sts.get("status") or {}
+    want = replicas(sts)
+    return revision_seen(sts) and all(int(status.get(k) or 0) == want
+                                      for k in ("replicas", "readyReplicas", "updatedReplicas"))
+
+
+def worker_pods_needed(cluster_name, nodesets, statefulsets):
+    """Whether a pass without Slurm's view must read the worker pods: unless every worker StatefulSet of the cluster
+    belongs to a NodeSet that stays and is :func:`settled`, the planners need them (rolls, leaving NodeSets, pods
+    going, readiness problems). With Slurm's view they always do (its states go onto every worker pod); a pass that
+    would generate a key Secret reads them too (which pods hold the keys). Pure."""
+    staying = set(names.worker_name(cluster_name, name(ns)) for ns in nodesets if not deleting(ns))
+    if len(staying) != len(nodesets):
+        return True
+    for sts_name, sts in statefulsets.items():
+        if labels(sts).get(names.LABEL_COMPONENT) != names.COMPONENT_WORKER:
+            continue
+        if sts_name not in staying or not settled(sts):
+            return True
+    return False
+
+
 def drain_timeout(nodeset):
     """Seconds after which a scale-in, maintenance or removal gives up on a drained node's jobs; None: never
     (onDrainTimeout: Wait)."""

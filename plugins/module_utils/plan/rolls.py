@@ -154,6 +154,11 @@ def plan_rolls(p, ctx, rolling):
             # This pass applies a new pod template: the StatefulSet's new revision shows in a later pass.
             p.wait(REQUEUE_PROGRESSING, "NodeSet %s: new pod template; its rolling update follows" % set_name)
             continue
+        if not ctx.observed.get("worker_pods_read", True):
+            # Not read: every worker StatefulSet is settled (model.worker_pods_needed), so its pods are all made,
+            # ready and on the update revision, and Slurm is not there to drain any.
+            p.nodesets[set_name].update(updatedReplicas=min(count, replicas(sts)), outdatedReplicas=0)
+            continue
         updated, outdated = roll(p, ns, sts_name, sts, count, ctx.pods, ctx.slurm, ctx.now)
         if updated is not None:
             p.nodesets[set_name].update(updatedReplicas=updated, outdatedReplicas=outdated)

@@ -30,7 +30,7 @@ REASON_FAILED = "Failed"                # something of the cluster failed and ne
 REASON_SECRET_MISSING = "SecretMissing"  # a key Secret is gone while pods hold its keys
 
 # Conditions of the optional components (components.component_conditions), present while the component is enabled.
-COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady")
+COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady", "IdentityReady")
 
 MAX_JOBS = 1024  # job ids per node in status.rollingUpdate (the schema's maxItems)
 

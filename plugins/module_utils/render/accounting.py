@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
     config_hash,
@@ -117,6 +118,7 @@ def slurmdbd(c, slurmdbd_config):
     # The Secrets' files become the slurm group's (0440) without any capability; the munge key's too, but only the
     # munge sidecar (root) mounts that one.
     pod["securityContext"]["fsGroup"] = names.SLURM_UID
+    directory.attach(c, pod, container)
     name = names.accounting_name(c.name)
     return statefulset(c, name, names.COMPONENT_ACCOUNTING, 1, name, pod,
                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(slurmdbd_config)})

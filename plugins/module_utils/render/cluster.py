@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     ClusterContext,
     config_map,
@@ -34,6 +35,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.health impo
     nccl_cronjob,
     nccl_service,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.render.identity import sssd_config_map
 from ansible_collections.soperator.slurm.plugins.module_utils.render.jail import jail_claim, populate_job
 from ansible_collections.soperator.slurm.plugins.module_utils.render.login import login, login_service
 from ansible_collections.soperator.slurm.plugins.module_utils.render.network import network_policies
@@ -84,6 +86,8 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
                 config_map(c, names.sshd_config_name(c.name), sshd_config), health_config(c)]
     if slurmdbd_config is not None:
         objects.append(config_map(c, names.slurmdbd_config_name(c.name), slurmdbd_config))
+    if identity.enabled(spec):
+        objects.append(sssd_config_map(c))
     objects.append(headless_service(c, names.controller_name(c.name), names.COMPONENT_CONTROLLER, "slurmctld",
                                     names.SLURMCTLD_PORT))
     objects.append(login_service(c))

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.health import nccl_enabled
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
@@ -59,6 +60,7 @@ def controller(c, slurm_config, slurm_user=names.SLURM_USER):
     if resources:
         container["resources"] = resources
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)], grace=60)
+    directory.attach(c, pod, container, controller=True)
     # slurmctld calls back srun and sbatch by the short host name they report (a login or worker pod's name):
     # searching the pods' headless Services resolves it. Without, each callback spends ~10 failed lookups and a
     # finished job stays COMPLETING for a minute or more.

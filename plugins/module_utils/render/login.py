@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
     config_hash,
@@ -94,6 +95,7 @@ def login(c, sshd_config):
     if resources:
         sshd["resources"] = resources
     pod = c.pod_spec(spec.get("placement"), [sshd], volumes, init_containers=[c.munge_sidecar(image), sackd])
+    directory.attach(c, pod, sshd, login=True)
     name = names.login_name(c.name)
     return statefulset(c, name, names.COMPONENT_LOGIN, spec["replicas"], names.login_headless_name(c.name), pod,
                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash(sshd_config)},

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import non_root
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     config_hash,
@@ -59,6 +60,7 @@ def slurmrestd(c, slurm_config):
     if resources:
         container["resources"] = resources
     pod = c.pod_spec(spec.get("placement"), [container], [c.slurm_conf_volume()], grace=30)
+    directory.attach(c, pod, container)
     name = names.rest_name(c.name)
     return statefulset(c, name, names.COMPONENT_REST, spec["replicas"], name, pod,
                        annotations={names.ANNOTATION_CONFIG_HASH: config_hash({"slurm.conf": slurm_config})},

@@ -14,6 +14,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 
 _UNSAFE = re.compile(r"[\r\n\x00]")
@@ -28,10 +29,20 @@ _OWNED = (
     ("KbdInteractiveAuthentication", "no"),
     ("PermitEmptyPasswords", "no"),
     ("PermitUserEnvironment", "no"),
-    ("UsePAM", "no"),
+    ("UsePAM", None),  # below
     ("ChrootDirectory", names.JAIL_MOUNT),
     # The jail needs no sftp-server binary with the in-process server.
     ("Subsystem", "sftp internal-sftp"),
+)
+
+# UsePAM: no without a directory (keys only, nothing for PAM to do). With a directory (spec.identity): yes, for one
+# thing only: the PAM session, opened as root before sshd chroots it, makes a first login's home in the jail (the
+# login image's /etc/pam.d/sshd: no PAM authentication, keys only). And the keys a directory user has there, read
+# through the pod's sssd as nobody (soperator-authorized-keys: only for the directory's account, never for a local
+# account of the same name), after the jail's authorized_keys files.
+_DIRECTORY_KEYS = (
+    ("AuthorizedKeysCommand", names.AUTHORIZED_KEYS_COMMAND + " %u %U"),
+    ("AuthorizedKeysCommandUser", "nobody"),
 )
 
 # Defaults an allowed override (spec.login.sshdConfig) may replace.
@@ -60,7 +71,11 @@ def render_sshd_config(cluster):
              % (md["namespace"], md["name"])]
     lines.extend(_line("HostKey", "%s/%s" % (names.SSH_HOST_KEYS_MOUNT, key_file), "spec.login")
                  for key_file in names.SSH_HOST_KEY_FILES)
-    lines.extend(_line(key, value, "spec.login") for key, value in _OWNED)
+    directory = identity.enabled(cluster["spec"])
+    lines.extend(_line(key, value if value is not None else ("yes" if directory else "no"), "spec.login")
+                 for key, value in _OWNED)
+    if directory:
+        lines.extend(_line(key, value, "spec.identity") for key, value in _DIRECTORY_KEYS)
     defaults = [key for key, _value in SSHD_DEFAULTS]
     lines.extend(_line(key, overrides.get(key, value), "spec.login.sshdConfig.%s" % key)
                  for key, value in SSHD_DEFAULTS)

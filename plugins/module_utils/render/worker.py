@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     container_resources,
     run_mount,
@@ -105,6 +106,7 @@ def worker(c, nodeset):
     grace = max(60, c.spec["slurm"]["killWait"] + 30)
     pod = c.pod_spec(spec.get("placement"), [container], volumes, init_containers=[c.munge_sidecar(image)],
                      grace=grace)
+    directory.attach(c, pod, container)
     name = names.worker_name(c.name, set_name)
     return statefulset(c, name, names.COMPONENT_WORKER, c.workers(nodeset), name, pod, nodeset=nodeset,
                        # OnDelete: a template change replaces no pod by itself; the converge plan replaces each

@@ -158,8 +158,8 @@ SSHD_OWNED = {
     "ChrootDirectory": "every session is jailed",
     "HostKey": "host keys come from the cluster's Secret",
     "AuthorizedKeysFile": "keys are read from the jail's home directories",
-    "AuthorizedKeysCommand": "would run a command as root",
-    "AuthorizedKeysCommandUser": "would run a command as root",
+    "AuthorizedKeysCommand": "would run a command as root (directory keys: spec.identity)",
+    "AuthorizedKeysCommandUser": "would run a command as root (directory keys: spec.identity)",
     "PasswordAuthentication": "key authentication only",
     "KbdInteractiveAuthentication": "key authentication only",
     "ChallengeResponseAuthentication": "key authentication only",
@@ -172,7 +172,7 @@ SSHD_OWNED = {
     "Match": "conditional blocks are not supported",
     "Include": "every file is rendered by the operator",
     "PidFile": "owned by the operator",
-    "UsePAM": "key authentication only: PAM is off",
+    "UsePAM": "key authentication only: PAM is off, or opens sessions only (first-login homes, spec.identity)",
     "Banner": "sshd reads the file as root before the session is jailed (put a message in the jail's /etc/motd)",
 }
 # PermitRootLogin may only be tightened: a password root login is never allowed.

@@ -384,7 +384,8 @@ def test_every_image_of_the_optional_components_is_judged_by_the_registries():
     errors = set(e.path for e in _policy_errors(cluster, [], {"allowed_registries": ["registry.example.com"]}))
     assert {"spec.images.slurmdbd", "spec.images.mariadb", "spec.images.slurmrestd", "spec.images.exporter"} <= errors
     mine = dict(("spec.images.%s" % k, "registry.example.com/soperator/%s:1" % k) for k in (
-        "controller", "worker", "login", "populateJail", "jail", "slurmdbd", "slurmrestd", "exporter", "mariadb"))
+        "controller", "worker", "login", "populateJail", "jail", "slurmdbd", "slurmrestd", "exporter", "mariadb",
+        "sssd"))
     cluster["spec"]["images"] = dict((k.split(".")[-1], v) for k, v in mine.items())
     assert _policy_errors(cluster, [], {"allowed_registries": ["registry.example.com"]}) == []
 

@@ -83,3 +83,35 @@ def test_a_kind_not_served_is_none_or_not_found_when_required():
     with pytest.raises(access.NotFound) as info:
         api.resource("example.com/v1", "Thing")
     assert "serves no Thing of apiVersion example.com/v1" in info.value.msg
+
+
+@pytest.mark.parametrize("api_version, foreign", [
+    ("v1", False), ("apps/v1", False), ("rbac.authorization.k8s.io/v1", False), ("slurm.soperator.dev/v1alpha1", False),
+    ("monitoring.coreos.com/v1", True), ("k8s.mariadb.com/v1alpha1", True), ("example.invalid/v1", True)])
+def test_only_other_projects_kinds_are_confirmed_with_the_server(api_version, foreign):
+    # Their CRDs come and go (prometheus-operator uninstalled): a stale shared discovery cache must not be believed.
+    assert access._foreign(api_version) is foreign
+
+
+def test_an_optional_kind_not_served_is_asked_of_the_server_once_without_rediscovering_the_api():
+    """The library's discovery rediscovers the whole API (and every group after it) on a kind it does not find:
+    another project's kind is asked of its group version first."""
+    from ansible_collections.soperator.slurm.plugins.module_utils import kinds
+
+    class Dynamic:
+        def __init__(self):
+            self.resources, self.asked = self, []
+
+        def request(self, method, path, **kwargs):
+            self.asked.append((method, path))
+            raise ApiException(status=404, reason="Not Found")
+
+        def get(self, **kwargs):
+            raise AssertionError("the library's discovery was asked: %s" % kwargs)
+
+    dynamic = Dynamic()
+    api = access.Api(dynamic)
+    optional = [k for k in kinds.OWNED if k.optional]
+    assert optional and not any(api.served(kinds.api_version(k), k.kind) for k in optional)
+    assert not any(api.served(kinds.api_version(k), k.kind) for k in optional)  # remembered
+    assert dynamic.asked == [("get", "/apis/%s" % kinds.api_version(k)) for k in optional]

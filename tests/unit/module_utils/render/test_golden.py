@@ -38,7 +38,8 @@ def _compare(name, text):
         assert handle.read() == text, "%s differs: UPDATE_GOLDEN=1 to regenerate, then review" % name
 
 
-@pytest.mark.parametrize("example", ["cpu-cluster", "gpu-cluster", "accounting-cluster-local", "mixed-cluster-local"])
+@pytest.mark.parametrize("example", ["cpu-cluster", "gpu-cluster", "accounting-cluster-local", "ldap-cluster-local",
+                                     "mixed-cluster-local"])
 def test_golden(example):
     cluster, nodesets = load_example(example + ".yaml")
     cluster["metadata"]["uid"] = "00000000-0000-0000-0000-0000000000c1"
@@ -53,6 +54,9 @@ def test_golden(example):
     dbd = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-slurmdbd-config")]
     if dbd:
         _compare(example + ".slurmdbd.conf", dbd[0]["data"]["slurmdbd.conf"])
+    sssd = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-sssd-config")]
+    for key, text in sorted((sssd[0]["data"] if sssd else {}).items()):
+        _compare("%s.%s" % (example, key), text)
 
 
 def test_the_mixed_example_is_the_local_one_with_partitions_and_a_gpu_nodeset():

@@ -1,0 +1,252 @@
+# -*- coding: utf-8 -*-
+# Copyright: soperator.slurm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Users and groups from a directory (``spec.identity``): the rules CEL cannot judge (distinguished names, URIs),
+the Python twins of its CEL rules, the Secrets it takes, and what the sssd sidecar's look at the directory means for
+the SlurmCluster (the condition ``IdentityReady``). Pure.
+
+How it runs: every pod of the cluster gets an sssd sidecar (``render/identity.py``) whose sssd.conf is rendered by
+``render/sssd_conf.py`` and whose entrypoint checks the directory (bind, search bases) and writes one line,
+``<Reason> <sssd.conf key> <what it found>``, to ``names.IDENTITY_STATUS_FILE``; the converge reads the controller's
+(:data:`STATUS_COMMAND`) and turns it into the condition with :func:`condition`.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+
+FIELD = "spec.identity.ldap"
+
+# sssd.conf keys rendered from a field, and the field: the sidecar names the key in what it found (:func:`condition`
+# turns the key back into the field for the SlurmCluster's IdentityReady condition).
+KEY_FIELDS = {
+    "ldap_uri": FIELD + ".uris",
+    "ldap_search_base": FIELD + ".baseDN",
+    "ldap_user_search_base": FIELD + ".userBaseDN",
+    "ldap_group_search_base": FIELD + ".groupBaseDN",
+    "ldap_default_bind_dn": FIELD + ".bindDN",
+    "ldap_default_authtok": FIELD + ".bindPasswordSecretRef",
+    "ldap_tls_cacert": FIELD + ".tls.caSecretRef",
+    "ldap_id_use_start_tls": FIELD + ".tls.startTLS",
+    "ldap_schema": FIELD + ".schema",
+    "ldap_user_ssh_public_key": FIELD + ".sshPublicKeyAttribute",
+    "min_id": FIELD + ".idRange.min",
+    "max_id": FIELD + ".idRange.max",
+}
+
+CONDITION = "IdentityReady"
+# The sidecar that writes the status, and the fixed command the converge reads it with (in the controller's pod).
+CONTAINER = "sssd"
+STATUS_COMMAND = ["cat", names.IDENTITY_STATUS_FILE]
+# What the sidecar may report (images/lib/soperator-entrypoint, identity_check), and what each means.
+REASONS = {
+    "Ready": "the directory answers",
+    "BindPasswordMissing": "the Secret of the bind password has no such key, or does not exist",
+    "InvalidBindPassword": "the bind password cannot be used",
+    "CertificateAuthorityMissing": "the Secret of the CA has no such key, or does not exist",
+    "DirectoryUnreachable": "no URI answers",
+    "CertificateRefused": "the directory's certificate does not chain to the CA, or does not name the host",
+    "BindRefused": "the directory refused the bind",
+    "BaseDNNotFound": "a search base does not exist on the directory, or the bind may not read it",
+    "DirectoryError": "the directory answered with an error",
+}
+# sssd.conf keys whose problem is the pair of fields: a refused bind is the DN or its password.
+_KEY_FIELDS = dict(KEY_FIELDS, ldap_default_bind_dn=FIELD + ".bindDN and " + FIELD + ".bindPasswordSecretRef")
+_STATUS = re.compile(r"^([A-Z][A-Za-z]+) (-|[a-z_]+) (.*)$")
+
+
+def enabled(cluster_spec):
+    return bool(((cluster_spec or {}).get("identity") or {}).get("ldap"))
+
+
+# ------------------------------------------------------------------------------------------------ CEL twins
+def _error(path, key, message):
+    return [SpecError("%s.%s" % (path, key) if key else path, message)]
+
+
+def _bind_pair(ldap, path):
+    if ("bindDN" in ldap) != ("bindPasswordSecretRef" in ldap):
+        return _error(path, "", schema.IDENTITY_RULES["bind_pair"])
+    return []
+
+
+def _starttls(ldap):
+    return bool((ldap.get("tls") or {}).get("startTLS"))
+
+
+def _bind_tls(ldap, path):
+    uris = ldap.get("uris") or []
+    if "bindPasswordSecretRef" in ldap and not all(u.startswith("ldaps://") for u in uris) and not _starttls(ldap):
+        return _error(path, "bindPasswordSecretRef", schema.IDENTITY_RULES["bind_tls"])
+    return []
+
+
+def _starttls_ldap(ldap, path):
+    if _starttls(ldap) and not all(u.startswith("ldap://") for u in ldap.get("uris") or []):
+        return _error(path, "tls.startTLS", schema.IDENTITY_RULES["starttls"])
+    return []
+
+
+def _id_range(id_range, path):
+    if id_range.get("min", schema.DIRECTORY_ID_MIN) > id_range.get("max", schema.DIRECTORY_ID_MAX):
+        return _error(path, "", schema.IDENTITY_RULES["id_range"])
+    return []
+
+
+# The twins of spec.identity's CEL rules, by message (api/cel.py's TWINS takes them in).
+TWINS = {
+    schema.IDENTITY_RULES["bind_pair"]: _bind_pair,
+    schema.IDENTITY_RULES["bind_tls"]: _bind_tls,
+    schema.IDENTITY_RULES["starttls"]: _starttls_ldap,
+    schema.IDENTITY_RULES["id_range"]: _id_range,
+}
+
+
+# ------------------------------------------------------------------------------------------------ Python rules
+# RFC 4514: an attribute type (a descriptor or a numeric OID), '=', a value in which the special characters are
+# escaped (\, or \2c); RDNs separated by ',' (multi-valued ones by '+').
+_ATTRIBUTE_TYPE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*|[0-9]+(\.[0-9]+)*)$")
+_HEX = "0123456789abcdefABCDEF"
+_SPECIAL = ',+"\\<>;=# '
+
+
+def _split_unescaped(text, separators):
+    """``text`` split at every separator that no backslash escapes; None when a backslash ends it."""
+    parts, current, i = [], "", 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= len(text):
+                return None
+            current += text[i:i + 2]
+            i += 2
+            continue
+        if ch in separators:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+        i += 1
+    parts.append(current)
+    return parts
+
+
+def dn_problem(dn):
+    """Why ``dn`` is no RFC 4514 distinguished name (None when it is one)."""
+    rdns = _split_unescaped(dn, ",")
+    if rdns is None:
+        return "it ends with a lone backslash"
+    for rdn in rdns:
+        for ava in _split_unescaped(rdn, "+") or ():
+            attribute, equals, value = ava.partition("=")
+            if not equals or not _ATTRIBUTE_TYPE.match(attribute.strip()):
+                return "%r is not attribute=value" % ava
+            if value.startswith(" ") or (value.endswith(" ") and not value.endswith("\\ ")):
+                return "the value of %r has an unescaped leading or trailing space" % ava
+            i = 0
+            while i < len(value):
+                ch = value[i]
+                if ch == "\\":
+                    pair = value[i + 1:i + 3]
+                    if len(pair) == 2 and pair[0] in _HEX and pair[1] in _HEX:
+                        i += 3
+                        continue
+                    if value[i + 1:i + 2] and value[i + 1] in _SPECIAL:
+                        i += 2
+                        continue
+                    return "the value of %r has a bad escape" % ava
+                if ch in '"<>;':
+                    return "the value of %r has an unescaped %r" % (ava, ch)
+                i += 1
+    return None
+
+
+def _uri_problem(uri):
+    port = re.search(r":([0-9]+)/?$", uri)
+    if port and not 1 <= int(port.group(1)) <= 65535:
+        return "port %s is not 1..65535" % port.group(1)
+    return None
+
+
+def rules(cluster_spec, errors):
+    """Append the problems of ``spec.identity`` that CEL does not judge (RFC 4514 names, URI ports)."""
+    ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap")
+    if not isinstance(ldap, dict):
+        return
+    for index, uri in enumerate(ldap.get("uris") or ()):
+        problem = isinstance(uri, str) and re.fullmatch(schema.LDAP_URI_PATTERN, uri) and _uri_problem(uri)
+        if problem:
+            errors.append(SpecError("%s.uris[%d]" % (FIELD, index), "Invalid value: %r: %s" % (uri, problem)))
+    for key in ("baseDN", "userBaseDN", "groupBaseDN", "bindDN"):
+        value = ldap.get(key)
+        problem = isinstance(value, str) and re.fullmatch(schema.DN_PATTERN, value) and dn_problem(value)
+        if problem:
+            errors.append(SpecError("%s.%s" % (FIELD, key), "Invalid value: %r: not a distinguished name (RFC 4514): "
+                                    "%s" % (value, problem)))
+
+
+def secret_refs(cluster_spec):
+    """``(field, Secret name)`` of the Secrets a directory takes: the bind password, which sssd sends to the directory
+    the SlurmCluster names, and the CA it trusts. Each must be marked for the cluster (``LABEL_IDENTITY_SECRET``)."""
+    ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap") or {}
+    refs = [(FIELD + ".bindPasswordSecretRef.name", (ldap.get("bindPasswordSecretRef") or {}).get("name")),
+            (FIELD + ".tls.caSecretRef.name", ((ldap.get("tls") or {}).get("caSecretRef") or {}).get("name"))]
+    return [(path, name) for path, name in refs if isinstance(name, str) and name]
+
+
+def secret_errors(cluster, secrets):
+    """The Secrets of :func:`secret_refs` that are missing or not marked for ``cluster``. ``secrets``: ``{name: the
+    Secret's labels}`` (a name left out: it does not exist)."""
+    name = cluster["metadata"]["name"]
+    mark = "%s=%s" % (names.LABEL_IDENTITY_SECRET, name)
+    errors = []
+    for path, secret in secret_refs(cluster.get("spec")):
+        labels = secrets.get(secret)
+        if labels is None:
+            errors.append(SpecError(path, "Secret %s does not exist; a directory takes only a Secret labelled %s"
+                                    % (secret, mark)))
+        elif labels.get(names.LABEL_IDENTITY_SECRET) != name:
+            errors.append(SpecError(path, "Secret %s is not marked for SlurmCluster %s: sssd would send its value "
+                                    "to the directory the SlurmCluster names, so a directory takes only a Secret "
+                                    "its owner labelled %s (kubectl label secret %s %s)"
+                                    % (secret, name, mark, secret, mark)))
+    return errors
+
+
+# ------------------------------------------------------------------------------------------------ the condition
+def parse_status(text):
+    """``(reason, sssd.conf key or None, detail)`` of the sidecar's status file; None when it says nothing usable."""
+    line = (text or "").strip().splitlines()[:1]
+    found = _STATUS.match(line[0]) if line else None
+    if not found:
+        return None
+    reason, key, detail = found.groups()
+    if reason not in REASONS:
+        return None
+    return reason, (None if key == "-" else key), detail
+
+
+def condition(cluster_spec, status_text, why_unknown=None):
+    """``(status, reason, message)`` of ``IdentityReady``, or None when the cluster has no directory.
+
+    ``status_text``: the controller's sidecar's status file (None: not read, ``why_unknown`` says why)."""
+    if not enabled(cluster_spec):
+        return None
+    if cluster_spec.get("maintenance"):
+        return "False", "Maintenance", "the cluster is in maintenance"
+    parsed = parse_status(status_text) if status_text is not None else None
+    if parsed is None:
+        why = why_unknown or ("the sssd sidecar of the controller said %r" % (status_text or "")[:200]
+                              if status_text else "the sssd sidecar of the controller has not looked yet")
+        return "Unknown", "NotChecked", why
+    reason, key, detail = parsed
+    if reason == "Ready":
+        return "True", "Ready", detail
+    field = _KEY_FIELDS.get(key or "", FIELD)
+    return "False", reason, "%s: %s (%s, seen from the controller's sssd sidecar)" % (field, detail, REASONS[reason])
