@@ -39,9 +39,9 @@ import subprocess
 from pathlib import Path
 
 import standin_driver
-from dynamic_cluster import INIT_SH, SRCADDR_C, SRCADDR_SO, DynamicCluster
-from resources import make_cluster, make_nodeset
-from slurm_cluster import HOSTNAME, PLUGIN_SRC, REAPER_C, REPO, ROOTFS_SCRIPT, base_conf, free_ports, wait_for
+from dynamic_cluster import DynamicCluster
+from resources import load_example
+from slurm_cluster import PLUGIN_SRC, REPO, base_conf, wait_for
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
@@ -93,16 +93,23 @@ int main(int argc, char **argv) {
 """
 
 
+EXAMPLE = "mixed-cluster-local.yaml"
+
+
 def definition():
-    """The validated SlurmCluster and its NodeSets: ``cpu`` in partitions cpu (default) and all, ``gpu`` (two H100)
-    in gpu and all."""
-    cluster = make_cluster({"partitions": [{"name": "cpu", "default": True}, {"name": "gpu"}, {"name": "all"}],
-                            "slurm": {"maxNodeCount": MAX_NODES}}, name=CLUSTER)
-    small = {"limits": {"cpu": "2", "memory": "1Gi"}}
-    cpu = make_nodeset("cpu", {"partitions": ["cpu", "all"], "resources": small}, cluster=CLUSTER)
-    gpu = make_nodeset("gpu", {"partitions": ["gpu", "all"], "gpu": {"count": len(BUS_IDS), "type": GPU_TYPE},
-                               "resources": small}, cluster=CLUSTER)
-    return spec.validate_cluster_with_nodesets(cluster, [cpu, gpu])
+    """examples/mixed-cluster-local.yaml, validated: ``cpu`` in partitions cpu (the default) and all, ``gpu`` in gpu
+    and all. What differs here, and why: the cluster's name (its nodes' names apart from the other harnesses' on this
+    host's cgroups), two GPUs instead of one (so that a one-GPU job is seen not to open the other), and
+    ``maxNodeCount`` (the harness's bound on dynamic nodes)."""
+    cluster, nodesets = load_example(EXAMPLE)
+    cluster["metadata"]["name"] = CLUSTER
+    cluster["spec"]["slurm"]["maxNodeCount"] = MAX_NODES
+    for nodeset in nodesets:
+        nodeset["spec"]["clusterRef"]["name"] = CLUSTER
+        if nodeset["spec"].get("gpu"):
+            assert nodeset["spec"]["gpu"]["type"] == GPU_TYPE, nodeset
+            nodeset["spec"]["gpu"]["count"] = len(BUS_IDS)
+    return spec.validate_cluster_with_nodesets(cluster, nodesets)
 
 
 def node_name(nodeset: str, ordinal: int) -> str:
@@ -138,33 +145,23 @@ class GpuCluster(DynamicCluster):
     def nodeset(self, name: str):
         return next(ns for ns in self.nodesets if ns["metadata"]["name"] == name)
 
+    def hosts(self) -> list[str]:
+        return ["%s %s" % (node_addr(s, i), node_name(s, i)) for s in ("cpu", "gpu") for i in range(MAX_NODES)]
+
+    def slurm_conf_text(self, ctld_port: int, slurmd_port: int) -> str:
+        return slurm_conf_text(ctld_port, slurmd_port, self.cluster, self.nodesets)
+
     # ---- setup -----------------------------------------------------------------------
     def prepare(self) -> None:
-        subprocess.run([str(ROOTFS_SCRIPT), "--extract", str(self.root)], check=True, stdout=subprocess.DEVNULL)
+        """DynamicCluster's rootfs, munge and slurmctld with this cluster's slurm.conf; then the rendered cgroup.conf,
+        gres.conf and plugstack.conf, the worker image's driver tool, the stand-in driver, the jail, the plugin."""
+        super().prepare()
         r = self.root
-        hosts = ["127.0.0.1 localhost %s" % HOSTNAME]
-        hosts += ["%s %s" % (node_addr(s, i), node_name(s, i)) for s in ("cpu", "gpu") for i in range(MAX_NODES)]
-        (r / "etc/hosts").write_text("\n".join(hosts) + "\n")
-        (r / "etc/hostname").write_text(HOSTNAME + "\n")
-        ctld_port, slurmd_port = free_ports(2)
-        etc = r / "etc/slurm"
-        (etc / "slurm.conf").write_text(slurm_conf_text(ctld_port, slurmd_port, self.cluster, self.nodesets))
         files = slurm_conf.render_config_files(self.cluster, self.nodesets)
         for name in ("cgroup.conf", "gres.conf", "plugstack.conf"):
-            (etc / name).write_text(files[name])
-        (r / "etc/munge/munge.key").write_bytes(os.urandom(1024))
-        os.chmod(r / "etc/munge/munge.key", 0o600)
-        self._add_user(r)
-        for d in ("usr/local/sbin", "usr/local/src", "usr/local/lib/soperator", "opt/nvidia-driver/lib",
-                  "usr/local/nvidia/bin", "run"):
-            (r / d).mkdir(parents=True, exist_ok=True)
-        (r / "usr/local/src/reaper.c").write_text(REAPER_C)
-        init = r / "usr/local/sbin/cluster-init"
-        init.write_text(INIT_SH.format(hostname=HOSTNAME))
-        init.chmod(0o755)
-        self.chroot(["gcc", "-O2", "-o", "/usr/local/sbin/reaper", "/usr/local/src/reaper.c"]).check()
-        (r / "usr/local/src/srcaddr.c").write_text(SRCADDR_C)
-        self.chroot(["gcc", "-O2", "-shared", "-fPIC", "-o", SRCADDR_SO, "/usr/local/src/srcaddr.c", "-ldl"]).check()
+            (r / "etc/slurm" / name).write_text(files[name])
+        for d in ("usr/local/lib/soperator", LIB_VIEW, TOOL_VIEW, "run"):
+            (r / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
         # The worker image's driver tool, where the image has it.
         shutil.copy2(REPO / "images/worker/soperator_driver.py", r / "usr/local/lib/soperator/soperator_driver.py")
         shutil.copy2(REPO / "images/worker/soperator-driver", r / "usr/local/sbin/soperator-driver")
@@ -254,7 +251,7 @@ class GpuCluster(DynamicCluster):
         """What a worker's pod is before its slurmd starts: its own /run/soperator; for a GPU worker, what the
         NVIDIA runtime puts into the container (the driver's files, its procfs entries of ``shown`` GPUs, default
         all); then the entrypoint's `soperator-driver expose`."""
-        lines = ["set -e", "mount -t tmpfs -o mode=755 tmpfs /run/soperator"]
+        lines = ["set -e", "mkdir -p /run/soperator", "mount -t tmpfs -o mode=755 tmpfs /run/soperator"]
         if self.nodeset(nodeset)["spec"]["gpu"]["count"]:
             lines += ["mount --bind %s/lib %s" % (STANDIN, LIB_VIEW), "mount --bind %s/bin %s" % (STANDIN, TOOL_VIEW),
                       "mount --bind %s/ld.so.cache /etc/ld.so.cache" % STANDIN,
@@ -275,17 +272,11 @@ class GpuCluster(DynamicCluster):
         Returns as soon as slurmctld knows the node (its first registration). ``shown``: see :meth:`pod_script`."""
         name = node_name(nodeset, ordinal)
         conf = slurm_conf.node_conf_params(self.nodeset(nodeset))
-        self.run(["mkdir", "-p", "/var/spool/slurmd/%s" % name, "/run/soperator"]).check()
-        script = self.pod_script(nodeset, shown) + '\nhostname "$0"\nexec /usr/sbin/slurmd -Z -N "$0" --conf "$1"\n'
-        started = self.run(["unshare", "--uts", "--mount", "--propagation", "private",
-                            "env", "LD_PRELOAD=%s" % SRCADDR_SO, "SRCADDR=%s" % node_addr(nodeset, ordinal),
-                            "sh", "-c", script, name, conf]).check()
+        started = self.start_slurmd(name, node_addr(nodeset, ordinal), conf, self.pod_script(nodeset, shown)).check()
         try:
             wait_for(lambda: self._known(name), timeout, "%s registered" % name, interval=0.1)
         except TimeoutError as exc:
-            raise TimeoutError("%s\n--- the pod said:\n%s\n--- slurmd-%s.log:\n%s\n--- slurmctld.log:\n%s" % (
-                exc, started.stderr, name, self.log("slurmd-%s.log" % name)[-4000:],
-                self.log("slurmctld.log")[-3000:])) from None
+            raise TimeoutError("%s\n--- the pod said:\n%s\n%s" % (exc, started.stderr, self.logs(name))) from None
         return name, started.stderr
 
     def wait_idle(self, name: str, timeout: float = 30) -> None:
@@ -293,9 +284,12 @@ class GpuCluster(DynamicCluster):
             wait_for(lambda: self.node_state(name).rstrip("*") == "idle", timeout, "%s idle" % name, interval=0.3)
         except TimeoutError as exc:
             shown = self.run(["scontrol", "show", "node", name], timeout=10).stdout
-            raise TimeoutError("%s\n--- scontrol show node:\n%s\n--- slurmd-%s.log:\n%s\n--- slurmctld.log:\n%s" % (
-                exc, shown, name, self.log("slurmd-%s.log" % name)[-4000:],
-                self.log("slurmctld.log")[-3000:])) from None
+            raise TimeoutError("%s\n--- scontrol show node:\n%s\n%s" % (exc, shown, self.logs(name))) from None
+
+    def logs(self, name: str) -> str:
+        """The tails of the node's slurmd log and of slurmctld's, for a failure's message."""
+        return "--- slurmd-%s.log:\n%s\n--- slurmctld.log:\n%s" % (
+            name, self.log("slurmd-%s.log" % name)[-4000:], self.log("slurmctld.log")[-3000:])
 
     def show_node(self, name: str) -> dict[str, str]:
         out = self.run(["scontrol", "show", "node", "-o", name]).check().stdout

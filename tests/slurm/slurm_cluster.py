@@ -372,8 +372,10 @@ class Cluster:
         return p.read_text(errors="replace") if p.exists() else ""
 
     def node_state(self, node: str) -> str:
+        """The node's state as sinfo shows it ("" while slurmctld does not know it). ``sinfo -N`` prints one line
+        per node AND partition: a node in two partitions is "idle" twice, which is one state."""
         res = self.run(["sinfo", "-h", "-n", node, "-N", "-o", "%T"], timeout=10).check()
-        return res.stdout.strip()
+        return " ".join(sorted(set(res.stdout.split())))
 
     def plugstack(self, text: str | None) -> None:
         """Replace the spank_chroot drop-in (None: remove it)."""
