@@ -55,9 +55,11 @@ def opened(text):
 
 def test_the_gpu_worker_registers_with_its_gres_at_once(gpus, workers):
     first, _said = workers[GPU]
-    assert first["Gres"] == "gpu:%s:%d" % (GPU_TYPE, len(BUS_IDS)), first
+    # "(S:0)": the GPUs' socket, which gpu/nvidia derives from the driver's local_cpulist (the stand-in's lists every
+    # CPU of this one-socket host); Slurm appends it to Gres wherever the driver reports an affinity.
+    assert first["Gres"] == "gpu:%s:%d(S:0)" % (GPU_TYPE, len(BUS_IDS)), first
     now = gpus.show_node(GPU)
-    assert now["State"] == "IDLE" and "Reason" not in now, now
+    assert now["State"] == "IDLE+DYNAMIC_NORM" and "Reason" not in now, now  # a dynamic node (slurmd -Z), idle
     assert workers[CPU][0]["Gres"] == "(null)"
     # Slurm's gpu/nvidia plugin found both stand-in GPUs in the driver's procfs: the node took the configured count
     # and type at once, with no count it would have had to lower.
