@@ -32,6 +32,8 @@ MAX_REASON = 160
 CONFIG = "/etc/soperator/health/health.json"
 NCCL_CONFIG = "/etc/soperator/health/nccl.json"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Written by `soperator-driver expose` on a GPU node (soperator_driver.DRIVER_DIR).
+DRIVER_CACHE_SOURCE = "/run/soperator/nvidia/ld.so.cache.source"
 # slurmd kills its HealthCheckProgram after 60 s: every command shares this budget.
 BUDGET = 45.0
 
@@ -472,6 +474,17 @@ def load(path):
         return {}
 
 
+def refresh_driver_cache(clock):
+    """On a GPU node whose driver the entrypoint showed to jobs: the jobs' loader cache again when the jail's changed
+    (soperator-driver refresh), so that libraries an administrator adds to the jail reach GPU jobs too."""
+    if not os.path.exists(DRIVER_CACHE_SOURCE):
+        return
+    rc, _out, err = run(["soperator-driver", "refresh"], clock.left(20))
+    sys.stderr.write(err)
+    if rc != 0:
+        print("warning: soperator-driver refresh exited %d: GPU jobs keep the jail's earlier libraries" % rc)
+
+
 def main_check(argv=None):
     """slurmd's HealthCheckProgram: run the checks, drain or resume this node; exit 1 when unhealthy."""
     argv = sys.argv[1:] if argv is None else argv
@@ -479,6 +492,7 @@ def main_check(argv=None):
     slurm_env()
     name = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     clock = Clock(BUDGET)
+    refresh_driver_cache(clock)
     problems = run_checks(cfg, clock) if cfg.get("enabled", True) else []
     for check, detail in problems:
         print("FAIL %s: %s" % (check, detail))

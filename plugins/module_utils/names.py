@@ -131,6 +131,12 @@ JAIL_MOUNT = "/mnt/jail"
 # jail without following any (soperator-bind-beneath).
 SUB_MOUNTS_DIR = "/mnt/soperator/sub-mounts"
 SPANK_CHROOT_PLUGIN = "/usr/lib/x86_64-linux-gnu/slurm/spank_chroot.so"
+# A GPU worker's NVIDIA driver user space (images/worker/soperator_driver.py): its files bound into the container's
+# /run (which the jail plugin binds into every task), and the jail's loader cache plus them, which plugstack.conf
+# binds over the jail's own in each task.
+GPU_DRIVER_DIR = "/run/soperator/nvidia"
+GPU_DRIVER_LOADER_CACHE = GPU_DRIVER_DIR + "/ld.so.cache"
+JAIL_LOADER_CACHE = "/etc/ld.so.cache"
 SLURM_CONFIG_DIR = "/etc/slurm"
 SLURMCTLD_SPOOL = "/var/spool/slurmctld"
 SLURMD_SPOOL = "/var/spool/slurmd"

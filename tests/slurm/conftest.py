@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from accounting_cluster import AccountingCluster
 from cloud_cluster import CloudCluster
+from dynamic_cluster import DynamicCluster
 from prerequisites import require_root, require_tools
 from slurm_cluster import Cluster, running
 
@@ -51,8 +52,11 @@ def pytest_runtest_makereport(item, call):
     if rep.when == "call" and rep.failed and isinstance(a, AccountingCluster):
         for name in ("mariadb.log", "slurmdbd.log", "slurmctld.log", "slurmrestd.log", "exporter.log"):
             rep.sections.append((name, a.log_tail(name, 40)))
-    clouds = [v for v in (item.funcargs.values() if hasattr(item, "funcargs") else ()) if isinstance(v, CloudCluster)]
+    values = list(item.funcargs.values()) if hasattr(item, "funcargs") else []
+    clouds = [v for v in values if isinstance(v, CloudCluster)]
+    # Other dynamic clusters (GPU, health checks): their daemons' logs go with the work directory.
+    dynamic = [v for v in values if isinstance(v, DynamicCluster) and not isinstance(v, AccountingCluster)]
     if rep.when == "call" and rep.failed:
-        for cloud in clouds:
+        for cloud in clouds + dynamic:
             rep.sections.append(("slurmctld.log", "\n".join(cloud.log("slurmctld.log").splitlines()[-60:])))
             rep.sections.append(("slurmd logs", cloud.slurmd_logs()))

@@ -98,16 +98,24 @@ install -m 0640 -o slurm -g slurm /dev/null /var/log/slurm/slurmctld.log
 
 
 class DynamicCluster(Cluster):
+    """Subclasses with other nodes or configuration override :meth:`hosts` and :meth:`slurm_conf_text`, extend
+    :meth:`prepare`, and start their workers with :meth:`start_slurmd`."""
+
+    def hosts(self) -> list[str]:
+        """/etc/hosts lines of the workers that may register (each its own loopback address)."""
+        return [f"{node_addr(i)} {node_name(i)}" for i in range(MAX_NODES)]
+
+    def slurm_conf_text(self, ctld_port: int, slurmd_port: int) -> str:
+        return slurm_conf(ctld_port, slurmd_port)
+
     def prepare(self) -> None:
         subprocess.run([str(ROOTFS_SCRIPT), "--extract", str(self.root)], check=True,
                        stdout=subprocess.DEVNULL)
         r = self.root
-        hosts = [f"127.0.0.1 localhost {HOSTNAME}"]
-        hosts += [f"{node_addr(i)} {node_name(i)}" for i in range(MAX_NODES)]
-        (r / "etc/hosts").write_text("\n".join(hosts) + "\n")
+        (r / "etc/hosts").write_text("\n".join([f"127.0.0.1 localhost {HOSTNAME}", *self.hosts()]) + "\n")
         (r / "etc/hostname").write_text(HOSTNAME + "\n")
         ctld_port, slurmd_port = free_ports(2)
-        (r / "etc/slurm/slurm.conf").write_text(slurm_conf(ctld_port, slurmd_port))
+        (r / "etc/slurm/slurm.conf").write_text(self.slurm_conf_text(ctld_port, slurmd_port))
         (r / "etc/munge/munge.key").write_bytes(os.urandom(1024))
         os.chmod(r / "etc/munge/munge.key", 0o600)
         self._add_user(r)
@@ -128,15 +136,21 @@ class DynamicCluster(Cluster):
     def start_node(self, ordinal: int, timeout: float = 30) -> str:
         """Start the slurmd of pod ``<statefulset>-<ordinal>`` as a dynamic node; wait until it is idle."""
         name = node_name(ordinal)
-        conf = NODE_CONF
-        self.run(["mkdir", "-p", f"/var/spool/slurmd/{name}"]).check()
-        # Its own UTS namespace with hostname = node name, as a pod has: NoInAddrAny binds the address the
-        # hostname resolves to (/etc/hosts), and slurmctld records that hostname.
-        self.run(["unshare", "--uts", "env", f"LD_PRELOAD={SRCADDR_SO}", f"SRCADDR={node_addr(ordinal)}",
-                  "sh", "-c", 'hostname "$0" && exec /usr/sbin/slurmd -Z -N "$0" --conf "$1"', name, conf]).check()
+        self.start_slurmd(name, node_addr(ordinal), NODE_CONF).check()
         wait_for(lambda: self.node_state(name).rstrip("*") == "idle" if self._known(name) else False,
                  timeout, f"{name} idle", interval=0.3)
         return name
+
+    def start_slurmd(self, name: str, addr: str, conf: str, pod_script: str = ""):
+        """Start ``slurmd -Z -N <name> --conf <conf>`` (it daemonizes; the Result is its start's). Its own UTS
+        namespace with hostname = node name, as a pod has: NoInAddrAny binds the address the hostname resolves to
+        (/etc/hosts), and slurmctld records that hostname. ``pod_script``: shell lines run first, in a mount
+        namespace of the node's own (what its container has before the entrypoint starts slurmd)."""
+        self.run(["mkdir", "-p", f"/var/spool/slurmd/{name}"]).check()
+        script = pod_script + '\nhostname "$0" && exec /usr/sbin/slurmd -Z -N "$0" --conf "$1"'
+        mount_ns = ["--mount", "--propagation", "private"] if pod_script else []
+        return self.run(["unshare", "--uts", *mount_ns, "env", f"LD_PRELOAD={SRCADDR_SO}", f"SRCADDR={addr}",
+                         "sh", "-c", script, name, conf])
 
     def stop_node(self, ordinal: int, timeout: float = 20) -> None:
         """The pod goes away: its slurmd ends (the node record stays in slurmctld until deleted)."""

@@ -249,6 +249,10 @@ class Cluster:
         return self._run(["chroot", str(self.root), *argv], timeout)
 
     # ---- lifecycle -------------------------------------------------------------------
+    def dev_mounts(self) -> str:
+        """Shell lines that give the rootfs its /dev ($R is the rootfs): the host's."""
+        return 'mount --rbind /dev "$R/dev"'
+
     def start(self, timeout: float = 60) -> None:
         r = self.root
         script = textwrap.dedent(f"""\
@@ -257,7 +261,7 @@ class Cluster:
             # a mount point, as a container's root is: pivot_root needs one
             mount --rbind "$R" "$R"
             mount -t proc proc "$R/proc"
-            mount --rbind /dev "$R/dev"
+            """) + self.dev_mounts() + textwrap.dedent("""
             mount --rbind /sys "$R/sys"
             mount -t tmpfs -o mode=755 tmpfs "$R/run"
             exec chroot "$R" /usr/local/sbin/reaper /usr/local/sbin/cluster-init
@@ -368,8 +372,10 @@ class Cluster:
         return p.read_text(errors="replace") if p.exists() else ""
 
     def node_state(self, node: str) -> str:
+        """The node's state as sinfo shows it ("" while slurmctld does not know it). ``sinfo -N`` prints one line
+        per node AND partition: a node in two partitions is "idle" twice, which is one state."""
         res = self.run(["sinfo", "-h", "-n", node, "-N", "-o", "%T"], timeout=10).check()
-        return res.stdout.strip()
+        return " ".join(sorted(set(res.stdout.split())))
 
     def plugstack(self, text: str | None) -> None:
         """Replace the spank_chroot drop-in (None: remove it)."""

@@ -2,6 +2,7 @@
 of nvidia-smi and all_reduce_perf (tests/unit/fixtures/gpu, nccl; each names its source), its thresholds, and its
 drain/resume decision. Real slurmd runs it in tests/slurm/test_health_checks.py."""
 
+import glob
 import importlib.util
 import os
 
@@ -16,11 +17,21 @@ health = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(health)
 
 
+# Where a recording comes from: a public capture (its URL), or hack/gpu-check.sh on a real GPU machine.
+RECORDED_HERE = "hack/gpu-check.sh on "
+
+
 def fixture(name):
     with open(os.path.join(FIXTURES, name)) as handle:
         doc = yaml.safe_load(handle)
-    assert doc["source"].startswith("https://github.com/"), name
+    assert doc["source"].startswith(("https://github.com/", RECORDED_HERE)), name
     return doc
+
+
+def recorded_here(suffix):
+    """The fixtures hack/gpu-check.sh recorded on a real GPU (tests/unit/fixtures/gpu/*<suffix>)."""
+    found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(FIXTURES, "gpu", "*" + suffix)))
+    return [name for name in found if fixture("gpu/" + name)["source"].startswith(RECORDED_HERE)]
 
 
 GPU_DEFAULTS = {"count": 1, "persistenceMode": True, "maxUncorrectedEccErrors": 0, "maxRetiredPages": 60}
@@ -35,6 +46,24 @@ def test_a_healthy_recorded_gpu_passes(name, bus):
     assert gpus[0]["retired_dbe"] is None  # "[N/A]": Hopper remaps rows instead of retiring pages
     assert gpus[0]["remap_pending"] is False and gpus[0]["remap_failure"] is False
     assert health.gpu_problems(gpus, GPU_DEFAULTS) == []
+
+
+@pytest.mark.parametrize("name", recorded_here("-health-query-gpu.yaml"))
+def test_a_gpu_recorded_by_the_gpu_check_passes_what_the_program_asks(name):
+    """hack/gpu-check.sh records exactly the health program's query on a GPU it found healthy (its health stage)."""
+    doc = fixture("gpu/" + name)
+    assert doc["command"] == ["nvidia-smi", "--query-gpu=" + ",".join(health.QUERY_FIELDS), "--format=csv"]
+    gpus = health.parse_query_csv(doc["stdout"])
+    assert gpus and all(g["bus_id"] and g["ecc_uncorrected"] == 0 for g in gpus)
+    assert health.gpu_problems(gpus, dict(GPU_DEFAULTS, count=len(gpus))) == []
+
+
+@pytest.mark.parametrize("name", recorded_here("-q-x.yaml"))
+def test_the_xml_recorded_by_the_gpu_check_gives_the_facts_of_its_query(name):
+    xml = health.parse_query_xml(fixture("gpu/" + name)["stdout"])
+    csv_gpus = health.parse_query_csv(fixture("gpu/" + name.replace("-q-x.yaml", "-health-query-gpu.yaml"))["stdout"])
+    assert [g["persistence"] for g in xml] == [g["persistence"] for g in csv_gpus]
+    assert [g["ecc_uncorrected"] for g in xml] == [g["ecc_uncorrected"] for g in csv_gpus]
 
 
 def test_the_count_must_match_the_nodesets():

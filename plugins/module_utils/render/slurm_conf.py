@@ -285,7 +285,13 @@ def render_cgroup_conf(cluster):
 
 
 def render_gres_conf(cluster, nodesets):
-    """gres.conf: NVML autodetection on the nodes of GPU NodeSets only; None when there are none."""
+    """gres.conf: ``AutoDetect=nvidia`` on the nodes of GPU NodeSets only; None when there are none.
+
+    Slurm 24.11's gpu/nvidia plugin (Debian: slurm-wlm-basic-plugins, which slurmd depends on; no NVML needed)
+    reads each GPU the container shows in /proc/driver/nvidia/gpus/<bus>/information: its device file
+    (/dev/nvidia<minor>: the host's minor, which no configuration can know for a pod holding some of a node's GPUs)
+    and its model, lowercased with underscores (``nvidia_h100_80gb_hbm3``), to which the NodeSet's ``gpu.type``
+    must be a substring (Slurm matches them so). Registration then carries ``Gres=gpu:<type>:<count>`` at once."""
     md = cluster["metadata"]
     gpu_sets = sorted((ns for ns in nodesets if ns["spec"]["gpu"]["count"]), key=lambda ns: ns["metadata"]["name"])
     if not gpu_sets:
@@ -298,13 +304,19 @@ def render_gres_conf(cluster, nodesets):
     return "\n".join(lines) + "\n"
 
 
-def render_plugstack_conf(cluster):
+def render_plugstack_conf(cluster, nodesets=()):
+    """The jail plugin, first. With GPU NodeSets, each task's jail also gets its node's loader cache (the jail's own
+    plus the NVIDIA driver's libraries, made by the worker entrypoint); ``optional``: a node without a driver has
+    none, and its tasks keep the jail's."""
     md = cluster["metadata"]
-    return "\n".join([
-        HEADER % (md["namespace"], md["name"]),
-        "# The jail plugin comes first: every later plugin and every task already runs inside the jail.",
-        "required %s jail=%s" % (names.SPANK_CHROOT_PLUGIN, names.JAIL_MOUNT),
-    ]) + "\n"
+    line = "required %s jail=%s" % (names.SPANK_CHROOT_PLUGIN, names.JAIL_MOUNT)
+    lines = [HEADER % (md["namespace"], md["name"]),
+             "# The jail plugin comes first: every later plugin and every task already runs inside the jail."]
+    if has_gpus(nodesets):
+        lines.append("# GPU nodes: the driver's libraries reach jobs through the node's loader cache (%s)."
+                     % names.GPU_DRIVER_DIR)
+        line += " bind=%s:%s:ro+optional" % (names.GPU_DRIVER_LOADER_CACHE, names.JAIL_LOADER_CACHE)
+    return "\n".join(lines + [line]) + "\n"
 
 
 def render_config_files(cluster, nodesets, slurm_user=names.SLURM_USER):
@@ -312,7 +324,7 @@ def render_config_files(cluster, nodesets, slurm_user=names.SLURM_USER):
     files = {
         "slurm.conf": render_slurm_conf(cluster, nodesets, slurm_user),
         "cgroup.conf": render_cgroup_conf(cluster),
-        "plugstack.conf": render_plugstack_conf(cluster),
+        "plugstack.conf": render_plugstack_conf(cluster, nodesets),
     }
     gres = render_gres_conf(cluster, nodesets)
     if gres is not None:

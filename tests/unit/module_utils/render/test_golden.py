@@ -38,7 +38,8 @@ def _compare(name, text):
         assert handle.read() == text, "%s differs: UPDATE_GOLDEN=1 to regenerate, then review" % name
 
 
-@pytest.mark.parametrize("example", ["cpu-cluster", "gpu-cluster", "accounting-cluster-local", "ldap-cluster-local"])
+@pytest.mark.parametrize("example", ["cpu-cluster", "gpu-cluster", "accounting-cluster-local", "ldap-cluster-local",
+                                     "mixed-cluster-local"])
 def test_golden(example):
     cluster, nodesets = load_example(example + ".yaml")
     cluster["metadata"]["uid"] = "00000000-0000-0000-0000-0000000000c1"
@@ -56,3 +57,20 @@ def test_golden(example):
     sssd = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-sssd-config")]
     for key, text in sorted((sssd[0]["data"] if sssd else {}).items()):
         _compare("%s.%s" % (example, key), text)
+
+
+def test_the_mixed_example_is_the_local_one_with_partitions_and_a_gpu_nodeset():
+    """examples/mixed-cluster-local.yaml: what tests/e2e runs on the real node. Its cluster and CPU NodeSet are the
+    local example's but for the partitions (so switching between them changes only those), and its three
+    partitions hold the NodeSets they say."""
+    local, (local_cpu,) = load_example("cpu-cluster-local.yaml")
+    mixed, (cpu, gpu) = load_example("mixed-cluster-local.yaml")
+    partitions = mixed["spec"].pop("partitions")
+    assert mixed == local and [p["name"] for p in partitions] == ["cpu", "gpu", "all"]
+    assert cpu["spec"].pop("partitions") == ["cpu", "all"] and cpu == local_cpu
+    assert gpu["spec"]["partitions"] == ["gpu", "all"] and gpu["spec"]["gpu"] == {"count": 1, "type": "h100"}
+    with open(os.path.join(GOLDEN, "mixed-cluster-local.slurm.conf")) as handle:
+        lines = handle.read().splitlines()
+    assert [line.split(" Default=")[0] for line in lines if line.startswith("PartitionName=")] == [
+        "PartitionName=cpu Nodes=cpu", "PartitionName=gpu Nodes=gpu", "PartitionName=all Nodes=cpu,gpu"]
+    assert "GresTypes=gpu" in lines
