@@ -148,7 +148,6 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     maintenance_ready = maintenance.plan_maintenance(p, ctx)
     slurm_user = maintenance.plan_slurm_user(p, ctx, maintenance_ready)
     replicas = scale.plan_replicas(p, ctx, maintenance_ready)
-    topology = node_labels.plan_topology(p, ctx, replicas.render)
     # While maintenance drains, every pod runs on: the cluster is rendered as out of maintenance until then.
     # An elastic NodeSet being deleted stays in slurm.conf until its nodes are powered down (plan/elastic.leave), and
     # one whose maxNodes was lowered keeps the names still up (plan/elastic.plan_shrink).
@@ -156,6 +155,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     rendered = [elastic.with_max(ns, wider[ns["metadata"]["name"]]) if ns["metadata"]["name"] in wider else ns
                 for ns in valid] + ctx.elastic_leaving
     ctx.elastic = [ns for ns in rendered if ns["spec"].get("elastic") and ns not in ctx.elastic_leaving]
+    topology = node_labels.plan_topology(p, ctx, replicas.render)
     p.manifests = render.render_cluster(cluster_ok, rendered,
                                         collection_version, served=observed.get("served") or (),
                                         slurm_user=slurm_user, replicas=replicas.render,

@@ -32,6 +32,7 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import REQUEUE_PROGRESSING, deleting, name
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
 
@@ -140,11 +141,15 @@ def placement_of(labels, levels):
 
 
 def worker_names(ctx, counts):
-    """Every worker name of every valid NodeSet: <statefulset>-<ordinal> below its replicas (``counts``)."""
+    """Every worker name of every valid NodeSet: <statefulset>-<ordinal> below its replicas (``counts``), and every
+    name an elastic NodeSet has in slurm.conf (Slurm plans jobs onto powered-down nodes: a node in no switch could
+    never be given a job)."""
     found = []
     for ns in sorted(ctx.valid, key=name):
         sts_name = ctx.worker_statefulset(ns)
         found += [names.pod_name(sts_name, o) for o in range(counts.get(name(ns), ns["spec"]["replicas"]))]
+    for ns in sorted(ctx.elastic + ctx.elastic_leaving, key=name):
+        found += elastic.node_names(ctx.name, ns)
     return found
 
 
@@ -195,7 +200,7 @@ def plan_topology(p, ctx, counts):
     if k8s_nodes is None:
         p.deferred.append("spec.topology: %s" % (ctx.observed.get("k8s_nodes_error") or "Kubernetes nodes not read"))
     else:
-        for ns in sorted(ctx.valid, key=name):
+        for ns in sorted(ctx.valid + ctx.elastic + ctx.elastic_leaving, key=name):
             for pod_name, host in sorted(worker_hosts(ctx, ns).items()):
                 if pod_name not in all_names or host not in k8s_nodes:
                     continue

@@ -7,7 +7,7 @@ from resources import make_cluster, make_nodeset
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, elastic
-from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import hostlist, scontrol
 
 NOW = 1_700_000_000
 NAMES = ["demo-gpu-0", "demo-gpu-1", "demo-gpu-2"]
@@ -258,3 +258,15 @@ def test_maintenance_powers_elastic_nodes_down_and_drains_the_powered_down_ones(
                                             reason="soperator: maintenance"))
     p = converge.plan(cluster(), nodesets()[1:], {"statefulsets": controller, "pods": {}, "slurm": drained}, NOW)
     assert p.resume == ["demo-gpu-2"]
+
+
+def test_topology_lists_the_elastic_names_beside_the_fixed_workers():
+    # spec.topology with an elastic NodeSet: topology.conf names every node Slurm may power up (its maxNodes), as it
+    # names every fixed worker, so a job placed by --switches can be planned onto powered-down nodes.
+    obj = cluster()
+    obj["spec"]["topology"] = {"levels": ["net/leaf"]}
+    p = converge.plan(obj, nodesets(), {"statefulsets": {}, "pods": {}, "slurm": table(), "k8s_nodes": {}}, NOW)
+    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    text = conf["data"]["topology.conf"]
+    listed = ",".join(line.split("Nodes=", 1)[1] for line in text.splitlines() if "Nodes=" in line)
+    assert set(hostlist.expand(listed)) >= {"demo-cpu-0"} | set(NAMES), text
