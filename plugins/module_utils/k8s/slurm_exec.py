@@ -206,7 +206,8 @@ class Slurm(object):
     def power(self, node_names, how):
         """``scontrol power <how> <nodes>``: ``up``, ``down asap`` (drained first: a running job ends) or
         ``down force`` (only for nodes whose resume failed: nothing runs on them)."""
-        assert how in ("up", "down asap", "down force")
+        if how not in ("up", "down asap", "down force"):
+            raise ValueError("scontrol power: unknown mode %r" % (how,))
         node_names = scontrol.validate_node_names(node_names)
         if node_names:
             self.run(["scontrol", "power"] + how.split() + [",".join(node_names)])
