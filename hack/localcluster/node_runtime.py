@@ -139,8 +139,10 @@ def start_real_node(state, bins, procs):
     # The pod CIDR the CNI config hands out, for tools that read it from the Node (immutable once set).
     lc.kubectl(state, "patch", "node", lc.REAL_NODE, "--type=merge", "-p",
             json.dumps({"spec": {"podCIDR": real["subnet"], "podCIDRs": [real["subnet"]]}}), check=False)
+    # As long as the node's own wait: CoreDNS is ready once its kubernetes plugin has synced with the API server,
+    # which a loaded 2-core host (the tests before this one) has been seen to take over a minute.
     lc.wait_for("CoreDNS ready", lambda: urllib.request.urlopen(
-        "http://127.0.0.1:%d/ready" % p["coredns_ready"], timeout=1).status == 200, 60, procs)
+        "http://127.0.0.1:%d/ready" % p["coredns_ready"], timeout=1).status == 200, 120, procs)
 
 
 def shim_pids(socket):
