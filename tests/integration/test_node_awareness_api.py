@@ -2,10 +2,10 @@
 (more workers than nodes: the extra stay Pending, never two on a node, the scheduler's reason in the NodeSet's
 status), and the converge adapter reading node labels that the planner turns into Slurm features."""
 
-import time
 
 import pytest
 from kubernetes import client, dynamic
+from polling import wait_until
 from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
@@ -17,16 +17,6 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster imp
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 pytestmark = pytest.mark.cluster
-
-
-def wait(predicate, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def schedulable_kwok_nodes(core):
@@ -63,7 +53,7 @@ def test_one_per_node_leaves_the_extra_worker_pending_and_says_why(k8s, namespac
                                           for c in p.status.conditions or ())]
         return (pods, placed, pending) if len(placed) == len(hosts) and len(pending) == 1 else None
 
-    pods, placed, pending = wait(settled, "%d workers placed and one Pending" % len(hosts))
+    pods, placed, pending = wait_until(settled, 60, "%d workers placed and one Pending" % len(hosts))
     assert sorted(p.spec.node_name for p in placed) == hosts  # one on each node, never two on one
     conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
     observed = {"pods": dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_NODESET + "=cpu"))}
@@ -187,7 +177,7 @@ def test_a_pinned_worker_returns_to_its_node_and_its_nodes_deletion_releases_the
                 converge()
                 return None
             return pod.spec.node_name and (pod.metadata.uid, pod.spec.node_name)
-        return wait(placed, "a new demo-cpu-0 placed")
+        return wait_until(placed, 60, "a new demo-cpu-0 placed")
 
     uid, first = placed_anew(None)
     converge()

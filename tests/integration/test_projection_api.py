@@ -3,10 +3,10 @@ through pods/status (and not rewritten when unchanged), and the Kubernetes nodes
 rolling update's wait in a NodeSet's status and its printer column, and the Event of a node given up with its jobs."""
 
 import json
-import time
 
 import pytest
 from kubernetes import client, dynamic
+from polling import wait_until
 from prerequisites import unavailable
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
@@ -30,23 +30,14 @@ def kwok_node(core):
     return nodes[0].metadata.name
 
 
-def wait(predicate, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting for " + what)
-
-
 def test_the_pod_condition_is_written_once_and_the_nodes_of_the_pods_are_read(k8s, namespace):
     core = client.CoreV1Api(k8s)
     host = kwok_node(core)
     core.create_namespaced_pod(namespace, {
         "metadata": {"name": "demo-cpu-0", "labels": {names.LABEL_CLUSTER: "demo"}},
         "spec": {"nodeName": host, "containers": [{"name": "slurmd", "image": "soperator/slurm-worker:0.1.0"}]}})
-    wait(lambda: core.read_namespaced_pod("demo-cpu-0", namespace).status.phase == "Running", "the pod running")
+    wait_until(lambda: core.read_namespaced_pod("demo-cpu-0", namespace).status.phase == "Running", 30,
+               "the pod running")
     conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
     pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_CLUSTER + "=demo"))
     plan = model.Plan()
@@ -91,7 +82,7 @@ def test_moving_an_unhealthy_worker_cordons_its_node_and_evicts_the_pod(k8s, nam
                 return core.read_namespaced_pod("demo-cpu-1", namespace).metadata.deletion_timestamp is not None
             except client.ApiException as e:
                 return e.status == 404
-        wait(gone, "the pod evicted")
+        wait_until(gone, 30, "the pod evicted")
     finally:
         core.patch_node(host, {"spec": {"unschedulable": None},
                                "metadata": {"annotations": {names.ANNOTATION_CORDONED: None}}})
