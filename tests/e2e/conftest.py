@@ -323,7 +323,8 @@ def standin_gpu_image(real_node_cluster, tmp_path_factory):
                               stdin=subprocess.DEVNULL).stdout.split("=", 1)[1].strip()
         docker = ["/usr/bin/docker", "-H", host]
         env = dict(os.environ, DOCKER_BUILDKIT="0")
-        for argv in (["build", "-q", "-t", STANDIN_GPU_IMAGE, str(ctx)], ["save", "-o", archive, STANDIN_GPU_IMAGE]):
+        build = ["build", "-q", "-f", str(ctx / "Containerfile"), "-t", STANDIN_GPU_IMAGE, str(ctx)]
+        for argv in (build, ["save", "-o", archive, STANDIN_GPU_IMAGE]):
             res = subprocess.run(docker + argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
             assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     finally:
