@@ -24,6 +24,7 @@ import pytest
 import yaml
 from conftest import E2E, ROOT, wait_until
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
 
 OPERATOR_NS = "soperator-system"
@@ -473,18 +474,27 @@ def _minimal(node):
     return node["enum"][0] if "enum" in node else "x"
 
 
+# Parents whose required fields alone are not valid (a pattern, a one-of rule): the least valid value, written out.
+# The backup's password Secret is made, marked for the cluster, by the test that uses these.
+BACKUP_SECRET = "evilkeys-backup"
+VALID_PARENTS = {("spec", "jail", "backup"): {"schedule": "@daily", "repository": {"claim": {"claimName": "backups"}},
+                                              "passwordSecretRef": {"name": BACKUP_SECRET}}}
+
+
 def _map_at(doc, schema, path):
-    """The map at ``path`` in ``doc``, its parents made (from the schema's required fields) where missing."""
+    """The map at ``path`` in ``doc``, its parents made (from the schema's required fields, or VALID_PARENTS) where
+    missing."""
     if path[0] == "metadata":
         return doc["metadata"].setdefault(path[1], {})
     here, node = doc, schema
-    for step in path:
+    for depth, step in enumerate(path):
         node = node["items"] if isinstance(step, int) else node["properties"][step]
         if isinstance(step, int):
             if not here:
                 here.append(_minimal(node))
         elif step not in here:
-            here[step] = _minimal(node)
+            valid = VALID_PARENTS.get(tuple(path[:depth + 1]))
+            here[step] = json.loads(json.dumps(valid)) if valid is not None else _minimal(node)
         here = here[step]
     return here
 
@@ -545,6 +555,8 @@ def test_template_payloads_in_keys_are_never_evaluated(op, evaluation_shows):
     base[1]["spec"]["clusterRef"]["name"] = "evilkeys"
     base[0]["spec"]["maintenance"] = True  # nothing needs to run: the verdicts are about rendering and applying
     base[0]["spec"]["partitions"] = [{"name": "main", "default": True}]  # the default, written: partitions[0] exists
+    op.kubectl("create", "secret", "generic", BACKUP_SECRET, "-n", WATCHED, "--from-literal=password=unused")
+    op.kubectl("label", "secret", BACKUP_SECRET, "-n", WATCHED, "%s=evilkeys" % names.LABEL_BACKUP_SECRET)
     schemas = dict((doc["kind"], _crd_schema(doc["kind"])) for doc in base)
     maps = [(doc["kind"], path) for doc in base for path in [("metadata", "labels"), ("metadata", "annotations")]
             + [("spec",) + p for p in _maps(schemas[doc["kind"]]["properties"]["spec"])]]
@@ -637,6 +649,7 @@ def test_template_payloads_in_keys_are_never_evaluated(op, evaluation_shows):
               ", ".join(leaves(by_operator)), len(VERBATIM)))
     op.kubectl("delete", "slurmcluster", "evilkeys", "-n", WATCHED, "--wait=true", timeout=180)
     op.kubectl("delete", "nodeset", "evilkeysnodes", "-n", WATCHED, "--wait=true", timeout=180)
+    op.kubectl("delete", "secret", BACKUP_SECRET, "-n", WATCHED)
 
 
 def test_a_deletion_policy_the_operator_may_not_honour_is_refused_and_deletion_does_not_hang(op):
