@@ -118,6 +118,14 @@ class Converger(Observation, ConfigChecks):
             applier = self.applier(plan.manifests, plan.keep)
             self.check_slurm_config(cluster, plan, observed, applier)
             self.check_sshd_config(cluster, plan, observed, applier)
+            if plan.read_mounted_config and "mounted_slurm_conf" not in observed:
+                # slurm.conf changed since slurmctld was last given it: is the controller pod's copy the new one yet?
+                try:
+                    observed["mounted_slurm_conf"] = self.slurm().config_file("slurm.conf")
+                except SlurmError as e:
+                    observed["mounted_slurm_conf"] = None
+                    self.warnings.append("cannot read the controller's slurm.conf: %s" % e.msg)
+                continue
             if not observed.get("worker_pods_read", True) and any(objects.generator(o) for o in applier.absent()):
                 # A key Secret would be generated: which pods hold its keys is a question for every pod.
                 observed["pods"].update(self.worker_pods())

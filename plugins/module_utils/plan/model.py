@@ -179,6 +179,8 @@ class Plan(object):
         self.label_events = []       # (nodeset name or None, message): node labels refused (node_labels.py)
         self.topology = None         # topology.conf text (spec.topology), None without one
         self.reconfigure = None      # why slurmctld must reread its configuration (scontrol reconfigure), or None
+        self.slurm_config = None     # status.slurmConfig: the slurm.conf slurmctld was last given (slurm_config.py)
+        self.read_mounted_config = False  # the planner needs the controller's mounted slurm.conf (observed)
         self.ungate = {}             # gated pinned worker pod -> (uid, its pin's node or None, patches): plan/pins.py
         self.ready = False
         self.phase = PHASE_PROGRESSING
