@@ -132,7 +132,8 @@ def test_only_a_key_that_needs_a_restart_changes_the_controllers_config_hash(cpu
     before = _by(render.render_cluster(cluster, nodesets), "StatefulSet", "demo-controller")
     in_place = copy.deepcopy(cluster)
     in_place["spec"].setdefault("slurm", {})["killWait"] = 60
-    in_place["spec"]["partitions"] = [{"name": "main", "default": True, "maxTime": "1:00:00", "config": {"PriorityTier": "5"}}]
+    in_place["spec"]["partitions"] = [{"name": "main", "default": True, "maxTime": "1:00:00",
+                                       "config": {"PriorityTier": "5"}}]
     config = _by(render.render_cluster(in_place, nodesets), "ConfigMap", "demo-slurm-config")["data"]["slurm.conf"]
     assert "KillWait=60" in config and "MaxTime=1:00:00" in config and "PriorityTier=5" in config
     assert controller_of(in_place)[1] == before
