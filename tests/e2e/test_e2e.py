@@ -535,6 +535,24 @@ def test_a_partition_setting_is_applied_in_place_and_squeue_answers_throughout(e
     assert (_controller_uid(e2e), _controller_restarts(e2e)) == (controller, restarts)
 
 
+def test_a_setting_that_needs_a_restart_replaces_the_controller_and_keeps_the_queue(e2e):
+    """CommunicationParameters is a listening setting (config_keys.RESTART_KEYS): the controller pod is replaced (its
+    template's config hash), its queue kept on the spool, and status.slurmConfig says Restarted."""
+    held = _held_job(e2e)
+    controller = _controller_uid(e2e)
+    try:
+        e2e.site(e2e.definition(slurm={"slurmConf": {"CommunicationParameters": "block_null_hash"}}))
+        assert _controller_uid(e2e) not in (None, controller)
+        shown = e2e.slurm("scontrol show config").stdout
+        assert re.search(r"^CommunicationParameters\s*=\s*block_null_hash", shown, re.M), shown
+        assert e2e.get("slurmcluster", "demo")["status"]["slurmConfig"]["appliedBy"] == "Restarted"
+        assert _job_field(e2e, held, "JobState") == "PENDING"
+    finally:
+        e2e.site(e2e.definition())
+        e2e.slurm("scancel %s" % held)
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+
 def _assert_candidates_not_audited(e2e, pod, since, name, fixed_argv, words):
     """The checks of candidate files exec'd into ``pod`` (their script called ``name``) are in the API server's audit
     log (which records an exec's argv: its URI) with exactly their fixed argv, and none of the candidates' ``words``
