@@ -776,7 +776,7 @@ def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(op)
 ELASTIC_SET, STATIC_SET = "burst", "cpu"
 ELASTIC_NODES = ["demo-%s-%d" % (ELASTIC_SET, i) for i in range(3)]
 STATIC_NODE = "demo-%s-0" % STATIC_SET
-POWER_SAVING = {"suspendTime": 10, "suspendTimeout": 10, "resumeTimeout": 120}
+POWER_SAVING = {"suspendTime": 10, "suspendTimeout": 10, "resumeTimeout": 60}
 
 
 class PodSampler(threading.Thread):
@@ -907,7 +907,9 @@ def elastic(op):
 
 class TestElasticNodeSet:
     """An elastic NodeSet (maxNodes 3, minNodes 0) beside a static one in one partition, under the operator as
-    installed (its image, its RBAC, drains on). Jobs ask for the elastic nodes by their feature (``-C burst``)."""
+    installed (its image, its RBAC, drains on), one behaviour per step on one cluster (issue 24's must-show). Jobs
+    ask for the elastic nodes by their feature (``-C burst``). SuspendTime and ResumeTimeout are shortened; the
+    figures go to docs/slurm-24.11-findings.md (D)."""
 
     def test_elastic_nodes_start_powered_down_with_no_pod(self, elastic):
         wait_until(elastic.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", elastic.explain)
@@ -976,6 +978,79 @@ class TestElasticNodeSet:
         assert all(STATIC_NODE in live for t, live in elastic.sampler.samples if t >= looks[0][0]), "pod gone"
         print("e2e-operator: elastic: %d pod samples (every second), %d failed lists"
               % (len(elastic.sampler.samples), elastic.sampler.failures))
+
+    def test_elastic_resume_that_cannot_succeed_leaves_no_pod_and_requeues_the_job(self, elastic):
+        """A node selector no Kubernetes node matches: the pod Slurm's resume asked for stays Pending; after
+        ResumeTimeout the node is down, its pod removed, the node handed back (powered down, usable) and the job
+        requeued; with the selector gone the requeued job runs."""
+        op = elastic.op
+        wait_until(elastic.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", elastic.explain)
+        nowhere = {"spec": {"placement": {"nodeSelector": {"soperator.dev/elastic-e2e": "nowhere"}}}}
+        op.kubectl("patch", "nodeset", ELASTIC_SET, "-n", WATCHED, "--type=merge", "-p", json.dumps(nowhere))
+        wait_until(lambda: (lambda ns: ns["status"].get("observedGeneration") == ns["metadata"]["generation"])(
+            op.get("nodeset", ELASTIC_SET)), 120, "the NodeSet's new placement observed", elastic.explain)
+        since = time.time()
+        job = _job(op, "-N1 -C %s -o /dev/null --wrap true" % ELASTIC_SET)
+        pending = wait_until(lambda: [p for p in (op.get("pod", "-l", "slurm.soperator.dev/nodeset=" + ELASTIC_SET)
+                                                  or {}).get("items", []) if p["status"].get("phase") == "Pending"],
+                             60, "the resumed node's pod Pending", elastic.explain)
+        node = pending[0]["metadata"]["name"]
+        t0 = time.monotonic()
+        wait_until(lambda: int(elastic.job(job).get("Restarts", "0")) >= 1, POWER_SAVING["resumeTimeout"] + 60,
+                   "the job requeued after ResumeTimeout", elastic.explain)
+        print("e2e-operator: elastic resume that cannot succeed: pod Pending -> job requeued %.1f s (ResumeTimeout "
+              "%d s)" % (time.monotonic() - t0, POWER_SAVING["resumeTimeout"]))
+        wait_until(elastic.powered_down, 60, "the node handed back: powered down, no pod", elastic.explain)
+        assert op.events(ELASTIC_SET, "ResumeFailed"), "no ResumeFailed Event on the NodeSet"
+        record = elastic.job(job)
+        assert record["JobState"] == "PENDING", record
+        print("e2e-operator: elastic: the requeued job pending, Reason=%s" % record.get("Reason"))
+        assert {n for _t, live in elastic.sampler.elastic(since) for n in live} == {node}
+        # The cause fixed: the requeued job (made eligible at once) runs on a fresh pod.
+        op.kubectl("patch", "nodeset", ELASTIC_SET, "-n", WATCHED, "--type=merge", "-p", json.dumps(
+            {"spec": {"placement": {"nodeSelector": {"soperator.dev/elastic-e2e": None}}}}))
+        op.slurm("scontrol update jobid=%s StartTime=now" % job)
+        wait_until(lambda: elastic.job(job)["JobState"] == "COMPLETED", POWER_SAVING["resumeTimeout"],
+                   "the requeued job to complete", elastic.explain)
+        assert elastic.jobs[job]["Restarts"] == "1"
+
+    def test_elastic_operator_killed_at_a_resume_converges_within_30s(self, elastic):
+        """The operator gone between Slurm's resume and the pod's creation, as a killed leader leaves it: no replica
+        and the Lease still held by the dead leader, renewed at its death (a clean exit would have released it).
+        Slurm powers the node up, no pod appears; from a new replica's start the pod is made within 30 s (the dead
+        leader's Lease runs out first: 15 s) and the job runs without a requeue."""
+        op = elastic.op
+        wait_until(elastic.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", elastic.explain)
+        dead = leader(op)
+        assert dead, "no operator leader"
+        duration = op.get_in(OPERATOR_NS, "lease", "soperator-operator")["spec"]["leaseDurationSeconds"]
+        op.kubectl("scale", "deployment", "soperator-operator", "-n", OPERATOR_NS, "--replicas=0")
+        try:
+            wait_until(lambda: not operator_pods(op), 120, "no operator pod")
+            job = _job(op, "-N1 -C %s -o /dev/null --wrap true" % ELASTIC_SET)
+            up = wait_until(lambda: [n for n in ELASTIC_NODES if "POWERING_UP" in op.node(n)], 60,
+                            "Slurm powering a node up")
+            assert op.get("pod", "-l", "slurm.soperator.dev/nodeset=" + ELASTIC_SET)["items"] == []
+            killed = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            op.kubectl("patch", "lease", "soperator-operator", "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(
+                {"spec": {"holderIdentity": dead, "leaseDurationSeconds": duration, "renewTime": killed}}))
+        finally:
+            op.kubectl("scale", "deployment", "soperator-operator", "-n", OPERATOR_NS, "--replicas=2")
+        wait_until(lambda: [p for p in operator_pods(op) if any(
+            s.get("state", {}).get("running") for s in p["status"].get("containerStatuses") or [])], 120,
+            "an operator replica running")
+        t0 = time.monotonic()
+        wait_until(lambda: op.get("pod", up[0]) is not None, 30, "the pod of %s within 30 s of a new replica's "
+                   "start" % up[0], elastic.explain)
+        print("e2e-operator: elastic: operator killed at a resume (Lease held %ss): new replica running -> pod of "
+              "the powered-up node %.1f s" % (duration, time.monotonic() - t0))
+        assert leader(op) not in (None, dead) and leader(op) in {p["metadata"]["name"] for p in operator_pods(op)}
+        wait_until(lambda: elastic.job(job)["JobState"] == "COMPLETED", POWER_SAVING["resumeTimeout"],
+                   "the job to complete", elastic.explain)
+        assert elastic.jobs[job]["Restarts"] == "0"
+        wait_until(lambda: len(operator_pods(op)) == 2 and all(any(
+            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+            for p in operator_pods(op)), 180, "both operator replicas back")
 
 
 def op_status(op, name):
