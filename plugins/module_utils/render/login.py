@@ -58,7 +58,7 @@ def sackd_security(slurm_user):
     only SlurmUser may decode (munge refused it to a root sackd: "Unauthorized credential for client UID=0", and the
     login's clients kept the old slurm.conf until the pod restarted). A cluster whose SlurmUser is still root (made
     by an earlier release, see plan/maintenance.py) keeps a root sackd: its template does not change."""
-    if slurm_user == "root":
+    if slurm_user == names.SLURM_USER_BEFORE_ANNOTATION:
         return security([], RUNTIME_DEFAULT)
     return non_root(names.SLURM_UID, read_only=True)
 
