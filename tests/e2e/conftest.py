@@ -7,9 +7,11 @@ namespaces of its own, so a demo cluster living in namespace ``slurm`` is never 
 without it, failed under CI=true (tests/prerequisites.py).
 """
 
+import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,8 @@ from prerequisites import require_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-local.yaml")
+STANDIN_GPU = os.path.join(ROOT, "tests", "e2e", "standin_gpu")
+STANDIN_GPU_IMAGE = "soperator/slurm-worker-standin-gpu:0.1.0"
 NAMESPACE = "e2e-site"
 TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 
@@ -212,6 +216,23 @@ class E2E:
                     commands[event["auditID"]] = query.get("command", [])
         return list(commands.values())
 
+    @contextlib.contextmanager
+    def advertised_gpus(self, count):
+        """The real node advertises ``count`` nvidia.com/gpu, as the NVIDIA device plugin's registration makes it do
+        (a status patch of its capacity; the kubelet keeps an extended resource it does not manage, and admits pods
+        asking for it); removed afterwards."""
+        node = self.kubectl("get", "nodes", "-l", "soperator.dev/localcluster=real", "-o",
+                            "jsonpath={.items[0].metadata.name}").stdout.strip()
+
+        def patch(value):
+            self.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(
+                {"status": {"capacity": {"nvidia.com/gpu": value}, "allocatable": {"nvidia.com/gpu": value}}}))
+        patch(str(count))
+        try:
+            yield node
+        finally:
+            patch(None)
+
     def wait_idle(self, nodes, timeout=240):
         return wait_until(lambda: all(self.sinfo().get(n) == "idle" for n in nodes) and self.sinfo(), timeout,
                           "%s idle in sinfo" % ", ".join(nodes), self.explain)
@@ -273,3 +294,40 @@ def e2e(real_node_cluster):
         yield cluster
     finally:
         cluster.kubectl("delete", "namespace", cluster.namespace, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def standin_gpu_image(real_node_cluster, tmp_path_factory):
+    """The worker image with a stand-in for one GPU (tests/e2e/standin_gpu: the stand-in driver libraries of
+    tests/standin_driver.py, nvidia-smi serving a recorded H100 output, the driver's procfs entry), built FROM the
+    project's worker image with its engine and imported into the real node."""
+    import standin_driver  # tests/
+
+    ctx = tmp_path_factory.mktemp("standin-gpu")
+    for name in ("Containerfile", "standin-gpu-entrypoint"):
+        shutil.copy2(os.path.join(STANDIN_GPU, name), str(ctx / name))
+    standin_driver.build_libraries(str(ctx / "lib"))
+    with open(os.path.join(ROOT, "tests", "unit", "fixtures", "gpu", "h100-query-gpu.yaml")) as f:
+        recording = yaml.safe_load(f)["stdout"]
+    with open(os.path.join(STANDIN_GPU, "nvidia-smi.py")) as f:
+        smi = f.read()
+    marker = "RECORDING = None  # the test writes the recorded --query-gpu output here"
+    assert marker in smi
+    (ctx / "nvidia-smi").write_text(smi.replace(marker, "RECORDING = %r" % recording))
+    (ctx / "information").write_text(standin_driver.information("0000:00:09.0", 0))
+    images = os.path.join(ROOT, "hack", "images.sh")
+    archive = str(ctx / "standin-gpu.tar")
+    subprocess.run([images, "start"], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        host = subprocess.run([images, "env"], check=True, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL).stdout.split("=", 1)[1].strip()
+        docker = ["/usr/bin/docker", "-H", host]
+        env = dict(os.environ, DOCKER_BUILDKIT="0")
+        build = ["build", "-q", "-f", str(ctx / "Containerfile"), "-t", STANDIN_GPU_IMAGE, str(ctx)]
+        for argv in (build, ["save", "-o", archive, STANDIN_GPU_IMAGE]):
+            res = subprocess.run(docker + argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    finally:
+        subprocess.run([images, "stop"], check=False, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    _tool(dict(os.environ, SOPERATOR_LOCALCLUSTER_DIR=real_node_cluster), "import-image", archive)
+    return STANDIN_GPU_IMAGE

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import time
 
+import yaml
 from conftest import ROOT, wait_until
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
@@ -663,6 +664,74 @@ def _foreign_files(e2e, pod, container, allowed):
         owner, mode = e2e.exec(pod, container, "stat -c '%%u %%a' %s" % path).stdout.split()
         assert owner != str(ATTACKER_UID) and int(mode, 8) & 0o022 == 0, (pod, path, owner, mode)
     return found.stdout
+
+
+def _mixed(e2e, gpu_image):
+    """examples/mixed-cluster-local.yaml in this suite's namespace, its GPU NodeSet on ``gpu_image``."""
+    with open(os.path.join(ROOT, "examples", "mixed-cluster-local.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for doc in docs:
+        doc["metadata"]["namespace"] = e2e.namespace
+    docs[2]["spec"]["image"] = gpu_image
+    if e2e.worker_image:
+        docs[1]["spec"]["image"] = e2e.worker_image
+    return docs
+
+
+def test_a_mixed_cluster_runs_each_partitions_jobs_where_they_belong(e2e, standin_gpu_image):
+    """examples/mixed-cluster-local.yaml converges on the real node: its GPU worker runs the worker image with a
+    stand-in for one GPU (tests/e2e/standin_gpu: no GPU here) and the node advertises nvidia.com/gpu. The GPU node
+    registers with its GRES (Slurm's AutoDetect=nvidia read the GPU the container shows), and srun runs each partition's
+    jobs where they belong: cpu on the CPU workers, gpu on the GPU worker with its GPU, all across both; a GPU job
+    asked of the cpu partition is refused. GPU jobs find the node's driver libraries and tools in the jail (the
+    worker entrypoint's soperator-driver, the node's loader cache in each task); CPU jobs do not, and the shared jail
+    holds no driver file."""
+    def srun(args):
+        return e2e.jail("timeout 120 srun --immediate=60 %s" % args)
+
+    with e2e.advertised_gpus(1):
+        try:
+            t0 = time.monotonic()
+            e2e.site(_mixed(e2e, standin_gpu_image))
+            e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-gpu-0"])
+            print("\ne2e: the mixed example applied -> 3 workers idle in %.1f s" % (time.monotonic() - t0))
+            gpu_node = e2e.node("demo-gpu-0")
+            assert "Gres=gpu:h100:1" in gpu_node and "State=IDLE" in gpu_node and "Reason=" not in gpu_node, gpu_node
+            assert "Gres=(null)" in e2e.node("demo-cpu-0")
+
+            cpu = srun("-p cpu -N2 hostname | sort")
+            assert cpu.stdout.split() == ["demo-cpu-0", "demo-cpu-1"], cpu.stderr + e2e.explain()
+            gpu = srun("-p gpu --gres=gpu:1 sh -c 'echo $(hostname) $CUDA_VISIBLE_DEVICES'")
+            assert gpu.stdout.split() == ["demo-gpu-0", "0"], gpu.stdout + gpu.stderr + e2e.explain()
+            every = srun("-p all -N3 hostname | sort")
+            assert every.stdout.split() == ["demo-cpu-0", "demo-cpu-1", "demo-gpu-0"], every.stderr
+            refused = e2e.jail("timeout 60 srun -p cpu --gres=gpu:1 --immediate=10 true")
+            assert refused.returncode != 0 and "Requested node configuration is not available" in refused.stderr
+
+            load = ("import ctypes; lib = ctypes.CDLL('libcuda.so.1'); lib.standin_cuda.restype = ctypes.c_char_p; "
+                    "print(lib.standin_cuda().decode())")
+            listing = srun("-p gpu ldconfig -p")
+            assert "libcuda.so.1 (libc6,x86-64) => /run/soperator/nvidia/lib/libcuda.so.1" in listing.stdout, (
+                listing.stdout + listing.stderr)
+            assert "libnvidia-ml.so.1 (libc6,x86-64) => /run/soperator/nvidia/lib/libnvidia-ml.so.1" in listing.stdout
+            on_gpu = srun("-p gpu python3 -c %s" % shlex.quote(load))
+            assert on_gpu.stdout.strip() == "libcuda stand-in 550.54.15", on_gpu.stdout + on_gpu.stderr
+            smi = srun("-p gpu nvidia-smi --query-gpu=name,persistence_mode --format=csv,noheader")
+            assert smi.stdout.strip() == "NVIDIA H100 80GB HBM3, Enabled", smi.stdout + smi.stderr
+            on_cpu = srun("-p cpu python3 -c %s" % shlex.quote(load))
+            assert on_cpu.returncode != 0 and "libcuda.so.1: cannot open shared object file" in on_cpu.stderr
+            assert "libcuda" not in srun("-p cpu ldconfig -p").stdout
+            assert e2e.jail("find / -xdev \\( -name 'libcuda*' -o -name 'libnvidia-*' \\) -print").stdout == ""
+            said = e2e.kubectl("logs", "-n", e2e.namespace, "demo-gpu-0", "-c", "slurmd").stdout
+            assert "soperator-driver: exposed 2 driver libraries (libcuda.so.550.54.15, libnvidia-ml.so.550.54.15)" \
+                   " and 1 tools (nvidia-smi)" in said, said[-3000:]
+            said = e2e.kubectl("logs", "-n", e2e.namespace, "demo-cpu-0", "-c", "slurmd").stdout
+            assert "soperator-driver: no NVIDIA driver library or tool in this container" in said, said[-3000:]
+        finally:
+            e2e.site(e2e.definition())
+            e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+    wait_until(lambda: e2e.get("nodeset", "gpu") is None, 60, "the GPU NodeSet gone", e2e.explain)
+    assert set(e2e.sinfo()) == {"demo-cpu-0", "demo-cpu-1"}
 
 
 def test_a_jail_user_cannot_make_root_or_slurmuser_run_anything(e2e, tmp_path):

@@ -12,11 +12,13 @@ job -> node gone, leader deleted -> converged. ``SOPERATOR_E2E_OPERATOR_RUNS=3``
 three times and prints min/median/max.
 """
 
+import datetime
 import json
 import os
 import re
 import statistics
 import subprocess
+import threading
 import time
 import uuid
 
@@ -770,67 +772,304 @@ def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(op)
     assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode != 0
 
 
-def test_an_elastic_nodeset_gets_the_pod_of_the_node_slurm_powered_up_and_loses_it_when_idle(op):
-    """An elastic NodeSet (maxNodes 2, minNodes 0) under the operator as installed (its image, its RBAC): no worker
-    pod and both nodes powered down; a one-node job makes exactly one pod appear, named as the node Slurm gave the
-    job, which runs there and completes; after SuspendTime (shortened here) the pod goes and both nodes are powered
-    down again. Pods are sampled at every look: never more than the one."""
-    op.kubectl("delete", "nodeset", "--all", "-n", WATCHED, "--wait=true", timeout=300)
-    docs = op.definition(slurm={"powerSaving": {"suspendTime": 10, "suspendTimeout": 10, "resumeTimeout": 120}},
-                         nodeset={"elastic": {"maxNodes": 2, "minNodes": 0}})
-    docs[1]["metadata"]["name"] = "burst"
-    docs[1]["spec"].pop("replicas", None)
-    nodes = ["demo-burst-0", "demo-burst-1"]
-    selector = "slurm.soperator.dev/nodeset=burst"
+# --- Elastic NodeSets (issue 24's "must show", in-cluster): one cluster, one behaviour per step -----------------
+ELASTIC_SET, STATIC_SET = "burst", "cpu"
+ELASTIC_NODES = ["demo-%s-%d" % (ELASTIC_SET, i) for i in range(3)]
+STATIC_NODE = "demo-%s-0" % STATIC_SET
+POWER_SAVING = {"suspendTime": 10, "suspendTimeout": 10, "resumeTimeout": 60}
 
-    def explain():
-        return op.explain() + "\n--- operator (last 60 lines) ---\n" + op.kubectl(
+
+class PodSampler(threading.Thread):
+    """The worker pods of both NodeSets, listed every second for the whole class: ``(epoch, {name: (uid,
+    deleting)})`` per look (the time the answer came)."""
+
+    def __init__(self, e):
+        super().__init__(daemon=True)
+        self.e = e
+        self.samples = []
+        self.failures = 0
+        self.stopped = threading.Event()
+
+    def run(self):
+        while not self.stopped.is_set():
+            began = time.time()
+            listed = self.e.get("pod", "-l", "slurm.soperator.dev/nodeset in (%s,%s)" % (ELASTIC_SET, STATIC_SET))
+            if listed is None:
+                self.failures += 1
+            else:
+                self.samples.append((time.time(), dict(
+                    (p["metadata"]["name"], (p["metadata"]["uid"], bool(p["metadata"].get("deletionTimestamp"))))
+                    for p in listed["items"])))
+            self.stopped.wait(max(0.0, 1.0 - (time.time() - began)))
+
+    def elastic(self, since=0.0, until=None):
+        """The samples of [since, until]: ``(epoch, {elastic pod name: (uid, deleting)})``."""
+        return [(t, dict((n, v) for n, v in live.items() if n.startswith("demo-%s-" % ELASTIC_SET)))
+                for t, live in self.samples if t >= since and (until is None or t <= until)]
+
+
+class Elastic:
+    """The cluster of the elastic steps: the operator (``op``), the pod sampler, every sinfo look, the jobs run."""
+
+    def __init__(self, op):
+        self.op = op
+        self.sampler = PodSampler(op)
+        self.looks = []  # (epoch, {node: sinfo state})
+        self.jobs = {}   # job id -> its scontrol record (epoch times)
+        self.audit_from = op.audit_offset()
+
+    def explain(self):
+        return self.op.explain() + "\n--- operator (last 60 lines) ---\n" + self.op.kubectl(
             "logs", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/name=soperator-operator", "--tail=60", "--prefix",
             check=False).stdout
 
-    samples = []
+    def sinfo(self):
+        states = self.op.sinfo()
+        if states:
+            self.looks.append((time.time(), states))
+        return states
 
-    def pods():
-        listed = op.get("pod", "-l", selector)
-        assert listed is not None, "kubectl get pods failed"
-        live = {p["metadata"]["name"]: p["metadata"]["uid"] for p in listed["items"]}
-        samples.append(live)
-        return live
+    def powered_down(self):
+        """Every elastic node powered down in sinfo and no elastic pod (the latest sample after this look)."""
+        states = self.sinfo()
+        listed = self.op.get("pod", "-l", "slurm.soperator.dev/nodeset=" + ELASTIC_SET)
+        return all(states.get(n) == "idle~" for n in ELASTIC_NODES) and listed is not None and not listed["items"]
 
-    def powered_down():
-        states = op.sinfo()
-        return sorted(n for n, state in states.items() if n in nodes and state.endswith("~")) == nodes
+    def job(self, job_id):
+        shown = self.op.slurm("SLURM_TIME_FORMAT=%s scontrol show job -o " + job_id).stdout
+        record = dict(item.split("=", 1) for item in shown.split() if "=" in item)
+        self.jobs[job_id] = record
+        return record
 
-    kubectl_apply(op, docs)
+    def hostnames(self, hostlist):
+        return self.op.slurm("scontrol show hostnames " + hostlist).stdout.split()
+
+    def state(self, job_id):
+        return self.op.slurm("squeue -h -j %s -o %%T" % job_id).stdout.strip() or self.job(job_id)["JobState"]
+
+    def run_from_zero(self, nodes, out):
+        """``sbatch -N<nodes> -C burst`` from zero, each task printing its node; returns (job id, nodes Slurm gave
+        it, submit -> running seconds, the nodes the tasks printed)."""
+        wait_until(self.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", self.explain)
+        t0 = time.monotonic()
+        job = _job(self.op, "-N%d -C %s -o /root/%s --wrap 'srun printenv SLURMD_NODENAME; sleep 5'"
+                   % (nodes, ELASTIC_SET, out))
+        wait_until(lambda: self.state(job) in ("RUNNING", "COMPLETING", "COMPLETED"), 240,
+                   "job %s running" % job, self.explain)
+        to_running = time.monotonic() - t0
+        wait_until(lambda: self.job(job)["JobState"] == "COMPLETED", 120, "job %s completed" % job, self.explain)
+        allocated = self.hostnames(self.jobs[job]["NodeList"])
+        printed = sorted(self.op.jail("cat /root/" + out).stdout.split())
+        return job, allocated, to_running, printed
+
+    def pod_deletions(self):
+        """``(epoch, pod name)`` of every DELETE of a pod of this namespace since the class began (audit log)."""
+        found = []
+        with open(os.path.join(self.op.state_dir, "logs", "audit.log")) as f:
+            f.seek(self.audit_from)
+            for line in f:
+                if '"delete"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:  # the line the offset cut
+                    continue
+                ref = event.get("objectRef") or {}
+                if (event.get("verb") == "delete" and ref.get("resource") == "pods" and not ref.get("subresource")
+                        and ref.get("namespace") == WATCHED and event.get("stage") == "ResponseComplete"):
+                    when = datetime.datetime.strptime(event["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
+                    found.append((when.replace(tzinfo=datetime.timezone.utc).timestamp(), ref["name"]))
+        return found
+
+
+@pytest.fixture(scope="class")
+def elastic(op):
+    """A SlurmCluster with a static NodeSet (cpu, 1 worker) and an elastic one (burst, maxNodes 3, minNodes 0), both
+    in the default partition; SuspendTime shortened to 10 s. Pods sampled every second from before the apply."""
+    op.kubectl("delete", "nodeset", "--all", "-n", WATCHED, "--wait=true", timeout=300)
+    docs = op.definition(replicas=1, slurm={"powerSaving": POWER_SAVING})
+    burst = json.loads(json.dumps(docs[1]))
+    burst["metadata"]["name"] = ELASTIC_SET
+    burst["spec"].pop("replicas")
+    burst["spec"]["elastic"] = {"maxNodes": 3, "minNodes": 0}
+    state = Elastic(op)
+    state.sampler.start()
+    kubectl_apply(op, docs + [burst])
     try:
-        wait_until(lambda: ready(op), 300, "SlurmCluster Ready", explain)
-        wait_until(powered_down, 60, "both elastic nodes powered down in sinfo", explain)
-        assert pods() == {}
-        job = _job(op, "-N1 -o /root/elastic.out --wrap 'echo ran-on-$SLURMD_NODENAME'")
-        t0 = time.monotonic()
-
-        def completed():  # each look samples the pods too: the job needs its node's pod, made by the operator
-            pods()
-            return "JobState=COMPLETED" in op.slurm("scontrol show job %s" % job).stdout
-        wait_until(completed, 180, "the job on a powered-up node to complete", explain)
-        print("\ne2e-operator: elastic -N1 from zero: submit -> completed %.1f s" % (time.monotonic() - t0))
-        shown = dict(item.split("=", 1) for item in op.slurm("scontrol show job -o %s" % job).stdout.split()
-                     if "=" in item)
-        node = shown["NodeList"]
-        assert node in nodes, shown
-        assert op.jail("cat /root/elastic.out").stdout.strip() == "ran-on-" + node
-        made = [s for s in samples if s]
-        assert made and all(list(s) == [node] for s in made), samples  # only that node's pod, never two
-        assert len({s[node] for s in made}) == 1, samples  # one pod, never replaced while the job ran
-        assert op.events("burst", "PoweredUp"), "no PoweredUp Event on the NodeSet"
-        t0 = time.monotonic()
-        wait_until(lambda: not pods() and powered_down(), 120, "the idle node's pod gone, both powered down", explain)
-        print("e2e-operator: elastic job done -> pod gone, powered down %.1f s" % (time.monotonic() - t0))
-        assert op.events("burst", "PoweredDown"), "no PoweredDown Event on the NodeSet"
-        assert all(not s or list(s) == [node] for s in samples), samples
+        wait_until(lambda: ready(op), 300, "SlurmCluster Ready", state.explain)
+        yield state
     finally:
+        state.sampler.stopped.set()
+        state.sampler.join(30)
         op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300, check=False)
         op.kubectl("delete", "nodeset", "--all", "-n", WATCHED, "--wait=true", timeout=300, check=False)
+
+
+class TestElasticNodeSet:
+    """An elastic NodeSet (maxNodes 3, minNodes 0) beside a static one in one partition, under the operator as
+    installed (its image, its RBAC, drains on), one behaviour per step on one cluster (issue 24's must-show). Jobs
+    ask for the elastic nodes by their feature (``-C burst``). SuspendTime and ResumeTimeout are shortened; the
+    figures go to docs/slurm-24.11-findings.md (D)."""
+
+    def test_elastic_nodes_start_powered_down_with_no_pod(self, elastic):
+        wait_until(elastic.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", elastic.explain)
+        assert elastic.sinfo().get(STATIC_NODE) == "idle"
+        status = wait_until(lambda: (lambda s: s.get("poweredDown") == 3 and s)(
+            op_status(elastic.op, ELASTIC_SET)), 60, "NodeSet status: 3 powered down", elastic.explain)
+        assert (status.get("poweredUp"), status.get("poweringUp"), status.get("failed")) == (0, 0, 0), status
+
+    def test_elastic_two_node_job_gets_exactly_two_pods(self, elastic):
+        since = time.time()
+        job, allocated, to_running, printed = elastic.run_from_zero(2, "elastic-n2.out")
+        print("\ne2e-operator: elastic -N2 from zero: submit -> running %.1f s (Slurm: SubmitTime %s, StartTime %s)"
+              % (to_running, elastic.jobs[job]["SubmitTime"], elastic.jobs[job]["StartTime"]))
+        assert len(set(allocated)) == 2 and set(allocated) <= set(ELASTIC_NODES), allocated
+        assert printed == sorted(allocated), printed  # one task ran on each of the two nodes
+        seen = elastic.sampler.elastic(since)
+        assert max(len(live) for _t, live in seen) == 2, seen  # sampled every second: never a third
+        assert {n for _t, live in seen for n in live} == set(allocated), seen
+        assert elastic.op.events(ELASTIC_SET, "PoweredUp"), "no PoweredUp Event on the NodeSet"
+        elastic.n2 = (since, job, allocated)
+
+    def test_elastic_idle_nodes_lose_their_pods_and_no_pod_went_while_its_job_ran(self, elastic):
+        since, job, allocated = elastic.n2
+        end = int(elastic.jobs[job]["EndTime"])
+        t0 = time.monotonic()
+        wait_until(elastic.powered_down, 120, "the idle nodes' pods gone, 3 powered down", elastic.explain)
+        print("e2e-operator: elastic -N2 done -> pods gone, 3 powered down %.1f s (SuspendTime %d s)"
+              % (time.monotonic() - t0, POWER_SAVING["suspendTime"]))
+        assert elastic.op.events(ELASTIC_SET, "PoweredDown"), "no PoweredDown Event on the NodeSet"
+        seen = elastic.sampler.elastic(since)
+        assert max(len(live) for _t, live in seen) == 2 and {n for _t, live in seen for n in live} == set(
+            allocated), seen  # from the submission to the power-down: only the two allocated nodes had pods
+        check_no_pod_went_while_its_job_ran(elastic, [job])
+        # both pods were deleted, each only after the job's end
+        deleted = {n for t, n in elastic.pod_deletions() if t >= since}
+        assert deleted >= set(allocated), deleted
+        assert min(t for t, n in elastic.pod_deletions() if t >= since and n in allocated) >= end
+
+    def test_elastic_three_nodes_from_zero_and_a_fourth_is_refused(self, elastic):
+        wait_until(elastic.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", elastic.explain)
+        since = time.time()
+        over = elastic.op.jail("cd /root && sbatch --parsable -N4 -C %s --wrap true" % ELASTIC_SET)
+        assert over.returncode != 0 and "Requested node configuration is not available" in over.stderr, (
+            over.stdout, over.stderr)
+        print("e2e-operator: elastic -N4 over maxNodes 3: %s" % over.stderr.strip())
+        assert elastic.powered_down()  # nothing powered up for it
+        job, allocated, to_running, printed = elastic.run_from_zero(3, "elastic-n3.out")
+        print("e2e-operator: elastic -N3 from zero: submit -> running %.1f s" % to_running)
+        assert sorted(allocated) == ELASTIC_NODES and printed == ELASTIC_NODES, (allocated, printed)
+        seen = elastic.sampler.elastic(since)
+        assert max(len(live) for _t, live in seen) == 3 and {n for _t, live in seen for n in live} == set(
+            ELASTIC_NODES), seen
+        wait_until(elastic.powered_down, 120, "the idle nodes' pods gone, 3 powered down", elastic.explain)
+        check_no_pod_went_while_its_job_ran(elastic, list(elastic.jobs))
+
+    def test_elastic_beside_static_the_static_node_is_never_powered_down(self, elastic):
+        """The static worker was idle in the same partition all along, longer than SuspendTime, while the elastic
+        nodes were powered down twice: always idle, never a power state, one pod for the whole time."""
+        looks = [(t, states.get(STATIC_NODE)) for t, states in elastic.looks]
+        assert looks and all(state == "idle" for _t, state in looks), looks
+        assert looks[-1][0] - looks[0][0] > POWER_SAVING["suspendTime"] * 3, looks
+        shown = dict(item.split("=", 1) for item in elastic.op.node(STATIC_NODE).split() if "=" in item)
+        assert "POWER" not in shown["State"] and "CLOUD" not in shown["State"], shown
+        uids = {live[STATIC_NODE] for _t, live in elastic.sampler.samples if STATIC_NODE in live}
+        assert len(uids) == 1 and not next(iter(uids))[1], uids
+        assert all(STATIC_NODE in live for t, live in elastic.sampler.samples if t >= looks[0][0]), "pod gone"
+        print("e2e-operator: elastic: %d pod samples (every second), %d failed lists"
+              % (len(elastic.sampler.samples), elastic.sampler.failures))
+
+    def test_elastic_resume_that_cannot_succeed_leaves_no_pod_and_requeues_the_job(self, elastic):
+        """A node selector no Kubernetes node matches: the pod Slurm's resume asked for stays Pending; after
+        ResumeTimeout the node is down, its pod removed, the node handed back (powered down, usable) and the job
+        requeued; with the selector gone the requeued job runs."""
+        op = elastic.op
+        wait_until(elastic.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", elastic.explain)
+        nowhere = {"spec": {"placement": {"nodeSelector": {"soperator.dev/elastic-e2e": "nowhere"}}}}
+        op.kubectl("patch", "nodeset", ELASTIC_SET, "-n", WATCHED, "--type=merge", "-p", json.dumps(nowhere))
+        wait_until(lambda: (lambda ns: ns["status"].get("observedGeneration") == ns["metadata"]["generation"])(
+            op.get("nodeset", ELASTIC_SET)), 120, "the NodeSet's new placement observed", elastic.explain)
+        since = time.time()
+        job = _job(op, "-N1 -C %s -o /dev/null --wrap true" % ELASTIC_SET)
+        pending = wait_until(lambda: [p for p in (op.get("pod", "-l", "slurm.soperator.dev/nodeset=" + ELASTIC_SET)
+                                                  or {}).get("items", []) if p["status"].get("phase") == "Pending"],
+                             60, "the resumed node's pod Pending", elastic.explain)
+        node = pending[0]["metadata"]["name"]
+        t0 = time.monotonic()
+        wait_until(lambda: int(elastic.job(job).get("Restarts", "0")) >= 1, POWER_SAVING["resumeTimeout"] + 60,
+                   "the job requeued after ResumeTimeout", elastic.explain)
+        print("e2e-operator: elastic resume that cannot succeed: pod Pending -> job requeued %.1f s (ResumeTimeout "
+              "%d s)" % (time.monotonic() - t0, POWER_SAVING["resumeTimeout"]))
+        wait_until(elastic.powered_down, 60, "the node handed back: powered down, no pod", elastic.explain)
+        assert op.events(ELASTIC_SET, "ResumeFailed"), "no ResumeFailed Event on the NodeSet"
+        record = elastic.job(job)
+        assert record["JobState"] == "PENDING", record
+        print("e2e-operator: elastic: the requeued job pending, Reason=%s" % record.get("Reason"))
+        assert {n for _t, live in elastic.sampler.elastic(since) for n in live} == {node}
+        # The cause fixed: the requeued job (made eligible at once) runs on a fresh pod.
+        op.kubectl("patch", "nodeset", ELASTIC_SET, "-n", WATCHED, "--type=merge", "-p", json.dumps(
+            {"spec": {"placement": {"nodeSelector": {"soperator.dev/elastic-e2e": None}}}}))
+        op.slurm("scontrol update jobid=%s StartTime=now" % job)
+        wait_until(lambda: elastic.job(job)["JobState"] == "COMPLETED", POWER_SAVING["resumeTimeout"],
+                   "the requeued job to complete", elastic.explain)
+        assert elastic.jobs[job]["Restarts"] == "1"
+
+    def test_elastic_operator_killed_at_a_resume_converges_within_30s(self, elastic):
+        """The operator gone between Slurm's resume and the pod's creation, as a killed leader leaves it: no replica
+        and the Lease still held by the dead leader, renewed at its death (a clean exit would have released it).
+        Slurm powers the node up, no pod appears; from a new replica's start the pod is made within 30 s (the dead
+        leader's Lease runs out first: 15 s) and the job runs without a requeue."""
+        op = elastic.op
+        wait_until(elastic.powered_down, 120, "3 powered-down elastic nodes and no elastic pod", elastic.explain)
+        dead = leader(op)
+        assert dead, "no operator leader"
+        duration = op.get_in(OPERATOR_NS, "lease", "soperator-operator")["spec"]["leaseDurationSeconds"]
+        op.kubectl("scale", "deployment", "soperator-operator", "-n", OPERATOR_NS, "--replicas=0")
+        try:
+            wait_until(lambda: not operator_pods(op), 120, "no operator pod")
+            job = _job(op, "-N1 -C %s -o /dev/null --wrap true" % ELASTIC_SET)
+            up = wait_until(lambda: [n for n in ELASTIC_NODES if "POWERING_UP" in op.node(n)], 60,
+                            "Slurm powering a node up")
+            assert op.get("pod", "-l", "slurm.soperator.dev/nodeset=" + ELASTIC_SET)["items"] == []
+            killed = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            op.kubectl("patch", "lease", "soperator-operator", "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(
+                {"spec": {"holderIdentity": dead, "leaseDurationSeconds": duration, "renewTime": killed}}))
+        finally:
+            op.kubectl("scale", "deployment", "soperator-operator", "-n", OPERATOR_NS, "--replicas=2")
+        wait_until(lambda: [p for p in operator_pods(op) if any(
+            s.get("state", {}).get("running") for s in p["status"].get("containerStatuses") or [])], 120,
+            "an operator replica running")
+        t0 = time.monotonic()
+        wait_until(lambda: op.get("pod", up[0]) is not None, 30, "the pod of %s within 30 s of a new replica's "
+                   "start" % up[0], elastic.explain)
+        print("e2e-operator: elastic: operator killed at a resume (Lease held %ss): new replica running -> pod of "
+              "the powered-up node %.1f s" % (duration, time.monotonic() - t0))
+        assert leader(op) not in (None, dead) and leader(op) in {p["metadata"]["name"] for p in operator_pods(op)}
+        wait_until(lambda: elastic.job(job)["JobState"] == "COMPLETED", POWER_SAVING["resumeTimeout"],
+                   "the job to complete", elastic.explain)
+        assert elastic.jobs[job]["Restarts"] == "0"
+        wait_until(lambda: len(operator_pods(op)) == 2 and all(any(
+            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+            for p in operator_pods(op)), 180, "both operator replicas back")
+
+
+def op_status(op, name):
+    return (op.get("nodeset", name) or {}).get("status") or {}
+
+
+def check_no_pod_went_while_its_job_ran(elastic, jobs):
+    """For every job: each of its nodes had one pod (one UID, not being deleted) in every sample while the job ran,
+    and no DELETE of that pod was received between the job's start and end (the API server's audit log)."""
+    deletions = elastic.pod_deletions()
+    for job in jobs:
+        record = elastic.jobs[job]
+        start, end = int(record["StartTime"]), int(record["EndTime"])
+        nodes = elastic.hostnames(record["NodeList"])
+        during = [live for t, live in elastic.sampler.elastic(start, end)]
+        for node in nodes:
+            pods = {live[node] for live in during if node in live}
+            assert len(pods) == 1 and not next(iter(pods))[1], (job, node, pods)
+            assert not [t for t, n in deletions if n == node and start <= t < end], (job, node, deletions)
 
 
 def test_cluster_wide_install_watches_every_namespace(op):

@@ -125,7 +125,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     # The database and slurmdbd first: slurmctld registers with slurmdbd when it starts.
     objects += account_workloads
     objects.append(controller(c, slurm_config, slurm_user))
-    objects.append(login(c, sshd_config))
+    objects.append(login(c, sshd_config, slurm_user))
     # Elastic NodeSets have no StatefulSet: their pods are made one by one (plan/elastic.py, elastic_pods).
     objects += [worker(c, ns) for ns in c.nodesets if not ns["spec"].get("elastic")]
     if spec["restApi"]["enabled"]:

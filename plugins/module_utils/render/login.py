@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
+from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import non_root
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
     config_hash,
@@ -52,7 +53,17 @@ def login_service(c):
             "spec": spec}
 
 
-def login(c, sshd_config):
+def sackd_security(slurm_user):
+    """sackd runs as SlurmUser, as Slurm intends: slurmctld pushes each new configuration to it with a credential
+    only SlurmUser may decode (munge refused it to a root sackd: "Unauthorized credential for client UID=0", and the
+    login's clients kept the old slurm.conf until the pod restarted). A cluster whose SlurmUser is still root (made
+    by an earlier release, see plan/maintenance.py) keeps a root sackd: its template does not change."""
+    if slurm_user == names.SLURM_USER_BEFORE_ANNOTATION:
+        return security([], RUNTIME_DEFAULT)
+    return non_root(names.SLURM_UID, read_only=True)
+
+
+def login(c, sshd_config, slurm_user=names.SLURM_USER):
     spec = c.spec["login"]
     image = c.spec["images"]["login"]
     jail_volumes, jail_mounts = c.jail_volumes()
@@ -71,7 +82,7 @@ def login(c, sshd_config):
         "env": [{"name": "SLURM_CONF_SERVER", "value": c.conf_server}],
         "volumeMounts": [{"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR},
                          {"name": "slurm-run", "mountPath": names.SLURM_RUN_DIR}],
-        "securityContext": security([], RUNTIME_DEFAULT),
+        "securityContext": sackd_security(slurm_user),
     }
     sshd = {
         "name": "sshd",

@@ -218,12 +218,23 @@ def test_login(cpu):
     assert sshd["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert _container(pod, "sackd")["args"][0] == "/usr/sbin/sackd"
     assert _container(pod, "sackd")["args"][-1] == "$(SLURM_CONF_SERVER)"
+    # As SlurmUser: the configuration slurmctld pushes to it is credentialed for SlurmUser alone.
+    sackd = _container(pod, "sackd")["securityContext"]
+    assert (sackd["runAsUser"], sackd["runAsGroup"], sackd["runAsNonRoot"]) == (names.SLURM_UID, names.SLURM_UID, True)
+    assert sackd["capabilities"] == {"drop": ["ALL"]} and sackd["readOnlyRootFilesystem"] is True
     config = _by(objects, "ConfigMap", "demo-sshd-config")
     assert sts["spec"]["template"]["metadata"]["annotations"]["slurm.soperator.dev/config-hash"] == \
         render_common.config_hash(config["data"])
     service = _by(objects, "Service", "demo-login")
     assert service["spec"]["type"] == "ClusterIP"
     assert service["spec"]["ports"] == [{"name": "ssh", "port": 22, "targetPort": "ssh", "protocol": "TCP"}]
+
+
+def test_login_sackd_of_a_root_slurm_user_cluster_stays_root(cpu):
+    """A cluster an earlier release made (SlurmUser root until its maintenance) keeps its login template as it was."""
+    objects = render.render_cluster(*cpu, slurm_user="root")
+    sackd = _container(_by(objects, "StatefulSet", "demo-login")["spec"]["template"]["spec"], "sackd")
+    assert "runAsUser" not in sackd["securityContext"]
 
 
 def test_node_port_service():
