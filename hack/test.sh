@@ -11,31 +11,78 @@ export ANSIBLE_PYTHON_INTERPRETER="$root/.venv/bin/python"
 py=.venv/bin/python
 
 started_cluster=0 started_real=0
+declare -A track_pid=() track_log=()
+tracks_stop=$(mktemp -u)
 cleanup() {
+  # A failed stage ends the script: a track still running is interrupted (SIGINT: pytest's fixtures stop daemons).
+  local pid
+  touch "$tracks_stop"
+  for pid in "${track_pid[@]}"; do pkill -INT -P "$pid" || true; wait "$pid" 2>/dev/null || true; done
+  rm -f "$tracks_stop"
   if [ "$started_real" = 1 ]; then SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py down || true; fi
   if [ "$started_cluster" = 1 ]; then python3 hack/localcluster.py down || true; fi
 }
 trap cleanup EXIT
-stage() { printf '\n=== %s ===\n' "$*"; }
+stage() { printf '\n=== %s === (at %d s)\n' "$*" "$SECONDS"; }
 
-stage "ansible-lint (production profile)"
-ansible-lint
+# Tracks: stages that run beside the main sequence (2 cores; most stages mostly wait on daemons), each in the
+# background with its output kept in a log that is printed when the track is joined.
+start_track() {  # start_track NAME FUNCTION
+  track_log[$1]=$(mktemp)
+  (set -e; "$2") >"${track_log[$1]}" 2>&1 &
+  track_pid[$1]=$!
+}
+join_track() {  # join_track NAME: wait for it, print its output, stop here if it failed
+  local rc=0
+  wait "${track_pid[$1]}" || rc=$?
+  unset "track_pid[$1]"
+  stage "the $1 track, which ran beside the stages above (exit $rc)"
+  cat "${track_log[$1]}"
+  rm -f "${track_log[$1]}"
+  [ "$rc" = 0 ] || { echo "the $1 track failed (exit $rc)" >&2; exit "$rc"; }
+}
 
-stage "ruff and mypy"
-ruff check .
-hack/typecheck.sh
-
-# The collection's own checks early: a sanity finding (pep8, validate-modules) should not wait for an hour of
-# cluster tests to be reported.
-stage "collection: ansible-test sanity, galaxy build, install, ansible-doc"
-hack/collection-checks.sh
-
-stage "spank_chroot: C unit tests, also under ASan/UBSan"
-make -C spank_chroot test asan
+# The static track (one core) beside the unit tests (the other).
+static_track() {
+  stage "ansible-lint (production profile)"
+  ansible-lint
+  stage "ruff and mypy"
+  ruff check .
+  hack/typecheck.sh
+  stage "collection: ansible-test sanity, galaxy build, install, ansible-doc"
+  hack/collection-checks.sh
+  stage "spank_chroot: C unit tests, also under ASan/UBSan"
+  make -C spank_chroot test asan
+}
+start_track static static_track
 
 stage "unit tests (branch coverage of the pure core >= 90%)"
 $py -m pytest -q -ra -p no:cacheprovider tests/unit --cov --cov-config=.coveragerc --cov-report=term \
   --cov-fail-under=90
+# The collection's own checks early: a sanity finding (pep8, validate-modules) should not wait for an hour of
+# cluster tests to be reported.
+join_track static
+
+# The host track: real Slurm and Debian's OpenSSH on this machine, then the images under the image engine; no
+# Kubernetes. Its daemons mostly wait (on each other, on Slurm's timers), so it runs beside the cluster stages
+# below, which mostly wait too; its output is printed when it is joined, before the end-to-end stage (whose image
+# build uses the engine). Run in sequence, these stages took 16 minutes more.
+images_built=$(mktemp -u)
+host_track() {
+  stage "the exporter: Go unit tests on recorded Slurm outputs, static build (cached)"
+  hack/build-binaries.sh slurm-exporter
+  stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd; accounting (MariaDB, slurmdbd), slurmrestd, the exporter"
+  hack/slurm-rootfs.sh
+  $py -m pytest -q -ra -p no:cacheprovider tests/slurm
+  stage "login into the jail: Debian's OpenSSH with the rendered sshd_config"
+  $py -m pytest -q -ra -p no:cacheprovider tests/login
+  # The images, once the cluster track has built them; the engine is free then until the end-to-end stage,
+  # which joins this track first.
+  until [ -e "$images_built" ]; do [ ! -e "$tracks_stop" ] || exit 1; sleep 2; done
+  stage "images: entrypoints on the host, then the images run"
+  $py -m pytest -q -ra -p no:cacheprovider tests/images
+}
+start_track host host_track
 
 stage "real node: kubelet, containerd, CNI, kube-proxy, CoreDNS on a private local cluster (and a clean down)"
 hack/build-binaries.sh node
@@ -73,6 +120,7 @@ if [ -n "$real_dir" ]; then
   mapfile -t archives < <(hack/images.sh archives)
   SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py import-image "${archives[@]}"
 fi
+touch "$images_built"  # the host track's image tests may start
 
 stage "integration tests against the real kube-apiserver"
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/integration
@@ -81,21 +129,11 @@ stage "operator: runtime unit tests, the runtime on the host, and upstream's ans
 hack/build-binaries.sh ansible-operator
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/operator
 
-stage "the exporter: Go unit tests on recorded Slurm outputs, static build (cached)"
-hack/build-binaries.sh slurm-exporter
-
-stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd; accounting (MariaDB, slurmdbd), slurmrestd, the exporter"
-hack/slurm-rootfs.sh
-$py -m pytest -q -ra -p no:cacheprovider tests/slurm
-
-stage "login into the jail: Debian's OpenSSH with the rendered sshd_config"
-$py -m pytest -q -ra -p no:cacheprovider tests/login
-
-stage "images: entrypoints on the host, then the images run"
-$py -m pytest -q -ra -p no:cacheprovider tests/images
+join_track host
+rm -f "$images_built"
 
 stage "end to end on the real node: site.yml, then the operator image in-cluster, kubectl only"
-$py -m pytest -q -ra -s -p no:cacheprovider tests/e2e
+$py -m pytest -q -ra -s -p no:cacheprovider --durations=30 tests/e2e
 
 stage "molecule default scenario (real Slurm on the real node)"
 K8S_AUTH_KUBECONFIG=${real_dir:+$real_dir/kubeconfig} molecule test -s default

@@ -20,6 +20,8 @@ import time
 import pytest
 from conftest import E2E, ROOT, wait_until
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
+
 NAMESPACE = "e2e-backup"
 BASE = "/srv/backup-test"
 PASSWORD = "repo-pass-Zq8v1xW3"  # values searched for where they must not appear
@@ -341,6 +343,9 @@ def test_restore_in_place_during_maintenance(bk):
     bk.jail("rm -rf /srv/restored")
     bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}), maintenance=True)
     assert (bk.cluster().get("status") or {}).get("phase") == "Maintenance"
+    assert not [p["metadata"]["name"] for p in bk.get("pods", "-l", "%s=demo" % names.LABEL_INSTANCE)["items"]
+                if p["metadata"]["labels"].get(names.LABEL_COMPONENT) in (
+                    names.COMPONENT_LOGIN, names.COMPONENT_WORKER, names.COMPONENT_CONTROLLER)]
     before, t0 = bk.restore_pods(), time.monotonic()
     bk.playbook("jail-restore.yml", {"slurm_cluster": "demo", "slurm_namespace": NAMESPACE,
                                      "snapshot": report["snapshot"], "path": "/srv/restored"})
@@ -353,6 +358,8 @@ def test_restore_in_place_during_maintenance(bk):
     bk.converge(bk.backup_spec({"claim": {"claimName": "backup-repo"}}))
     bk.wait_idle(["demo-cpu-0"])
     # The login pod (where the manifest is read) back too: out of maintenance, it may start after the workers.
-    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True" for c in (
-        (bk.get("pod", "demo-login-0") or {}).get("status") or {}).get("conditions") or ()), 240, "demo-login-0 ready")
+    # Maintenance was reached only once the old one was gone (a terminating pod may still read Ready).
+    wait_until(lambda: (lambda pod: not pod.get("metadata", {}).get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or ()))(
+        bk.get("pod", "demo-login-0") or {}), 240, "demo-login-0 ready")
     assert bk.manifest("/srv/restored") == original

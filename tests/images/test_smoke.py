@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -479,6 +480,31 @@ def test_sshd_in_the_login_image_lands_a_key_user_in_the_jail(cluster, manifests
     step = ssh("srun -N1 --immediate=30 sh -c 'id -un; cat /etc/soperator/jail-image'")
     assert step.returncode == 0, step.stderr + cluster.logs("worker")
     assert step.stdout.splitlines() == ["alice", JAIL_IMAGE]
+
+
+def test_the_login_sackd_ends_on_sigterm(cluster):
+    """The login's sackd as the manifest runs it (SlurmUser, beside the login's munge). As its container's PID 1
+    sackd ignored SIGTERM: every login pod took its whole grace period (30 s) to go, and meanwhile still read Ready
+    (found by the backup e2e step). Under tini it ends on the signal, its exit status 128 + 15 (a SIGKILL after the
+    stop's timeout would be 137)."""
+    munge_run = os.path.join(cluster.tmp, "login-munge-run")
+    assert os.path.exists(os.path.join(munge_run, "munge.socket.2")), "the login's munge sidecar is not up"
+    slurm_run = cluster.emptydir("sackd-stop-run")
+    os.chmod(slurm_run, 0o777)  # as a Kubernetes emptyDir: SlurmUser's sackd writes its cache there
+    cluster.run("sackd-stop", LOGIN_IMAGE, ["/usr/sbin/sackd", "-D", "--conf-server", cluster.conf_server], [],
+                cluster.login_host,
+                volumes=[(munge_run, names.MUNGE_RUN_DIR), (slurm_run, names.SLURM_RUN_DIR)],
+                options=["--security-opt", "no-new-privileges", "--read-only",
+                         "--user", "%d:%d" % (names.SLURM_UID, names.SLURM_UID)])
+    tree = wait_until(lambda: (lambda out: "/usr/sbin/sackd" in out and out)(
+        cluster.exec("sackd-stop", "ps", "-o", "pid=,ppid=,user=,args=", "-e").stdout), 30, "sackd started",
+        lambda: cluster.logs("sackd-stop"))
+    procs = [line.split(None, 3) for line in tree.splitlines()]
+    assert procs[0][0] == "1" and procs[0][3].startswith("tini -- /usr/sbin/sackd"), tree
+    assert any(p[1] == "1" and p[2] == "slurm" and p[3].startswith("/usr/sbin/sackd") for p in procs), tree
+    cluster.docker("stop", "-t", "60", cluster.docker.name("sackd-stop"), timeout=90)
+    status = cluster.docker("inspect", "-f", "{{.State.ExitCode}}", cluster.docker.name("sackd-stop")).stdout
+    assert int(status) == 128 + signal.SIGTERM, cluster.logs("sackd-stop")
 
 
 def test_the_health_program_drains_its_node_on_a_failed_check_and_resumes_it(cluster):

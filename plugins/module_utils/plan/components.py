@@ -18,7 +18,7 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, labels, name, replicas,
+    JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, REQUEUE_PROGRESSING, labels, name, replicas,
 )
 
 _REASON = re.compile(r"^([A-Z][A-Za-z]+): ")
@@ -141,7 +141,14 @@ def plan_readiness(p, ctx, maintenance_ready):
         p.pending.append("invalid NodeSet(s): %s" % ", ".join(sorted(p.invalid)))
     p.pending.extend(p.degraded)
     if maintenance_ready:
-        p.phase = PHASE_MAINTENANCE
+        # Maintenance is reached when the pods are gone, not when the StatefulSets are told zero: a restore in place
+        # (api/restore.py) waits for this phase and must not write the jail while a pod still mounts it.
+        stopping = ["%s (%d)" % (n, count) for n, count in sorted(
+            (n, int(((sts or {}).get("status") or {}).get("replicas") or 0)) for n, sts in ctx.statefulsets.items())
+            if count]
+        if stopping:
+            p.wait(REQUEUE_PROGRESSING, "maintenance: waiting for the pods of %s to stop" % ", ".join(stopping))
+        p.phase = PHASE_PROGRESSING if stopping else PHASE_MAINTENANCE
         p.ready = not p.pending
         p.message = "maintenance: every StatefulSet scaled to 0" if p.ready else "; ".join(p.pending)
         return

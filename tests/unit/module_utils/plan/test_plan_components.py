@@ -54,6 +54,22 @@ def test_maintenance_ready_is_its_own_phase():
     assert p.ready and p.phase == model.PHASE_MAINTENANCE
 
 
+def test_maintenance_is_reached_only_once_every_pod_stopped():
+    # A StatefulSet told zero still counts its terminating pods in status.replicas: a login pod in its grace period
+    # still mounts the jail, which a restore in place must not write yet.
+    stopping = {"demo-login": sts("demo-login", 1), "demo-cpu": sts("demo-cpu", 0)}
+    p = model.Plan()
+    components.plan_readiness(p, context({"maintenance": True}, observed={"statefulsets": stopping}),
+                              maintenance_ready=True)
+    assert not p.ready and p.phase == model.PHASE_PROGRESSING and p.requeue_after == model.REQUEUE_PROGRESSING
+    assert p.message == "maintenance: waiting for the pods of demo-login (1) to stop"
+    stopping["demo-login"] = sts("demo-login", 0)
+    p = model.Plan()
+    components.plan_readiness(p, context({"maintenance": True}, observed={"statefulsets": stopping}),
+                              maintenance_ready=True)
+    assert p.ready and p.phase == model.PHASE_MAINTENANCE and p.message == "maintenance: every StatefulSet scaled to 0"
+
+
 def test_a_component_condition_takes_the_reason_its_entrypoint_gave():
     crashed = {"metadata": {"name": "demo-rest-0"}, "status": {"containerStatuses": [{
         "name": "slurmrestd", "ready": False, "lastState": {"terminated": {
