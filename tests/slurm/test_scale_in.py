@@ -253,8 +253,9 @@ def test_a_pod_replaced_with_its_job_is_set_down_first_and_its_new_slurmd_is_res
     slurm.down([name], names.REASON_UPDATE)
     wait_for(lambda: job_state(dyn, job) == "NODE_FAIL", 15, f"job {job} ended by the node's DOWN")
     # The pod goes (its slurmd and every step with it); the replacement's slurmd registers under the same name.
-    dyn.run(["sh", "-c", f"kill -9 $(cat /run/slurmd-{name}.pid); pkill -9 slurmstepd; true"])
-    wait_for(lambda: dyn.run(["pgrep", "-f", f"slurmd -Z -N {name}"]).returncode != 0, 15, "the old slurmd gone")
+    pid = dyn.run(["cat", f"/run/slurmd-{name}.pid"]).check().stdout.strip()
+    dyn.run(["sh", "-c", f"kill -9 {pid}; pkill -9 slurmstepd; true"])
+    wait_for(lambda: dyn.run(["kill", "-0", pid]).returncode != 0, 15, "the old slurmd gone")
     dyn.start_slurmd(name, node_addr(2), NODE_CONF).check()
     node = wait_for(lambda: (lambda n: n if not n["down"] and n["state"] == "IDLE" else None)(node_fields(dyn, name)),
                     30, f"{name} registered again")
