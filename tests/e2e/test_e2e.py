@@ -290,6 +290,12 @@ def _controller_uid(e2e):
     return pod and pod["metadata"]["uid"]
 
 
+def _controller_restarts(e2e):
+    """The restart count of the controller pod's slurmctld container."""
+    pod = e2e.get("pod", "demo-controller-0")
+    return next(c["restartCount"] for c in pod["status"]["containerStatuses"] if c["name"] == "slurmctld")
+
+
 def _worker_pods(e2e):
     return dict((n, (e2e.get("pod", n) or {}).get("metadata") or {}) for n in ("demo-cpu-0", "demo-cpu-1"))
 
@@ -323,9 +329,11 @@ def test_a_roll_waits_for_a_job_longer_than_drain_timeout(e2e):
     """killWait changes the workers' pod template (their grace period): OnDelete, so each worker is drained
     ('soperator: update'), replaced once idle and resumed. The NodeSet's drainTimeout (10 s here) is scale-in's: a
     job that runs past it is waited for, and the NodeSet's status and `kubectl get nodeset` say for what and since
-    when. The job ends when the test says so; the queue survives slurmctld's restart on the new slurm.conf."""
+    when. The job ends when the test says so. KillWait in slurm.conf is applied in place (scontrol reconfigure): the
+    controller pod is neither replaced nor restarted and its queue is there throughout."""
     held = _held_job(e2e)
     controller = _controller_uid(e2e)
+    restarts = _controller_restarts(e2e)
     login = e2e.get("pod", "demo-login-0")["metadata"]["uid"]
     before = _worker_pods(e2e)
     e2e.jail("rm -f /root/roll-release /root/long.out")
@@ -365,10 +373,12 @@ def test_a_roll_waits_for_a_job_longer_than_drain_timeout(e2e):
     # Resumed after the replacement (Slurm 24.11 keeps the last reason on a resumed node: the state tells).
     state = re.search(r"State=(\S+)", e2e.node("demo-cpu-1")).group(1)
     assert "DRAIN" not in state, state
-    # slurmctld restarted on the new slurm.conf (the config hash), its queue on the spool volume.
-    assert _controller_uid(e2e) != controller
+    # KillWait is not a key that needs a restart (config_keys.RESTART_KEYS): slurmctld reread it in place.
+    assert (_controller_uid(e2e), _controller_restarts(e2e)) == (controller, restarts)
     shown = e2e.slurm("scontrol show config")
     assert re.search(r"^KillWait\s*=\s*45 sec", shown.stdout, re.M), shown.stdout
+    applied = e2e.get("slurmcluster", "demo")["status"]["slurmConfig"]
+    assert applied["appliedBy"] == "Reconfigured", applied
     assert _job_field(e2e, held, "JobState") == "PENDING"
     status = e2e.get("nodeset", "cpu")["status"]
     assert status["updatedReplicas"] == 2 and status["outdatedReplicas"] == 0 and "rollingUpdate" not in status, status
@@ -484,6 +494,63 @@ def test_a_slurm_setting_slurm_refuses_is_rejected_before_anything_restarts(e2e)
                                    slurm_check.command({})[0], ("SOMETIMES", "switch/bogus", "switch_bogus"))
     e2e.site(e2e.definition())
     assert _controller_uid(e2e) == controller
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
+
+
+def test_a_partition_setting_is_applied_in_place_and_squeue_answers_throughout(e2e):
+    """A partition's MaxTime through the SlurmCluster: site.yml writes the ConfigMap and, once the controller pod's
+    copy is the new file, asks one `scontrol reconfigure`: the controller pod keeps its UID and restart count, and
+    squeue from the login pod (a loop there, every 0.2 s) answers throughout."""
+    controller, restarts = _controller_uid(e2e), _controller_restarts(e2e)
+    stop = "/tmp/e2e-squeue-sampling-stop"
+    e2e.jail("rm -f %s" % stop)
+    loop = ('while [ ! -e %s ]; do s=$(date +%%s.%%N); squeue -h >/dev/null 2>&1; r=$?; '
+            'echo "$r $s $(date +%%s.%%N)"; sleep 0.2; done' % stop)
+    sampler = subprocess.Popen(
+        [e2e.kubectl_bin, "--kubeconfig", e2e.kubeconfig, "exec", "-n", e2e.namespace, "demo-login-0", "-c", "sshd",
+         "--", "chroot", "/mnt/jail", "sh", "-c", loop], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL)
+    docs = e2e.definition()
+    docs[0]["spec"]["partitions"] = [{"name": "main", "default": True, "maxTime": "1:00:00"}]
+    t0 = time.monotonic()
+    try:
+        e2e.site(docs)
+        took = time.monotonic() - t0
+        shown = e2e.slurm("scontrol show partition main").stdout
+        assert "MaxTime=01:00:00" in shown, shown
+        time.sleep(1)  # samples after the reconfigure too
+    finally:
+        e2e.jail("touch %s" % stop)
+        output, _ = sampler.communicate(timeout=60)
+    samples = [line.split() for line in output.splitlines() if re.match(r"^\d+ [\d.]+ [\d.]+$", line)]
+    failed = [s for s in samples if s[0] != "0"]
+    assert samples and not failed, output[-3000:]
+    assert (_controller_uid(e2e), _controller_restarts(e2e)) == (controller, restarts)
+    applied = e2e.get("slurmcluster", "demo")["status"]["slurmConfig"]
+    assert applied["appliedBy"] == "Reconfigured", applied
+    slowest = max(float(end) - float(start) for _rc, start, end in samples)
+    print("\ne2e: partition MaxTime applied in place by site.yml in %.1f s; %d squeue samples from the login pod, "
+          "0 failed, slowest %.2f s; controller pod and restart count unchanged" % (took, len(samples), slowest))
+    e2e.site(e2e.definition())
+    assert "MaxTime=UNLIMITED" in e2e.slurm("scontrol show partition main").stdout
+    assert (_controller_uid(e2e), _controller_restarts(e2e)) == (controller, restarts)
+
+
+def test_a_setting_that_needs_a_restart_replaces_the_controller_and_keeps_the_queue(e2e):
+    """CommunicationParameters is a listening setting (config_keys.RESTART_KEYS): the controller pod is replaced (its
+    template's config hash), its queue kept on the spool, and status.slurmConfig says Restarted."""
+    held = _held_job(e2e)
+    controller = _controller_uid(e2e)
+    try:
+        e2e.site(e2e.definition(slurm={"slurmConf": {"CommunicationParameters": "block_null_hash"}}))
+        assert _controller_uid(e2e) not in (None, controller)
+        shown = e2e.slurm("scontrol show config").stdout
+        assert re.search(r"^CommunicationParameters\s*=\s*block_null_hash", shown, re.M), shown
+        assert e2e.get("slurmcluster", "demo")["status"]["slurmConfig"]["appliedBy"] == "Restarted"
+        assert _job_field(e2e, held, "JobState") == "PENDING"
+    finally:
+        e2e.site(e2e.definition())
+        e2e.slurm("scancel %s" % held)
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
 
 

@@ -105,6 +105,50 @@ def test_node_labels_read_by_the_adapter_become_features(k8s, namespace):
     assert plan("cpu,ib,model_h100").set_features == {"demo-cpu-0": ["cpu"]}
 
 
+def test_a_label_slurm_cannot_take_is_one_warning_event_and_the_features_stay(k8s, namespace):
+    """Label values with a space, a comma, '=' or a newline never reach the converge: the API server refuses them. One
+    it accepts but Slurm cannot take (a feature longer than 63 characters) is refused by the planner: a Warning Event
+    LabelRefused on the NodeSet, naming the label, and the node's features are left as they are."""
+    core = client.CoreV1Api(k8s)
+    hosts = schedulable_kwok_nodes(core)
+    if not hosts:
+        pytest.skip("no schedulable kwok node")
+    host = hosts[0]
+    prefix = "test.soperator.dev/%s-" % namespace[-12:]
+    for value in ("a b", "a,b", "a=b", "a\nb"):
+        with pytest.raises(client.ApiException) as refused:
+            core.patch_node(host, {"metadata": {"labels": {prefix + "x": value}}})
+        assert refused.value.status == 422, value
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "demo-cpu-0", "labels": {names.LABEL_CLUSTER: "demo"}},
+        "spec": {"nodeName": host, "containers": [{"name": "slurmd", "image": "example.invalid/none"}]}})
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    nodeset = specs.validate_nodeset(make_nodeset("cpu", {"featureLabelPrefix": prefix}, namespace=namespace))
+    nodeset["status"] = {"labelFeatures": {"demo-cpu-0": ["ib"]}}
+    long_value = "v" * 63  # a label value Kubernetes takes; the feature gpu_<value> is 67 characters
+    try:
+        core.patch_node(host, {"metadata": {"labels": {prefix + "ib": "true", prefix + "gpu": long_value}}})
+        pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_CLUSTER + "=demo"))
+        found, error = conv.kubernetes_nodes(pods)
+        assert error is None
+        line = "NodeName=demo-cpu-0 State=IDLE+DYNAMIC_NORM AvailableFeatures=cpu,ib ActiveFeatures=cpu,ib"
+        ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)), [nodeset], [], {},
+                            {"pods": pods, "slurm": scontrol.parse_show_node(line), "k8s_nodes": found}, 0)
+        p = model.Plan()
+        p.nodesets["cpu"] = {}
+        node_labels.plan_features(p, ctx)
+        node_labels.plan_label_events(p, ctx)
+    finally:
+        core.patch_node(host, {"metadata": {"labels": {prefix + "ib": None, prefix + "gpu": None}}})
+    assert p.set_features == {} and p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib"]}
+    for set_name, message in p.label_events:
+        conv.label_event(set_name, message)
+    events = [e for e in core.list_namespaced_event(namespace).items if e.reason == node_labels.EVENT_LABEL_REFUSED]
+    assert len(events) == 1 and events[0].type == "Warning", events
+    assert events[0].involved_object.kind == names.NODESET_KIND and events[0].involved_object.name == "cpu"
+    assert prefix + "gpu" in events[0].message and "cannot be a Slurm feature" in events[0].message
+
+
 @pytest.fixture
 def own_nodes(k8s, namespace):
     """Two kwok nodes of this test only (its label and taint): one of them is deleted."""

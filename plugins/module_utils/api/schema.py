@@ -1054,6 +1054,16 @@ def slurm_cluster_schema():
                 "watchedSince": _s("When backups were first seen configured (the start of the overdue clock).",
                                    format="date-time"),
             }),
+            "slurmConfig": _o("The slurm.conf slurmctld was last given, and how: Reconfigured (in place, by scontrol "
+                              "reconfigure: same pod, same process) or Restarted (a key that needs a restart changed: "
+                              "the controller pod was replaced, the queue kept on its spool).", {
+                                  "digest": _s("Digest of that slurm.conf.", maxLength=64),
+                                  "restartDigest": _s("Digest of its lines that need a restart to change.",
+                                                      maxLength=64),
+                                  "appliedBy": _s("Reconfigured or Restarted.", maxLength=32),
+                                  "lastAppliedTime": _s("When the converge saw slurmctld given it (RFC 3339).",
+                                                        format="date-time"),
+                              }),
             names.STATUS_RECONCILED_DIGEST: _s(
                 "Written by the operator runtime: digest of the pod and StatefulSet states (and the installer's "
                 "policy) its last settled run started from; absent after a failed run or one that left work for "

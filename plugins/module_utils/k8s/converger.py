@@ -118,6 +118,14 @@ class Converger(Observation, ConfigChecks):
             applier = self.applier(plan.manifests, plan.keep)
             self.check_slurm_config(cluster, plan, observed, applier)
             self.check_sshd_config(cluster, plan, observed, applier)
+            if plan.read_mounted_config and "mounted_slurm_conf" not in observed:
+                # slurm.conf changed since slurmctld was last given it: is the controller pod's copy the new one yet?
+                try:
+                    observed["mounted_slurm_conf"] = self.slurm().config_file("slurm.conf")
+                except SlurmError as e:
+                    observed["mounted_slurm_conf"] = None
+                    self.warnings.append("cannot read the controller's slurm.conf: %s" % e.msg)
+                continue
             if not observed.get("worker_pods_read", True) and any(objects.generator(o) for o in applier.absent()):
                 # A key Secret would be generated: which pods hold its keys is a question for every pod.
                 observed["pods"].update(self.worker_pods())
@@ -158,6 +166,10 @@ class Converger(Observation, ConfigChecks):
                 self.api.patch("apps/v1", "StatefulSet", sts_name, self.namespace, {"spec": {"replicas": replicas}},
                                what="scale StatefulSet %s/%s" % (self.namespace, sts_name))
             done["scaled"][sts_name] = replicas
+        for reason, nodes in sorted(plan.down.items()):
+            if not self.check_mode:
+                slurm.down(nodes, reason)
+            done["downed"] = done.get("downed", []) + nodes
         for pod_name, uid in plan.delete_pods:
             if not self.check_mode:
                 # The uid precondition: never the replacement the StatefulSet may already have made.

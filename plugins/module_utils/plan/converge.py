@@ -41,7 +41,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import referen
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    backup, components, elastic, login, maintenance, node_labels, pins, projection, rolls, scale,
+    backup, components, elastic, login, maintenance, node_labels, pins, projection, rolls, scale, slurm_config,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -169,6 +169,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     scale.plan_node_records(p, ctx, dict(replicas.kept, **elastic.kept(ctx)))
     components.plan_guards(p, ctx)
     projection.plan_projection(p, ctx)
+    slurm_config.plan_slurm_config(p, ctx)
     node_labels.plan_features(p, ctx)
     node_labels.plan_unplaced(p, ctx)
     node_labels.plan_label_events(p, ctx)

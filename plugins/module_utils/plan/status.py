@@ -127,6 +127,9 @@ def cluster_status(old, obj, plan, now):
     else:
         conds = set_condition(conds, "Degraded", "False", REASON_RECONCILED, "", gen, now)
     status.update(conditions=conds, observedGeneration=gen, phase=plan.phase)
+    # status.slurmConfig: the slurm.conf slurmctld was last given, and how (plan/slurm_config.py).
+    if getattr(plan, "slurm_config", None):
+        status["slurmConfig"] = plan.slurm_config
     # status.backup: the backups' facts (plan/backup.py); None removes it (a merge patch) once backups are off.
     if getattr(plan, "backup", None) is not None or "backup" in status:
         status["backup"] = getattr(plan, "backup", None)

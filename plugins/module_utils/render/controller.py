@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.health import nccl_enabled
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
     config_hash,
@@ -32,8 +33,17 @@ RECONFIGURE_FILES = ("topology.conf",)
 
 
 def restart_files(slurm_config):
-    """The files whose change restarts slurmctld (its pod template's config hash)."""
-    return dict((k, v) for k, v in slurm_config.items() if k not in RECONFIGURE_FILES)
+    """What restarts slurmctld when it changes (its pod template's config hash): of slurm.conf only the lines of the
+    keys Slurm documents as needing a restart (config_keys.RESTART_KEYS; the rest is applied in place by the
+    converge's reconfigure, plan/slurm_config.py), the other files but RECONFIGURE_FILES whole."""
+    files = dict((k, v) for k, v in slurm_config.items() if k not in RECONFIGURE_FILES)
+    if "slurm.conf" in files:
+        files["slurm.conf"] = config_keys.restart_lines(files["slurm.conf"])
+    return files
+
+
+def restart_digest(slurm_config):
+    return config_hash(restart_files(slurm_config))
 
 
 def controller(c, slurm_config, slurm_user=names.SLURM_USER):
@@ -83,7 +93,7 @@ def controller(c, slurm_config, slurm_user=names.SLURM_USER):
         claim_spec["storageClassName"] = spool["storageClassName"]
     name = names.controller_name(c.name)
     return statefulset(c, name, names.COMPONENT_CONTROLLER, 1, name, pod,
-                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash(restart_files(slurm_config)),
+                       annotations={names.ANNOTATION_CONFIG_HASH: restart_digest(slurm_config),
                                     names.ANNOTATION_SLURM_USER: slurm_user},
                        extra={
                            "volumeClaimTemplates": [{

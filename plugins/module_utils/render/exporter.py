@@ -18,6 +18,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.common impo
     container_resources,
     statefulset,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.config_keys import restart_lines
 
 SERVICE_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 
@@ -63,7 +64,9 @@ def exporter(c, slurm_config):
                      init_containers=[c.munge_sidecar(image)], grace=10)
     name = names.exporter_name(c.name)
     return statefulset(c, name, names.COMPONENT_EXPORTER, 1, name, pod,
-                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash({"slurm.conf": slurm_config})})
+                       annotations={
+                           # A client: only what it reads at start (slurmctld's address, authentication) restarts it.
+                           names.ANNOTATION_CONFIG_HASH: config_hash({"slurm.conf": restart_lines(slurm_config)})})
 
 
 def service_monitor(c):

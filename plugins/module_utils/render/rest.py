@@ -22,6 +22,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.common impo
     statefulset,
     tcp_probe,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.config_keys import restart_lines
 
 
 def rest_service(c):
@@ -63,5 +64,7 @@ def slurmrestd(c, slurm_config):
     directory.attach(c, pod, container)
     name = names.rest_name(c.name)
     return statefulset(c, name, names.COMPONENT_REST, spec["replicas"], name, pod,
-                       annotations={names.ANNOTATION_CONFIG_HASH: config_hash({"slurm.conf": slurm_config})},
+                       annotations={
+                           # A client: only what it reads at start (slurmctld's address, authentication) restarts it.
+                           names.ANNOTATION_CONFIG_HASH: config_hash({"slurm.conf": restart_lines(slurm_config)})},
                        extra={"podManagementPolicy": "Parallel"})

@@ -145,6 +145,51 @@ PARTITION_OWNED = {
     "Hidden": "set spec.partitions[].hidden",
 }
 
+# slurm.conf keys whose change restarts slurmctld (its pod is replaced, the queue kept on the spool volume), with
+# the reason. Every other line (partitions, NodeSets, node definitions, scheduling and limits) is applied in place by
+# `scontrol reconfigure`: "Changes to the configuration file take effect upon restart of Slurm daemons, daemon receipt
+# of the SIGHUP signal, or execution of the command "scontrol reconfigure" unless otherwise noted" (slurm.conf(5),
+# DESCRIPTION, Slurm 24.11.5). Sources: slurm.conf(5) and scontrol(1) of Debian slurm-client 24.11.5-4+deb13u1
+# (docs/slurm-24.11-findings.md C.5), and what the controller's entrypoint reads from slurm.conf at start.
+_LISTENING = ("slurm.conf(5) DESCRIPTION: \"Changes to TCP listening settings will require a daemon restart\"; "
+              "scontrol(1) reconfigure \"will not be able to change the daemons' listening TCP port settings\"")
+_AUTH = ("scontrol(1) reconfigure \"will not be able to change the daemons' ... authentication mechanism\"; "
+         "slurm.conf(5) AuthType: \"All Slurm daemons and commands must be terminated prior to changing the value "
+         "of AuthType and later restarted\"")
+RESTART_KEYS = {
+    "SlurmctldPort": _LISTENING,
+    "SlurmdPort": _LISTENING,
+    "CommunicationParameters": _LISTENING + " (its NoInAddrAny, NoCtldInAddrAny choose the listening address)",
+    "AuthType": _AUTH,
+    "AuthInfo": _AUTH,
+    "AuthAltTypes": _AUTH,
+    "CredType": _AUTH,
+    "AuthAltParameters": _AUTH + "; and the controller's entrypoint installs the JWT key at the path it names, "
+                                 "at start (images/lib/soperator-entrypoint, install_jwt_key)",
+    "SwitchType": "slurm.conf(5) SwitchType: \"All Slurm daemons, commands and running jobs must be restarted or "
+                  "reconfigured for a change in SwitchType to take effect\"",
+    "SlurmUser": "the controller's entrypoint hands the spool to SlurmUser at start (images/lib/soperator-entrypoint, "
+                 "prepare_controller)",
+    "StateSaveLocation": "the controller's spool volume is mounted there (render/controller.py)",
+}
+_RESTART_KEYS_LOWER = dict((k.lower(), k) for k in RESTART_KEYS)
+
+
+def line_key(line):
+    """The key of one slurm.conf line (the word before its first '='), None for a blank or comment line."""
+    text = line.strip()
+    if not text or text.startswith("#") or "=" not in text:
+        return None
+    return text.split("=", 1)[0].strip()
+
+
+def restart_lines(slurm_conf):
+    """The lines of ``slurm_conf`` (its text) whose change needs slurmctld restarted (RESTART_KEYS; Slurm's keys are
+    case-insensitive): the part of the file the controller's restart hash covers."""
+    return "\n".join(line for line in slurm_conf.splitlines()
+                     if (line_key(line) or "").lower() in _RESTART_KEYS_LOWER) + "\n"
+
+
 # sshd_config keywords spec.login.sshdConfig may set. Everything about where users land (ChrootDirectory),
 # how they authenticate (keys only, read from the jail) and what sshd runs is owned by the operator.
 SSHD_KEYS = frozenset((

@@ -179,13 +179,17 @@ def test_rest_api_without_accounting_serves_slurmctld_only():
     assert ("StatefulSet", "demo-accounting") not in objects
 
 
-def test_a_config_change_restarts_the_slurm_clients():
-    one = render({"exporter": {"enabled": True}, "restApi": {"enabled": True}})
-    two = render({"exporter": {"enabled": True}, "restApi": {"enabled": True}, "slurm": {"killWait": 45}})
+def test_only_a_key_that_needs_a_restart_restarts_the_slurm_clients():
+    """slurmrestd and the exporter read slurm.conf at start for where slurmctld is and how to authenticate; the rest
+    (a limit, a partition) they ask slurmctld for: their mounted copy follows without a restart."""
+    base = {"exporter": {"enabled": True}, "restApi": {"enabled": True}}
+    one = render(base)
+    in_place = render(dict(base, slurm={"killWait": 45}))
+    restart = render(dict(base, slurm={"slurmConf": {"CommunicationParameters": "block_null_hash"}}))
     for sts in ("demo-exporter", "demo-rest"):
         hashes = [o[("StatefulSet", sts)]["spec"]["template"]["metadata"]["annotations"][names.ANNOTATION_CONFIG_HASH]
-                  for o in (one, two)]
-        assert hashes[0] != hashes[1], sts
+                  for o in (one, in_place, restart)]
+        assert hashes[0] == hashes[1] != hashes[2], sts
 
 
 def test_exporter_and_its_service_monitor_only_where_served():

@@ -9,6 +9,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 from ansible_collections.soperator.slurm.plugins.module_utils.render import common as render_common
+from ansible_collections.soperator.slurm.plugins.module_utils.render import controller as controller_render
 from ansible_collections.soperator.slurm.plugins.module_utils.render import worker as render_worker
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import paths
 
@@ -102,7 +103,7 @@ def test_controller(cpu):
     assert {"name": "jail", "persistentVolumeClaim": {"claimName": "demo-jail"}} in pod["volumes"]
     config = _by(objects, "ConfigMap", "demo-slurm-config")
     annotations = sts["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["slurm.soperator.dev/config-hash"] == render_common.config_hash(config["data"])
+    assert annotations["slurm.soperator.dev/config-hash"] == controller_render.restart_digest(config["data"])
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert "storageClassName" not in sts["spec"]["volumeClaimTemplates"][0]["spec"]
     assert _container(pod, "munge")["restartPolicy"] == "Always"
@@ -118,15 +119,27 @@ def test_only_the_controller_mounts_the_slurm_config(cpu):
             assert not any(v.get("configMap", {}).get("name") == "demo-slurm-config" for v in volumes)
 
 
-def test_config_change_changes_hash(cpu):
+def test_only_a_key_that_needs_a_restart_changes_the_controllers_config_hash(cpu):
+    """A partition's settings and killWait are applied in place (scontrol reconfigure): the pod template stays; a
+    listening setting (CommunicationParameters) needs a restart (config_keys.RESTART_KEYS): its hash changes."""
     cluster, nodesets = cpu
-    before = _by(render.render_cluster(cluster, nodesets), "StatefulSet", "demo-controller")
-    changed = copy.deepcopy(cluster)
-    changed["spec"].setdefault("slurm", {})["killWait"] = 60
-    after = _by(render.render_cluster(changed, nodesets), "StatefulSet", "demo-controller")
     key = "slurm.soperator.dev/config-hash"
-    assert before["spec"]["template"]["metadata"]["annotations"][key] != \
-        after["spec"]["template"]["metadata"]["annotations"][key]
+
+    def controller_of(changed):
+        sts = _by(render.render_cluster(changed, nodesets), "StatefulSet", "demo-controller")
+        return sts["spec"]["template"]["metadata"]["annotations"][key], sts
+
+    before = _by(render.render_cluster(cluster, nodesets), "StatefulSet", "demo-controller")
+    in_place = copy.deepcopy(cluster)
+    in_place["spec"].setdefault("slurm", {})["killWait"] = 60
+    in_place["spec"]["partitions"] = [{"name": "main", "default": True, "maxTime": "1:00:00",
+                                       "config": {"PriorityTier": "5"}}]
+    config = _by(render.render_cluster(in_place, nodesets), "ConfigMap", "demo-slurm-config")["data"]["slurm.conf"]
+    assert "KillWait=60" in config and "MaxTime=1:00:00" in config and "PriorityTier=5" in config
+    assert controller_of(in_place)[1] == before
+    restart = copy.deepcopy(cluster)
+    restart["spec"].setdefault("slurm", {}).setdefault("slurmConf", {})["CommunicationParameters"] = "block_null_hash"
+    assert controller_of(restart)[0] != before["spec"]["template"]["metadata"]["annotations"][key]
     scaled = copy.deepcopy(nodesets)
     scaled[0]["spec"]["replicas"] = 5
     again = _by(render.render_cluster(cluster, scaled), "StatefulSet", "demo-controller")
