@@ -763,6 +763,11 @@ class NodeAware:
         out = self.op.slurm("scontrol show topology %s" % node).stdout
         return [line.split()[0].split("=", 1)[1] for line in out.splitlines() if line.startswith("SwitchName=")]
 
+    def live_topology(self):
+        """topology.conf as the operator last wrote it (the cluster's ConfigMap)."""
+        return ((self.op.get("configmap", names.slurm_config_name("demo")) or {}).get("data") or {}).get(
+            "topology.conf", "")
+
     def reconfigures(self):
         """How many reconfigures slurmctld has logged (its container's output: one process, re-executed in place)."""
         logs = self.op.kubectl("logs", "-n", WATCHED, "demo-controller-0", "-c", "slurmctld", timeout=60).stdout
@@ -900,9 +905,10 @@ class TestNodeAwareUnderTheOperator:
 
     def test_a_topology_relabel_burst_is_one_reconfigure_and_a_running_job_goes_on(self, node_aware):
         """Three label changes of the real node in quick succession (leaf1 -> leaf2, spine1 -> spine2, leaf2 ->
-        leaf3), each its own update of the Node, while a job runs on one of its workers: `scontrol show topology`
-        becomes leaf3 under spine2 by exactly one reconfigure (slurmctld's log), the controller pod is neither
-        replaced nor restarted, no worker pod is replaced, and the job runs on and ends normally."""
+        leaf3), each its own update of the Node and each rendered by the operator into the ConfigMap before the next,
+        while a job runs on one of its workers: `scontrol show topology` becomes leaf3 under spine2 by exactly one
+        reconfigure (slurmctld's log), the controller pod is neither replaced nor restarted, no worker pod is
+        replaced, and the job runs on and ends normally."""
         state = node_aware
         op = state.op
         controller = state.controller()
@@ -912,8 +918,15 @@ class TestNodeAwareUnderTheOperator:
         wait_until(lambda: state.job(job).get("JobState") == "RUNNING", 60, "the job running", state.explain)
         reconfigures = state.reconfigures()
         t0 = time.monotonic()
-        for change in (LEAF + "=leaf2", SPINE + "=spine2", LEAF + "=leaf3"):
+        rendered = []
+        for change, line in ((LEAF + "=leaf2", "SwitchName=leaf2 "), (SPINE + "=spine2", "SwitchName=spine2 "),
+                             (LEAF + "=leaf3", "SwitchName=leaf3 ")):
             state.label(change)
+            # Each change rendered into the ConfigMap before the next: the burst is three files, not one.
+            rendered.append(wait_until(lambda line=line: (lambda text: line in text and text)(
+                state.live_topology()), 30, "the operator's topology.conf with %s" % line.strip(), state.explain))
+        assert len(set(rendered)) == 3, rendered
+        burst = time.monotonic() - t0
         wait_until(lambda: all(state.switches(w) == ["leaf3", "spine2"] for w in WORKERS), 300,
                    "both workers on leaf3 under spine2 in scontrol show topology", state.explain)
         applied = time.monotonic() - t0
@@ -925,8 +938,9 @@ class TestNodeAwareUnderTheOperator:
             state.job(job)), 60, "the job to end", state.explain)
         assert (record["JobState"], record["ExitCode"], record["Restarts"]) == ("COMPLETED", "0:0", "0"), record
         counted = state.reconfigures() - reconfigures
-        print("e2e-operator: topology relabel burst (3 label changes) -> applied in scontrol show topology %.1f s, "
-              "%d reconfigure(s) in slurmctld's log" % (applied, counted))
+        print("e2e-operator: topology relabel burst (3 label changes over %.1f s, each rendered: 3 topology.conf "
+              "versions) -> applied in scontrol show topology %.1f s, %d reconfigure(s) in slurmctld's log"
+              % (burst, applied, counted))
         assert counted == 1, counted
         assert state.controller() == controller
         assert dict((w, op.get("pod", w)["metadata"]["uid"]) for w in WORKERS) == workers
