@@ -85,7 +85,9 @@ def roll(p, nodeset, sts_name, sts, count, pods, slurm, now):
         ours = node is not None and (node["drain"] or node["down"]) and node["reason"] == names.REASON_UPDATE
         if pod is None or pod["metadata"].get("deletionTimestamp") or ours:
             in_flight.add(o)
-        if ours and o in updated and pod_ready(pod) and projection.up(node):
+        # Set DOWN by us when it went with its jobs: its new slurmd registered (ReturnToService 0 or 1 keeps it down)
+        answering = projection.up(node) or (ours and node["down"] and "NOT_RESPONDING" not in node["flags"])
+        if ours and o in updated and pod_ready(pod) and answering:
             p.resume.append(names.pod_name(sts_name, o))  # replaced: its new pod's slurmd answers
             in_flight.discard(o)
     facts = p.nodesets[set_name]
@@ -115,6 +117,9 @@ def roll(p, nodeset, sts_name, sts, count, pods, slurm, now):
         if removable:
             p.delete_pods.append((node_name, pod["metadata"].get("uid")))
             if expired:
+                # Slurm 24.11 never ends a batch job its node's new slurmd does not report (findings D.2): the node
+                # is set DOWN first, so its jobs end as on a node failure (requeued where their policy says so).
+                p.down.setdefault(names.REASON_UPDATE, []).append(node_name)
                 p.give_up_node(nodeset, node_name, "rolling update", "spec.updateStrategy.proceedAfter",
                                nodeset["spec"]["updateStrategy"]["proceedAfter"], node["reason_time"],
                                pod_uid=pod["metadata"].get("uid"))
