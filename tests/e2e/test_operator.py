@@ -721,10 +721,75 @@ def test_removing_the_operator_strands_no_finalizer(op):
     op.kubectl("delete", "nodeset", "cpu", "-n", WATCHED, "--wait=true", timeout=60)
 
 
-def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(op):
-    """Under the operator only: NodeSet counts and pod conditions follow Slurm within one --status-period (30 s) with
-    no role run, and (operator_read_nodes: a ClusterRole on Nodes, the runtime watching them) `kubectl cordon` of the
-    real node drains the Slurm nodes of its worker pods at once; uncordon resumes them."""
+# --- Node-aware under the operator (operator_read_nodes): Slurm state, cordon, features and topology from the real
+# node's labels (issue 25's must-show on the real node). One cluster, one behaviour per step.
+LABELS = "e2e.soperator.dev/"  # this class's own label keys on the shared real node: removed in its fixture's finally
+FEATURE_PREFIX = LABELS + "feature-"
+FEATURE = "ib"  # the label FEATURE_PREFIX + "ib=true" gives the Slurm feature "ib"
+LEAF, SPINE = LABELS + "leaf", LABELS + "spine"
+WORKERS = ["demo-cpu-0", "demo-cpu-1"]  # both on the real node (the example's node selector)
+ADMIN_FEATURE = "rack7"  # an administrator's (scontrol update): never touched by the labels
+RECONFIGURE_LOGGED = "Attempting to reconfigure"  # slurmctld 24.11, once per reconfigure (findings C.4)
+FEATURE_BOUND_S = 10  # issue 25: a feature label shows in scontrol show node within 10 s
+
+
+class NodeAware:
+    """The cluster of the node-aware steps: the operator (``op``), the real node (``host``)."""
+
+    def __init__(self, op, host):
+        self.op = op
+        self.host = host
+
+    def explain(self):
+        return self.op.explain() + "\n--- operator (last 60 lines) ---\n" + self.op.kubectl(
+            "logs", "-n", OPERATOR_NS, "-l", "app.kubernetes.io/name=soperator-operator", "--tail=60", "--prefix",
+            check=False).stdout
+
+    def label(self, *changes):
+        """``kubectl label node <real node>`` with ``key=value`` / ``key-`` changes: one update of the Node."""
+        self.op.kubectl("label", "node", self.host, "--overwrite", *changes)
+
+    def features(self, node):
+        """A Slurm node's AvailableFeatures, in Slurm's order ([] when it does not answer)."""
+        shown = dict(item.split("=", 1) for item in self.op.node(node).split() if "=" in item)
+        available = shown.get("AvailableFeatures", "")
+        return [] if available in ("", "(null)") else available.split(",")
+
+    def label_features(self):
+        return (op_status(self.op, "cpu").get("labelFeatures") or {})
+
+    def switches(self, node):
+        """The switches above ``node`` as Slurm places it, leaf first (``scontrol show topology <node>``)."""
+        out = self.op.slurm("scontrol show topology %s" % node).stdout
+        return [line.split()[0].split("=", 1)[1] for line in out.splitlines() if line.startswith("SwitchName=")]
+
+    def live_topology(self):
+        """topology.conf as the operator last wrote it (the cluster's ConfigMap)."""
+        return ((self.op.get("configmap", names.slurm_config_name("demo")) or {}).get("data") or {}).get(
+            "topology.conf", "")
+
+    def reconfigures(self):
+        """How many reconfigures slurmctld has logged (its container's output: one process, re-executed in place)."""
+        logs = self.op.kubectl("logs", "-n", WATCHED, "demo-controller-0", "-c", "slurmctld", timeout=60).stdout
+        return logs.count(RECONFIGURE_LOGGED)
+
+    def controller(self):
+        """(the controller pod's UID, slurmctld's restart count)."""
+        pod = self.op.get("pod", "demo-controller-0")
+        return pod["metadata"]["uid"], next(c["restartCount"] for c in pod["status"]["containerStatuses"]
+                                            if c["name"] == "slurmctld")
+
+    def job(self, job_id):
+        shown = self.op.slurm("SLURM_TIME_FORMAT=%s scontrol show job -o " + job_id).stdout
+        return dict(item.split("=", 1) for item in shown.split() if "=" in item)
+
+
+@pytest.fixture(scope="class")
+def node_aware(op):
+    """The operator reinstalled with operator_read_nodes (a ClusterRole on Nodes, the runtime watching them); the
+    real node labelled leaf1/spine1; the example with drainCordoned, its NodeSet's featureLabelPrefix and the
+    cluster's spec.topology (tree: LEAF, SPINE), Ready, both workers placed on leaf1. Afterwards: the labels removed
+    from the real node, the cluster deleted, the operator back without the Node grant."""
     op.playbook("operator.yml", install_params(operator_read_nodes=True))
     assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode == 0
 
@@ -736,40 +801,150 @@ def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(op)
                 and st.get("availableReplicas") == 2 and st.get("replicas") == 2
                 and all("--watch-nodes" in a for a in args))
     wait_until(rolled_out, 240, "the replicas watching Nodes rolled out")
-    docs = op.definition(health_checks={"kubernetesNodes": {"drainCordoned": True}})
-    kubectl_apply(op, docs)
-    wait_until(lambda: ready(op), 300, "SlurmCluster Ready", op.explain)
-    host = op.get("pod", "demo-cpu-0")["spec"]["nodeName"]
-
-    submit = op.jail("cd /root && sbatch --parsable --exclusive -w demo-cpu-0 -o /dev/null --wrap 'sleep 300'")
-    assert submit.returncode == 0, submit.stderr
-    job = submit.stdout.strip()
+    host = op.kubectl("get", "nodes", "-l", "soperator.dev/localcluster=real", "-o",
+                      "jsonpath={.items[0].metadata.name}").stdout.strip()
+    state = NodeAware(op, host)
     try:
-        wait_until(lambda: op.sinfo().get("demo-cpu-0") == "allocated", 60, "demo-cpu-0 allocated", op.explain)
-        t0 = time.monotonic()
-        shown = wait_until(lambda: (lambda sc: sc[0] == sc[1] and sc[0]["allocated"] == 1 and sc[0])(
-            op.nodeset_counts()), 90, "NodeSet counts matching sinfo", op.explain)
-        print("e2e-operator: a job's start reached the NodeSet's counts in %.1f s" % (time.monotonic() - t0))
-        assert shown["idle"] == 1
-        cond = op.slurm_condition("demo-cpu-0")
-        assert (cond["status"], cond["reason"]) == ("True", "Allocated"), cond
+        state.label(LEAF + "=leaf1", SPINE + "=spine1")
+        docs = op.definition(health_checks={"kubernetesNodes": {"drainCordoned": True}},
+                             nodeset={"featureLabelPrefix": FEATURE_PREFIX})
+        docs[0]["spec"]["topology"] = {"plugin": "tree", "levels": [LEAF, SPINE]}
+        kubectl_apply(op, docs)
+        wait_until(lambda: ready(op), 300, "SlurmCluster Ready", state.explain)
+        assert {op.get("pod", w)["spec"]["nodeName"] for w in WORKERS} == {host}
+        wait_until(lambda: all(state.switches(w) == ["leaf1", "spine1"] for w in WORKERS), 240,
+                   "both workers placed on leaf1 under spine1", state.explain)
+        yield state
     finally:
-        op.slurm("scancel %s" % job)
-    op.wait_idle(["demo-cpu-0", "demo-cpu-1"])
-
-    op.kubectl("cordon", host)
-    try:
-        t0 = time.monotonic()
-        wait_until(lambda: all("Reason=soperator: node cordoned" in op.node(n) for n in ("demo-cpu-0", "demo-cpu-1")),
-                   120, "both Slurm nodes drained for the cordon", op.explain)
-        print("e2e-operator: cordon -> Slurm nodes drained in %.1f s" % (time.monotonic() - t0))
-    finally:
-        op.kubectl("uncordon", host)
-    wait_until(lambda: not any("DRAIN" in op.node(n) for n in ("demo-cpu-0", "demo-cpu-1")), 120,
-               "resumed after uncordon", op.explain)
-    op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300)
-    op.playbook("operator.yml", install_params())
+        op.kubectl("label", "node", host, LEAF + "-", SPINE + "-", FEATURE_PREFIX + FEATURE + "-", check=False)
+        op.kubectl("uncordon", host, check=False)
+        op.kubectl("delete", "slurmcluster", "demo", "-n", WATCHED, "--wait=true", timeout=300, check=False)
+        op.kubectl("delete", "nodeset", "--all", "-n", WATCHED, "--wait=true", timeout=300, check=False)
+        op.playbook("operator.yml", install_params())
     assert op.kubectl("get", "clusterrole", "soperator-operator-nodes", check=False).returncode != 0
+    assert not [k for k in op.get_in("default", "node", host)["metadata"].get("labels", {}) if k.startswith(LABELS)]
+
+
+class TestNodeAwareUnderTheOperator:
+    """Under the operator only (its image, its RBAC with operator_read_nodes), no role run: Slurm state reaches
+    Kubernetes, a cordon drains, and the real node's labels become Slurm features and topology with no user action
+    (the operator's Node watch runs the converge). Figures printed for the closing note of issue 25."""
+
+    def test_slurm_state_reaches_kubernetes_and_a_cordon_drains_without_site_yml(self, node_aware):
+        """NodeSet counts and pod conditions follow Slurm within one --status-period (30 s) with no role run, and
+        `kubectl cordon` of the real node drains the Slurm nodes of its worker pods at once; uncordon resumes them."""
+        op, host = node_aware.op, node_aware.host
+        submit = op.jail("cd /root && sbatch --parsable --exclusive -w demo-cpu-0 -o /dev/null --wrap 'sleep 300'")
+        assert submit.returncode == 0, submit.stderr
+        job = submit.stdout.strip()
+        try:
+            wait_until(lambda: op.sinfo().get("demo-cpu-0") == "allocated", 60, "demo-cpu-0 allocated", op.explain)
+            t0 = time.monotonic()
+            shown = wait_until(lambda: (lambda sc: sc[0] == sc[1] and sc[0]["allocated"] == 1 and sc[0])(
+                op.nodeset_counts()), 90, "NodeSet counts matching sinfo", op.explain)
+            print("e2e-operator: a job's start reached the NodeSet's counts in %.1f s" % (time.monotonic() - t0))
+            assert shown["idle"] == 1
+            cond = op.slurm_condition("demo-cpu-0")
+            assert (cond["status"], cond["reason"]) == ("True", "Allocated"), cond
+        finally:
+            op.slurm("scancel %s" % job)
+        op.wait_idle(WORKERS)
+
+        op.kubectl("cordon", host)
+        try:
+            t0 = time.monotonic()
+            wait_until(lambda: all("Reason=soperator: node cordoned" in op.node(n) for n in WORKERS),
+                       120, "both Slurm nodes drained for the cordon", op.explain)
+            print("e2e-operator: cordon -> Slurm nodes drained in %.1f s" % (time.monotonic() - t0))
+        finally:
+            op.kubectl("uncordon", host)
+        wait_until(lambda: not any("DRAIN" in op.node(n) for n in WORKERS), 120, "resumed after uncordon",
+                   op.explain)
+
+    def test_a_feature_label_is_a_slurm_feature_within_10s_and_a_constraint_lands_there(self, node_aware):
+        """`kubectl label node` of the real node: the feature shows in `scontrol show node` of both its workers
+        within 10 s (no user action: the Node watch), beside the NodeSet's own and an administrator's; the NodeSet
+        records it as its own (status.labelFeatures); a job asking for it, refused before, runs there."""
+        state = node_aware
+        op = state.op
+        op.slurm("scontrol update nodename=demo-cpu-0 availablefeatures=cpu,{0} activefeatures=cpu,{0}".format(
+            ADMIN_FEATURE))
+        before = dict((w, state.features(w)) for w in WORKERS)
+        assert before == {"demo-cpu-0": ["cpu", ADMIN_FEATURE], "demo-cpu-1": ["cpu"]}, before
+        refused = op.jail("cd /root && sbatch --parsable -o /dev/null --constraint=%s --wrap true" % FEATURE)
+        assert refused.returncode != 0, refused.stdout  # no node has it yet
+        t0 = time.monotonic()
+        state.label(FEATURE_PREFIX + FEATURE + "=true")
+        wait_until(lambda: all(state.features(w) == before[w] + [FEATURE] for w in WORKERS), FEATURE_BOUND_S,
+                   "%s in scontrol show node of both workers within %d s" % (FEATURE, FEATURE_BOUND_S), state.explain)
+        print("\ne2e-operator: node label -> Slurm feature seen (scontrol show node, both workers) %.1f s"
+              % (time.monotonic() - t0))
+        wait_until(lambda: state.label_features() == dict((w, [FEATURE]) for w in WORKERS), 60,
+                   "the NodeSet's status.labelFeatures", state.explain)
+        job = _job(op, "-o /dev/null --constraint=%s --wrap true" % FEATURE)
+        wait_until(lambda: state.job(job).get("JobState") == "COMPLETED", 60, "the --constraint job completed",
+                   state.explain)
+        record = state.job(job)
+        assert record["Features"] == FEATURE and record["NodeList"] in WORKERS, record
+        assert op.get("pod", record["NodeList"])["spec"]["nodeName"] == state.host
+        state.before = before
+
+    def test_removing_the_feature_label_removes_only_that_feature(self, node_aware):
+        """The label removed: exactly its feature goes from both workers (the NodeSet's `cpu` and the
+        administrator's stay), the NodeSet records none, a job asking for it is refused again."""
+        state = node_aware
+        before = state.before
+        t0 = time.monotonic()
+        state.label(FEATURE_PREFIX + FEATURE + "-")
+        wait_until(lambda: all(state.features(w) == before[w] for w in WORKERS), 60,
+                   "only %s gone from both workers" % FEATURE, state.explain)
+        print("e2e-operator: node label removed -> Slurm feature gone %.1f s" % (time.monotonic() - t0))
+        wait_until(lambda: state.label_features() == {}, 60, "status.labelFeatures empty", state.explain)
+        refused = state.op.jail("cd /root && sbatch --parsable -o /dev/null --constraint=%s --wrap true" % FEATURE)
+        assert refused.returncode != 0, refused.stdout
+
+    def test_a_topology_relabel_burst_is_one_reconfigure_and_a_running_job_goes_on(self, node_aware):
+        """Three label changes of the real node in quick succession (leaf1 -> leaf2, spine1 -> spine2, leaf2 ->
+        leaf3), each its own update of the Node and each rendered by the operator into the ConfigMap before the next,
+        while a job runs on one of its workers: `scontrol show topology` becomes leaf3 under spine2 by exactly one
+        reconfigure (slurmctld's log), the controller pod is neither replaced nor restarted, no worker pod is
+        replaced, and the job runs on and ends normally."""
+        state = node_aware
+        op = state.op
+        controller = state.controller()
+        workers = dict((w, op.get("pod", w)["metadata"]["uid"]) for w in WORKERS)
+        go = "/root/relabel-%s.go" % uuid.uuid4().hex[:8]
+        job = _job(op, "-w demo-cpu-0 -o /dev/null --wrap 'while [ ! -e %s ]; do sleep 1; done'" % go)
+        wait_until(lambda: state.job(job).get("JobState") == "RUNNING", 60, "the job running", state.explain)
+        reconfigures = state.reconfigures()
+        t0 = time.monotonic()
+        rendered = []
+        for change, line in ((LEAF + "=leaf2", "SwitchName=leaf2 "), (SPINE + "=spine2", "SwitchName=spine2 "),
+                             (LEAF + "=leaf3", "SwitchName=leaf3 ")):
+            state.label(change)
+            # Each change rendered into the ConfigMap before the next: the burst is three files, not one.
+            rendered.append(wait_until(lambda line=line: (lambda text: line in text and text)(
+                state.live_topology()), 30, "the operator's topology.conf with %s" % line.strip(), state.explain))
+        assert len(set(rendered)) == 3, rendered
+        burst = time.monotonic() - t0
+        wait_until(lambda: all(state.switches(w) == ["leaf3", "spine2"] for w in WORKERS), 300,
+                   "both workers on leaf3 under spine2 in scontrol show topology", state.explain)
+        applied = time.monotonic() - t0
+        shown = op.slurm("scontrol show topology").stdout
+        assert [line.split()[0] for line in shown.splitlines()] == ["SwitchName=leaf3", "SwitchName=spine2"], shown
+        assert state.job(job)["JobState"] == "RUNNING"
+        op.jail("touch " + go)
+        record = wait_until(lambda: (lambda r: r.get("JobState") not in ("RUNNING", "COMPLETING") and r)(
+            state.job(job)), 60, "the job to end", state.explain)
+        assert (record["JobState"], record["ExitCode"], record["Restarts"]) == ("COMPLETED", "0:0", "0"), record
+        counted = state.reconfigures() - reconfigures
+        print("e2e-operator: topology relabel burst (3 label changes over %.1f s, each rendered: 3 topology.conf "
+              "versions) -> applied in scontrol show topology %.1f s, %d reconfigure(s) in slurmctld's log"
+              % (burst, applied, counted))
+        assert counted == 1, counted
+        assert state.controller() == controller
+        assert dict((w, op.get("pod", w)["metadata"]["uid"]) for w in WORKERS) == workers
+        op.jail("rm -f " + go)
 
 
 # --- Elastic NodeSets (issue 24's "must show", in-cluster): one cluster, one behaviour per step -----------------

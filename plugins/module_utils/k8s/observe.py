@@ -23,6 +23,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm, SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import login as login_plan
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check
 
 
@@ -33,6 +34,7 @@ class Observation(object):
     namespace: Any
     name: Any
     slurm_transport: Any
+    field_manager: Any
 
     def get_namespace(self):
         return self.api.get("v1", "Namespace", self.namespace, what="get Namespace %s" % self.namespace)
@@ -127,6 +129,7 @@ class Observation(object):
             live = self.api.get("v1", "ConfigMap", names.slurm_config_name(self.name), self.namespace,
                                 what="read ConfigMap %s" % names.slurm_config_name(self.name))
             observed["live_topology"] = ((live or {}).get("data") or {}).get("topology.conf")
+            observed["live_config_written"] = objects.last_written(live, self.field_manager)
             try:  # what Slurm placed, and the file the controller has now (node_labels.plan_topology)
                 observed["slurm_topology"] = self.slurm().show_topology()
                 observed["mounted_topology"] = self.slurm().config_file("topology.conf")

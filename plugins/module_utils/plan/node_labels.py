@@ -17,8 +17,9 @@ runs on; a name whose pod is not on a node (Pending, being replaced, not read) k
 controller has now, so pod churn does not rewrite it; a name never placed is ``unknown``. Slurm reads
 topology.conf only at a reconfigure, and 24.11 places a dynamic node only if it existed at that reconfigure (findings
 B.1): the planner asks for one reconfigure when Slurm's placement of a registered node differs from the file, once
-the controller pod's mounted copy is the file rendered now (a burst of label changes within the kubelet's ConfigMap
-sync is therefore applied by one reconfigure).
+the controller pod's mounted copy is the file rendered now and the ConfigMap has not been written for
+``TOPOLOGY_QUIET`` seconds: label changes less than that apart are one burst, applied by one reconfigure, however soon
+the kubelet brings the controller pod an intermediate file.
 
 A label value that cannot become a feature or a switch name (a newline, ``=``, a space, a comma, longer than a feature
 may be) is refused with an Event; that node keeps what it had (features and placement).
@@ -40,6 +41,9 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render import topo
 FEATURE_RE = re.compile(schema.FEATURE_PATTERN)
 FEATURE_MAX = schema.MAX_SHORT
 EVENT_LABEL_REFUSED = "LabelRefused"
+# Seconds the cluster's ConfigMap must have gone unwritten before a topology change is handed to slurmctld: the end of
+# a burst of label changes (each render rewrites it). The kubelet's sync of the pod's copy usually takes longer anyway.
+TOPOLOGY_QUIET = 10
 
 
 def features_from_labels(labels, prefix):
@@ -233,6 +237,12 @@ def _plan_reconfigure(p, ctx, text, mounted, all_names, placement):
     if mounted != text:
         p.wait(REQUEUE_PROGRESSING, "topology: waiting for the controller pod to see the new topology.conf "
                                     "(%s placed otherwise)" % ", ".join(wrong[:5]))
+        return
+    written = ctx.observed.get("live_config_written")
+    if written is not None and ctx.now - written < TOPOLOGY_QUIET:
+        p.wait(max(1, int(written + TOPOLOGY_QUIET - ctx.now)),
+               "topology: written %d s ago, applied once unchanged for %d s (one reconfigure per burst of label "
+               "changes)" % (max(0, ctx.now - written), TOPOLOGY_QUIET))
         return
     p.reconfigure = "topology.conf: %s placed otherwise" % ", ".join(wrong[:5]) + (
         " and %d more" % (len(wrong) - 5) if len(wrong) > 5 else "")

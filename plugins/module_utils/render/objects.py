@@ -23,6 +23,7 @@ import copy
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import digests, names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 
 APPLIED_HASH = names.ANNOTATION_APPLIED_HASH
 CREATE_ONLY = names.ANNOTATION_CREATE_ONLY
@@ -336,6 +337,15 @@ def parse_conflict(message):
         if field not in fields:
             fields.append(field)
     return managers, fields
+
+
+def last_written(live, manager):
+    """Epoch seconds at which ``manager`` last changed ``live`` (its newest managedFields entry: the API server
+    stamps an entry when a value it owns changes, not at an apply that changes nothing); None when not known."""
+    times = [durations.epoch_of(e.get("time")) for e in ((live or {}).get("metadata") or {}).get("managedFields") or ()
+             if e.get("manager") == manager]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
 
 
 def imperative_only(managers, live):

@@ -275,6 +275,18 @@ def test_imperative_only():
     assert not objects.imperative_only([], live)
 
 
+def test_last_written_is_the_managers_newest_entry():
+    live = {"metadata": {"managedFields": [
+        {"manager": "soperator.slurm", "operation": "Apply", "time": "2026-11-27T03:21:37Z"},
+        {"manager": "soperator.slurm", "operation": "Update", "time": "2026-11-27T03:21:40Z"},
+        {"manager": "kubectl-edit", "operation": "Update", "time": "2026-11-27T03:30:00Z"},
+        {"manager": "other", "operation": "Update"},
+    ]}}
+    assert objects.last_written(live, "soperator.slurm") == 1795749700  # 03:21:40 UTC
+    assert objects.last_written(live, "other") is None
+    assert objects.last_written(live, "nobody") is None and objects.last_written(None, "soperator.slurm") is None
+
+
 # --- input checks ------------------------------------------------------------------------------------------
 
 def test_check_manifests():

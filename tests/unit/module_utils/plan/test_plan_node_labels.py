@@ -1,7 +1,7 @@
 """node_labels.py's planners alone: features and topology from the labels of the workers' Kubernetes nodes."""
 
 import pytest
-from planning import context, slurm, workers
+from planning import NOW, context, slurm, workers
 
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
@@ -167,6 +167,34 @@ def test_a_relabel_moves_the_node_and_asks_one_reconfigure_once_the_controller_h
     now_shown = dict(shown, **{"demo-cpu-1": "leaf1", "demo-cpu-2": "leaf2"})
     p, dummy = plan_topology(four(relabelled, shown=now_shown, mounted=after))
     assert p.reconfigure is None and not p.pending
+
+
+def test_a_burst_of_label_changes_is_one_reconfigure_however_soon_the_controller_pod_has_a_file():
+    """Each render of a burst rewrites the ConfigMap; a controller pod that already has an intermediate file (the
+    kubelet synced it between two changes) is not reconfigured until the ConfigMap has gone unwritten for
+    TOPOLOGY_QUIET seconds, so the burst's later changes are in the one reconfigure."""
+    shown = {"demo-cpu-0": "leaf1", "demo-cpu-1": "leaf2", "demo-cpu-2": "leaf1", "demo-cpu-3": "leaf2"}
+    first = dict(TWO_LEAVES, **leafs(**{"node-1": "leaf1/spine"}))
+    _p, text1 = plan_topology(four(first))
+    obs = four(first, shown=shown, mounted=text1)
+    obs["live_topology"], obs["live_config_written"] = text1, NOW - 2
+    p, again = plan_topology(obs)
+    assert again == text1 and p.reconfigure is None and "one reconfigure per burst" in p.pending[0], p.pending
+    assert p.requeue_after == node_labels.TOPOLOGY_QUIET - 2
+    # The burst goes on: a second change, the ConfigMap rewritten; the pod's copy is the first file.
+    second = dict(first, **leafs(**{"node-2": "leaf2/spine"}))
+    obs = four(second, shown=shown, mounted=text1)
+    obs["live_topology"], obs["live_config_written"] = text1, NOW - 2
+    p, text2 = plan_topology(obs)
+    assert text2 != text1 and p.reconfigure is None and p.pending
+    # The pod has the last file, written just under TOPOLOGY_QUIET ago: still waiting; at TOPOLOGY_QUIET, the one.
+    obs = four(second, shown=shown, mounted=text2)
+    obs["live_topology"], obs["live_config_written"] = text2, NOW - node_labels.TOPOLOGY_QUIET + 1
+    p, dummy = plan_topology(obs)
+    assert p.reconfigure is None and p.requeue_after == 1
+    obs["live_config_written"] = NOW - node_labels.TOPOLOGY_QUIET
+    p, dummy = plan_topology(obs)
+    assert "demo-cpu-1" in p.reconfigure and "demo-cpu-2" in p.reconfigure
 
 
 def test_a_dynamic_node_slurm_left_unplaced_gets_a_reconfigure():
