@@ -21,6 +21,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import kinds, name
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, values
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm, SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import login as login_plan
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check
@@ -176,7 +177,7 @@ class Observation(object):
         not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
         try:
             if every:
-                return dict((n["metadata"]["name"], node_facts(n)) for n in self.api.list(
+                return dict((n["metadata"]["name"], every_node.node_facts(n)) for n in self.api.list(
                     "v1", "Node", what="list Nodes")), None
             found = {}
             hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
@@ -184,7 +185,7 @@ class Observation(object):
             for host in sorted(hosts):
                 node = self.api.get("v1", "Node", host, what="get Node %s" % host)
                 if node is not None:
-                    found[host] = node_facts(node)
+                    found[host] = every_node.node_facts(node)
             return found, None
         except KubernetesError as e:
             return None, "cannot read Kubernetes nodes: %s" % e.msg
@@ -202,12 +203,3 @@ class Observation(object):
             sessions[name] = login_check.parse_sessions(rc, out)
         return sessions
 
-
-def node_facts(node):
-    """What the planners read of a Kubernetes Node."""
-    spec = node.get("spec") or {}
-    return {"unschedulable": bool(spec.get("unschedulable")),
-            "labels": dict((node.get("metadata") or {}).get("labels") or {}),
-            "taints": [dict(t) for t in spec.get("taints") or ()],
-            "conditions": dict((c.get("type"), c.get("status"))
-                               for c in (node.get("status") or {}).get("conditions") or ())}

@@ -45,6 +45,16 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 FAILED_NAMED = 5  # failed pods a NodeSet's status names
 
 
+def node_facts(node):
+    """What the planners read of a Kubernetes Node (the converge's ``k8s_nodes`` values)."""
+    spec = node.get("spec") or {}
+    return {"unschedulable": bool(spec.get("unschedulable")),
+            "labels": dict((node.get("metadata") or {}).get("labels") or {}),
+            "taints": [dict(t) for t in spec.get("taints") or ()],
+            "conditions": dict((c.get("type"), c.get("status"))
+                               for c in (node.get("status") or {}).get("conditions") or ())}
+
+
 def tolerates(toleration, taint):
     """Whether a pod's toleration tolerates a node's taint, as Kubernetes judges it."""
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):

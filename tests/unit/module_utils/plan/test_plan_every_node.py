@@ -297,3 +297,18 @@ def test_the_whole_plan_makes_the_workers_and_renders_no_statefulset_for_the_set
 def test_worker_pods_are_read_whenever_a_nodeset_is_every_node():
     assert model.worker_pods_needed("demo", [make_nodeset("cpu", EVERY)], {}) is True
     assert model.worker_pods_needed("demo", [make_nodeset("cpu", {})], {}) is False
+
+
+def test_node_labels_give_every_node_workers_their_features_and_topology_place():
+    from ansible_collections.soperator.slurm.plugins.module_utils.plan import node_labels
+    spec = dict(EVERY, featureLabelPrefix="feature.example.com/")
+    labels = {"k1": {"pool": "hpc", "feature.example.com/ib": "true", "net/leaf": "l1"}}
+    obs = {"pods": {worker("k1"): pod("k1")}, "slurm": table(slurm_line("k1")), "k8s_nodes": k8s("k1", labels=labels)}
+    ctx = context(cluster_spec={"topology": {"levels": ["net/leaf"]}}, nodesets=(("cpu", spec),), observed=obs)
+    p = model.Plan()
+    text = node_labels.plan_topology(p, ctx, {})
+    assert worker("k1") in text and "SwitchName=l1" in text
+    p.nodesets["cpu"] = {}
+    node_labels.plan_features(p, ctx)
+    assert p.set_features == {worker("k1"): ["cpu", "ib"]}
+    assert p.nodesets["cpu"]["labelFeatures"] == {worker("k1"): ["ib"]}
