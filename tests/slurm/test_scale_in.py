@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dynamic_cluster import STATEFULSET, DynamicCluster, node_name
+from dynamic_cluster import NODE_CONF, STATEFULSET, DynamicCluster, node_addr, node_name
 from slurm_cluster import running, wait_for
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_exec as _slurm
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import LocalTransport, Slurm
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
@@ -237,3 +238,27 @@ def test_module_against_real_slurm(dyn, slurm, recorder, monkeypatch, capsys):
     assert real["changed"] and real["removable"] == predicted["removable"]
     assert real["diff"]["after"][node_name(2)]["reason"] == REASON
     assert not run({})["changed"]
+
+
+def test_a_pod_replaced_with_its_job_is_set_down_first_and_its_new_slurmd_is_resumed(dyn, slurm):
+    """A rolling update past proceedAfter (plan/rolls.py): Slurm 24.11 never ends a batch job that the node's new
+    slurmd does not report (docs/slurm-24.11-findings.md D.2), so the converge sets the node DOWN before deleting
+    its pod: the job ends as on a node failure (NODE_FAIL), and the new slurmd's node is still drained by us
+    (ReturnToService=2 lifts only the DOWN), for the roll to resume."""
+    name = node_name(2)
+    job = dyn.run(["sbatch", "--parsable", "--no-requeue", "-w", name, "-o", "/dev/null", "--wrap", "sleep 3600"]
+                  ).check().stdout.strip()
+    wait_for(lambda: job_state(dyn, job) == "RUNNING", 15, f"job {job} running")
+    slurm.drain([name], names.REASON_UPDATE)
+    slurm.down([name], names.REASON_UPDATE)
+    wait_for(lambda: job_state(dyn, job) == "NODE_FAIL", 15, f"job {job} ended by the node's DOWN")
+    # The pod goes (its slurmd and every step with it); the replacement's slurmd registers under the same name.
+    pid = dyn.run(["cat", f"/run/slurmd-{name}.pid"]).check().stdout.strip()
+    dyn.run(["sh", "-c", f"kill -9 {pid}; pkill -9 slurmstepd; true"])
+    wait_for(lambda: dyn.run(["kill", "-0", pid]).returncode != 0, 15, "the old slurmd gone")
+    dyn.start_slurmd(name, node_addr(2), NODE_CONF).check()
+    node = wait_for(lambda: (lambda n: n if not n["down"] and n["state"] == "IDLE" else None)(node_fields(dyn, name)),
+                    30, f"{name} registered again")
+    assert node["drain"] and node["reason"] == names.REASON_UPDATE, node
+    assert slurm.resume([name]) == [name]
+    wait_for(lambda: dyn.node_state(name).rstrip("*") == "idle", 15, f"{name} idle")

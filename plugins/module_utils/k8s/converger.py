@@ -166,6 +166,10 @@ class Converger(Observation, ConfigChecks):
                 self.api.patch("apps/v1", "StatefulSet", sts_name, self.namespace, {"spec": {"replicas": replicas}},
                                what="scale StatefulSet %s/%s" % (self.namespace, sts_name))
             done["scaled"][sts_name] = replicas
+        for reason, nodes in sorted(plan.down.items()):
+            if not self.check_mode:
+                slurm.down(nodes, reason)
+            done["downed"] = done.get("downed", []) + nodes
         for pod_name, uid in plan.delete_pods:
             if not self.check_mode:
                 # The uid precondition: never the replacement the StatefulSet may already have made.

@@ -179,6 +179,10 @@ class Slurm(object):
     def drain(self, node_names, reason):
         self._update(node_names, "state=drain", "reason=%s" % reason)
 
+    def down(self, node_names, reason):
+        """Mark nodes DOWN: slurmctld ends their jobs as on a node failure (requeued where the job allows it)."""
+        self._update(node_names, "state=down", "reason=%s" % reason)
+
     def resume(self, node_names, prefix=names.DRAIN_REASON_PREFIX):
         """Resume those of ``node_names`` whose CURRENT reason is ours (re-read right before): an admin who
         drained one in the meantime keeps it drained. Returns the names resumed."""

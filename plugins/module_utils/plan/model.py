@@ -164,6 +164,7 @@ class Plan(object):
         self.resume = []             # node names whose drain of ours is over
         self.delete_nodes = []       # Slurm node records whose pods are gone for good
         self.delete_pods = []        # (name, uid) of outdated worker pods to replace (their nodes drained, idle)
+        self.down = {}               # reason -> [node names] set DOWN right before their pods go with jobs
         self.release = []            # NodeSets (being deleted) whose finalizer may go: nothing of them is left
         self.pending = []            # human-readable: what keeps the cluster from settling
         self.underway = []           # the part of it a later pass completes by itself (drains, removals)
@@ -234,7 +235,7 @@ class Plan(object):
 
     @property
     def changes_slurm(self):
-        return bool(self.drain or self.resume or self.delete_nodes or self.power_up or self.power_down
+        return bool(self.drain or self.resume or self.down or self.delete_nodes or self.power_up or self.power_down
                     or self.power_down_force or self.set_features or self.reconfigure)
 
 

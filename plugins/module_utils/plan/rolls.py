@@ -96,7 +96,9 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
         ours = node is not None and (node["drain"] or node["down"]) and node["reason"] == names.REASON_UPDATE
         if pod is None or pod["metadata"].get("deletionTimestamp") or ours:
             in_flight.add(node_name)
-        if ours and node_name in updated and pod_ready(pod) and projection.up(node):
+        # Set DOWN by us when it went with its jobs: its new slurmd registered (ReturnToService 0 or 1 keeps it down)
+        answering = projection.up(node) or (ours and node["down"] and "NOT_RESPONDING" not in node["flags"])
+        if ours and node_name in updated and pod_ready(pod) and answering:
             p.resume.append(node_name)  # replaced: its new pod's slurmd answers
             in_flight.discard(node_name)
     facts = p.nodesets[set_name]
@@ -125,6 +127,9 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
         if removable:
             p.delete_pods.append((node_name, pod["metadata"].get("uid")))
             if expired:
+                # Slurm 24.11 never ends a batch job its node's new slurmd does not report (findings D.2): the node
+                # is set DOWN first, so its jobs end as on a node failure (requeued where their policy says so).
+                p.down.setdefault(names.REASON_UPDATE, []).append(node_name)
                 p.give_up_node(nodeset, node_name, "rolling update", "spec.updateStrategy.proceedAfter",
                                nodeset["spec"]["updateStrategy"]["proceedAfter"], node["reason_time"],
                                pod_uid=pod["metadata"].get("uid"))

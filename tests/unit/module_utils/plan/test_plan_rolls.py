@@ -52,6 +52,8 @@ def test_proceed_after_replaces_a_busy_node_once_its_drain_is_older_and_says_so(
     p = rolling([line("demo-cpu-0", "MIXED+DRAIN", UPDATE, when=NOW - 3600, cpus_alloc=1)], ["rev-1"],
                 {"proceedAfter": "10m"})
     assert p.delete_pods == [("demo-cpu-0", "uid-demo-cpu-0")]
+    # Set DOWN before its pod goes: Slurm 24.11 would keep the job RUNNING on the new pod's node otherwise.
+    assert p.down == {UPDATE: ["demo-cpu-0"]} and p.changes_slurm
     assert [(g["node"], g["setting"], g["pod_uid"]) for g in p.give_up] == [
         ("demo-cpu-0", "spec.updateStrategy.proceedAfter", "uid-demo-cpu-0")]
 
@@ -59,6 +61,18 @@ def test_proceed_after_replaces_a_busy_node_once_its_drain_is_older_and_says_so(
 def test_a_replaced_node_is_resumed_once_its_new_pod_serves():
     p = rolling([line("demo-cpu-0", "IDLE+DRAIN", UPDATE)], [NEW])
     assert p.resume == ["demo-cpu-0"] and p.nodesets["cpu"]["outdatedReplicas"] == 0
+
+
+def test_a_node_set_down_with_its_jobs_is_resumed_once_its_new_slurmd_answers():
+    # ReturnToService 0 or 1 keeps a node DOWN after its new slurmd registered: ours to resume.
+    p = rolling([line("demo-cpu-0", "DOWN+DRAIN", UPDATE)], [NEW])
+    assert p.resume == ["demo-cpu-0"] and not p.down
+    # Not before it registered (the old one is not responding): the new pod must answer first.
+    p = rolling([line("demo-cpu-0", "DOWN+DRAIN+NOT_RESPONDING", UPDATE)], [NEW])
+    assert p.resume == []
+    # Someone else's DOWN is never resumed.
+    p = rolling([line("demo-cpu-0", "DOWN", "bad fan")], [NEW])
+    assert p.resume == []
 
 
 def test_an_admins_drain_with_jobs_is_theirs_to_finish():
