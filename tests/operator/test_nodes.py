@@ -167,3 +167,19 @@ def test_labelling_a_node_for_an_every_node_set_forces_a_run_of_its_cluster_with
     assert ctl.queue.get(timeout=0.1) is None
     watch._on_node(cache.DELETED, labelled("k1", pool="hpc"), None)
     assert ctl.queue.get(timeout=1.0) == (("SlurmCluster", "slurm", "demo"), {Q.REQUEUE})
+
+
+def test_status_changes_count_and_condition_the_workers_of_an_every_node_set():
+    from ansible_collections.soperator.slurm.plugins.module_utils import names
+    from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+    from soperator_operator import slurmstatus as S
+
+    worker = names.every_node_worker("demo", "all", "k1.example.com")
+    slurm = scontrol.parse_show_node("NodeName=%s CPUAlloc=2 CPUTot=2 State=ALLOCATED+DYNAMIC_NORM\n" % worker)
+    nodeset = {"metadata": {"name": "all"}, "spec": {"clusterRef": {"name": "demo"}, "placement": {"everyNode": True}},
+               "status": {"idle": 1, "allocated": 0, "mixed": 0, "drained": 0, "down": 0}}
+    pods = {worker: {"metadata": {"name": worker, "labels": names.labels("demo", names.COMPONENT_WORKER, "all")},
+                     "status": {"conditions": []}}}
+    counts, conditions = S.status_changes([nodeset], {}, pods, slurm)
+    assert counts == [("all", {"idle": 0, "allocated": 1, "mixed": 0, "drained": 0, "down": 0})]
+    assert [(n, c["reason"]) for n, c in conditions] == [(worker, "Allocated")]
