@@ -159,9 +159,10 @@ def facts(want, pods, slurm, problem=None, failed=()):
     result["workerNodes"].update((n, host) for n, host in want.items() if n not in pods)
     if slurm is not None:
         result.update(counts)
-    unplaced = ([problem] if problem else []) + list(failed)[:FAILED_NAMED]
-    if unplaced:
-        result["unschedulable"] = unplaced
+    if problem:  # keeps the NodeSet from Ready, said in its message (status.nodeset_status)
+        result["problem"] = problem
+    if failed:
+        result["unschedulable"] = list(failed)[:FAILED_NAMED]
     return result
 
 

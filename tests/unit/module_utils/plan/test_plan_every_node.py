@@ -12,6 +12,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, every_node, model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -226,13 +227,16 @@ def test_without_slurm_workers_are_made_but_none_is_removed():
 
 
 def test_nodes_not_readable_make_and_remove_nothing_and_the_status_says_why():
-    p, dummy = plan(None, [pod("k1")], table(slurm_line("k1")),
-                    observed={"k8s_nodes_error": "cannot read Kubernetes nodes: forbidden"})
+    p, ctx = plan(None, [pod("k1")], table(slurm_line("k1")),
+                  observed={"k8s_nodes_error": "cannot read Kubernetes nodes: forbidden"})
     assert (p.create_pods, p.delete_pods, p.drain) == ([], [], {})
-    assert "operator_read_nodes" in p.nodesets["cpu"]["unschedulable"][0] and p.deferred
+    assert "operator_read_nodes" in p.nodesets["cpu"]["problem"] and p.deferred
+    status = st.nodeset_status({}, ctx.every_node[0], p, p.nodesets["cpu"], None, "2026-11-27T00:00:00Z")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and "cannot read Kubernetes nodes: forbidden" in ready["message"], ready
     # The operator's cache check does not read Nodes: silent there.
     p, dummy = plan(None, [pod("k1")], None)
-    assert p.create_pods == [] and not p.deferred and "unschedulable" not in p.nodesets["cpu"]
+    assert p.create_pods == [] and not p.deferred and "problem" not in p.nodesets["cpu"]
 
 
 def test_an_outdated_worker_rolls_by_drain_and_replace():
@@ -258,7 +262,7 @@ def test_max_node_count_caps_the_workers_and_says_so():
     p, dummy = plan(k8s("k1", "k2", "k3"), [pod("k3")], None, cluster_spec={"slurm": {"maxNodeCount": 2}})
     made = [m["spec"]["nodeName"] for m in p.create_pods]
     assert made == ["k1"]  # k3's running worker kept first, then nodes in name order
-    assert "maxNodeCount" in p.nodesets["cpu"]["unschedulable"][0]
+    assert "maxNodeCount" in p.nodesets["cpu"]["problem"]
 
 
 def test_maintenance_drains_every_worker_removes_its_pod_once_idle_and_makes_none():
