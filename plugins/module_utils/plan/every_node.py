@@ -43,6 +43,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.worker impo
 # Taint effects that keep a pod off a node (PreferNoSchedule only steers the scheduler, which is not asked here).
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 FAILED_NAMED = 5  # failed pods a NodeSet's status names
+UNMATCHED = "every-node NodeSet (its Kubernetes node no longer matches)"  # the DrainTimeoutExpired Event's words
 
 
 def node_facts(node):
@@ -206,7 +207,7 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
             continue
         if deleting(pod):
             moving.append(pod_name)
-        elif remove(p, ctx, nodeset, pod_name, pod, "removal of its Kubernetes node") is not None:
+        elif remove(p, ctx, nodeset, pod_name, pod, UNMATCHED) is not None:
             waiting.append(pod_name)
     if ctx.slurm is not None and not maintenance:
         # A node that matches again before its worker went: the scale-in is cancelled.

@@ -316,3 +316,14 @@ def test_node_labels_give_every_node_workers_their_features_and_topology_place()
     node_labels.plan_features(p, ctx)
     assert p.set_features == {worker("k1"): ["cpu", "ib"]}
     assert p.nodesets["cpu"]["labelFeatures"] == {worker("k1"): ["ib"]}
+
+
+def test_a_worker_whose_drain_outlived_drain_timeout_goes_with_its_jobs_and_an_event_says_so():
+    spec = dict(EVERY, drainTimeout="10m")
+    busy = table(slurm_line("k1", "MIXED+DRAIN", names.REASON_SCALE_IN, cpus_alloc=1, when=NOW - 3600))
+    p, dummy = plan(k8s(), [pod("k1")], busy, spec=spec)
+    assert p.delete_pods == [(worker("k1"), "uid-k1")]
+    event = model.give_up_event(dict(p.give_up[0], jobs=["42"]))
+    assert event[1] == model.EVENT_DRAIN_TIMEOUT_EXPIRED and "no longer matches" in event[2] and "42" in event[2]
+    p, dummy = plan(k8s(), [pod("k1")], busy, spec=dict(spec, onDrainTimeout="Wait"))
+    assert p.delete_pods == [] and p.give_up == []
