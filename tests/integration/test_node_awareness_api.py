@@ -256,7 +256,7 @@ def test_every_node_follows_labels_and_a_cordoned_node_keeps_its_worker(k8s, nam
     once idle and then its Slurm record; a cordoned node keeps its worker, drained (drainCordoned), and a worker
     deleted there is made again there (Slinky #259)."""
     core = client.CoreV1Api(k8s)
-    label = "every.soperator.dev/%s" % namespace[-12:]
+    label = "every.soperator.dev/t%s" % namespace[-6:]  # the namespace's random hex: a valid label name
     spec = {"placement": {"everyNode": True, "nodeSelector": {"soperator-test": namespace, label: "yes"},
                           "tolerations": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]}}
     cluster = specs.validate_cluster(make_cluster({"healthChecks": {"kubernetesNodes": {"drainCordoned": True}}},
