@@ -209,6 +209,8 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
             moving.append(pod_name)
         elif remove(p, ctx, nodeset, pod_name, pod, UNMATCHED) is not None:
             waiting.append(pod_name)
+        else:
+            moving.append(pod_name)  # deleted now: its Slurm record goes once the pod is gone (a later pass)
     if ctx.slurm is not None and not maintenance:
         # A node that matches again before its worker went: the scale-in is cancelled.
         for pod_name in sorted(want):

@@ -199,6 +199,7 @@ def test_an_unlabelled_node_drains_its_worker_then_removes_its_pod_then_forgets_
     idle = table(slurm_line("k1"), slurm_line("k2", "IDLE+DRAIN", names.REASON_SCALE_IN))
     p, dummy = plan(unlabelled, [pod("k1"), pod("k2")], idle)
     assert p.delete_pods == [(worker("k2"), "uid-k2")] and p.delete_nodes == []
+    assert any(worker("k2") in w for w in p.pending)  # not settled: its Slurm record is still to go
     # Its pod gone: its Slurm record is deleted (no ghost in sinfo), the other worker untouched.
     p, dummy = plan(unlabelled, [pod("k1")], idle)
     assert p.delete_nodes == [worker("k2")] and p.create_pods == [] and p.delete_pods == []
