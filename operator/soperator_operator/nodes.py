@@ -1,6 +1,8 @@
 """Kubernetes Nodes into the work queue: a cordon, an uncordon, a change of a node condition or of its labels runs the
 converge of every SlurmCluster with a worker pod on that node at once (spec.healthChecks.kubernetesNodes: the converge
-drains or resumes their Slurm nodes; spec.featureLabelPrefix, spec.topology: features and topology follow the labels).
+drains or resumes their Slurm nodes; spec.featureLabelPrefix, spec.topology: features and topology follow the labels);
+a node added, deleted, labelled or tainted so that it starts or stops matching an every-node NodeSet
+(spec.placement.everyNode) runs that NodeSet's cluster (its worker is made there, or drained and removed).
 Opt-in (``--watch-nodes``, the role's ``operator_read_nodes``): Nodes are cluster-scoped.
 
 The converge decides; this only says when to look. Its run is forced (a requeue): the caches carry no Slurm state,
@@ -10,6 +12,9 @@ so the drift check could not tell that a drain is due.
 import logging
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import values
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import every_node
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import merge_placement
 
 from . import cache, workqueue
 
@@ -40,6 +45,31 @@ def clusters_on(node_name, pods):
     return sorted(found)
 
 
+def every_node_clusters(old, new, nodesets, clusters):
+    """(namespace, cluster) of the every-node NodeSets whose matching of a Node changed from ``old`` to ``new`` (None:
+    not there: added, deleted). ``nodesets``: the NodeSets (any namespace); ``clusters``: ``{(namespace, name):
+    SlurmCluster}`` (the cluster-wide placement merges under the NodeSet's). Pure."""
+    found = set()
+    node = new or old
+    if node is None:
+        return []
+    node_name = node["metadata"]["name"]
+    before, after = (None if n is None else every_node.node_facts(n) for n in (old, new))
+    for ns in nodesets:
+        spec = ns.get("spec") or {}
+        if not values.every_node(spec):
+            continue
+        namespace = ns["metadata"].get("namespace")
+        cluster_name = (spec.get("clusterRef") or {}).get("name")
+        cluster = clusters.get((namespace, cluster_name))
+        placement = merge_placement(((cluster or {}).get("spec") or {}).get("placement"), spec.get("placement"))
+        was = before is not None and every_node.eligible(node_name, before, placement)
+        now = after is not None and every_node.eligible(node_name, after, placement)
+        if was != now:
+            found.add((namespace, cluster_name))
+    return sorted(found)
+
+
 class NodeWatch:
     def __init__(self, kube, controller):
         self.controller = controller
@@ -49,6 +79,7 @@ class NodeWatch:
         self.informer.start()
 
     def _on_node(self, etype, old, new):
+        self._every_node(etype, old, new)
         if etype != cache.MODIFIED or signature(old) == signature(new):
             return
         pods_informer = self.controller.owned.get("Pod")
@@ -58,4 +89,20 @@ class NodeWatch:
         for namespace, cluster in clusters_on(node_name, pods_informer.store.list()):
             log.info("node %s changed (cordon, conditions or labels): reconciling SlurmCluster %s/%s", node_name,
                      namespace, cluster)
+            self.controller.queue.add((names.CLUSTER_KIND, namespace, cluster), reason=workqueue.REQUEUE)
+
+    def _every_node(self, etype, old, new):
+        informers = getattr(self.controller, "informers", None) or {}
+        sets, crs = informers.get(names.NODESET_KIND), informers.get(names.CLUSTER_KIND)
+        if sets is None:
+            return
+        clusters = dict(((c["metadata"].get("namespace"), c["metadata"]["name"]), c)
+                        for c in (crs.store.list() if crs is not None else ()))
+        if etype == cache.DELETED:
+            old, new = old or new, None
+        elif etype == cache.ADDED:
+            old = None
+        for namespace, cluster in every_node_clusters(old, new, sets.store.list(), clusters):
+            log.info("node %s starts or stops matching an every-node NodeSet: reconciling SlurmCluster %s/%s",
+                     (new or old)["metadata"]["name"], namespace, cluster)
             self.controller.queue.add((names.CLUSTER_KIND, namespace, cluster), reason=workqueue.REQUEUE)

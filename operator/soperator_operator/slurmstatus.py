@@ -12,7 +12,8 @@ import threading
 import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.api import values as api_values
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, model, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 from . import cache, workqueue
@@ -34,12 +35,18 @@ def _ready(pod):
 def status_changes(nodesets, statefulsets, pods, slurm):
     """([(NodeSet name, counts)], [(pod name, condition)]) that differ from what the objects say now. Pure."""
     counts_to_write = []
+    bound = set()  # the workers of every-node NodeSets (no StatefulSet, no ordinal: found by their labels)
     for ns in nodesets:
-        sts = statefulsets.get(names.worker_name(ns["spec"]["clusterRef"]["name"], ns["metadata"]["name"]))
-        if sts is None:
-            continue
-        counts, _serving = projection.nodeset_counts(sts["metadata"]["name"],
-                                                     int((sts.get("spec") or {}).get("replicas") or 0), slurm)
+        if api_values.every_node(ns.get("spec") or {}):
+            own = sorted(model.nodeset_pods(pods, ns["metadata"]["name"]))
+            bound.update(own)
+            counts, _serving = projection.node_counts(own, slurm)
+        else:
+            sts = statefulsets.get(names.worker_name(ns["spec"]["clusterRef"]["name"], ns["metadata"]["name"]))
+            if sts is None:
+                continue
+            counts, _serving = projection.nodeset_counts(sts["metadata"]["name"],
+                                                         int((sts.get("spec") or {}).get("replicas") or 0), slurm)
         status = ns.get("status") or {}
         if any(status.get(k) != v for k, v in counts.items()):
             counts_to_write.append((ns["metadata"]["name"], counts))
@@ -48,7 +55,8 @@ def status_changes(nodesets, statefulsets, pods, slurm):
         names.LABEL_COMPONENT) == names.COMPONENT_WORKER))
     for name, pod in sorted(pods.items()):
         sts_name = names.statefulset_of(name)
-        if sts_name not in sets or names.ordinal(name, sts_name) is None or pod["metadata"].get("deletionTimestamp"):
+        if name not in bound and (sts_name not in sets or names.ordinal(name, sts_name) is None) or \
+                pod["metadata"].get("deletionTimestamp"):
             continue
         desired = projection.pod_condition(slurm.get(name))
         if not projection.same_condition(projection.live_condition(pod), desired):

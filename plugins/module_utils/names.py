@@ -289,6 +289,24 @@ def statefulset_of(pod):
     return pod.rpartition("-")[0]
 
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def every_node_worker(cluster, nodeset, node):
+    """The worker (pod = hostname = Slurm node) of an every-node NodeSet on Kubernetes node ``node``: ``<cluster>-
+    <nodeset>-<node, sanitised>-<5 letters>``, a DNS label of at most 63 characters; pure and stable. The node name is
+    lowercased, each run of characters but [a-z0-9] (the dots of ``n1.example.com``) made one ``-`` and cut to fit;
+    the letters hash the NodeSet and the exact node name, so nodes that sanitise or cut alike (``a.b``, ``a-b``) and
+    sets whose names join alike (``a`` on ``b-x``, ``a-b`` on ``x``) differ, and the name never ends in ``-<digits>``
+    (a StatefulSet pod's, :func:`ordinal`)."""
+    prefix, value, suffix = worker_name(cluster, nodeset), int(digests.of_value([nodeset, node])[:12], 16), ""
+    for _index in range(5):
+        value, digit = divmod(value, len(_LETTERS))
+        suffix += _LETTERS[digit]
+    middle = re.sub(r"[^a-z0-9]+", "-", node.lower())[:max(0, 63 - len(prefix) - len(suffix) - 2)].strip("-")
+    return "-".join(part for part in (prefix, middle, suffix) if part)
+
+
 def controller_pod(cluster):
     """The pod slurmctld runs in (the controller StatefulSet has one): the reconciler asks its scontrol."""
     return pod_name(controller_name(cluster), 0)

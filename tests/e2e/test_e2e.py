@@ -15,6 +15,7 @@ import time
 import yaml
 from conftest import ROOT, wait_until
 
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
 
 
@@ -258,6 +259,58 @@ def test_a_cordoned_node_drains_its_slurm_nodes_and_uncordoning_resumes_them(e2e
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
     assert "DRAIN" not in e2e.node("demo-cpu-0") and "DRAIN" not in e2e.node("demo-cpu-1")
     e2e.site(e2e.definition())
+
+
+def test_an_every_node_set_follows_its_label_and_a_cordon_drains_its_worker(e2e):
+    """spec.placement.everyNode on the real node, under site.yml: labelling the node makes its worker (named for the
+    node, registered in Slurm); a cordon drains that Slurm node ('soperator: node cordoned') and keeps its pod, and a
+    worker deleted on the cordoned node is made again there (Slinky's #259); uncordon resumes it; unlabelling drains
+    it, removes its pod and forgets its Slurm node."""
+    health = {"kubernetesNodes": {"drainCordoned": True}}
+    host = e2e.get("pod", "demo-cpu-0")["spec"]["nodeName"]
+    label = "every.soperator.dev/e2e"
+    worker = names.every_node_worker("demo", "every", host)
+
+    def definition():
+        docs = e2e.definition(health_checks=health, extra_nodeset="every")
+        docs[-1]["spec"]["placement"] = {"everyNode": True, "nodeSelector": {label: "yes"}}
+        return docs
+
+    e2e.kubectl("label", "node", host, label + "=yes", "--overwrite")
+    try:
+        e2e.site(definition())
+        e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", worker])
+        pod = e2e.get("pod", worker)
+        assert pod["spec"]["nodeName"] == host, pod["spec"]
+        status = e2e.get("nodeset", "every")["status"]
+        assert status["workerNodes"] == {worker: host}, status
+        e2e.kubectl("cordon", host)
+        try:
+            e2e.site(definition())
+            node = e2e.node(worker)
+            assert "DRAIN" in node and "Reason=soperator: node cordoned" in node, node
+            assert e2e.get("pod", worker)["metadata"]["uid"] == pod["metadata"]["uid"]  # kept, not evicted
+            e2e.kubectl("delete", "pod", "-n", e2e.namespace, worker, "--wait=true")
+            e2e.site(definition())
+            again = e2e.get("pod", worker)
+            assert again["metadata"]["uid"] != pod["metadata"]["uid"] and again["spec"]["nodeName"] == host
+            wait_until(lambda: (e2e.get("pod", worker) or {}).get("status", {}).get("phase") == "Running", 120,
+                       "the worker running again on its cordoned node", e2e.explain)
+        finally:
+            e2e.kubectl("uncordon", host)
+        e2e.site(definition())
+        e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", worker])
+        assert "DRAIN" not in e2e.node(worker)
+        e2e.kubectl("label", "node", host, label + "-")
+        e2e.site(definition())
+        wait_until(lambda: e2e.get("pod", worker) is None and worker not in e2e.sinfo(), 120,
+                   "the unlabelled node's worker and Slurm node gone", e2e.explain)
+    finally:
+        e2e.kubectl("label", "node", host, label + "-", check=False)
+        e2e.kubectl("uncordon", host, check=False)
+    e2e.site(e2e.definition())
+    assert e2e.get("nodeset", "every") is None
+    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
 
 
 def test_the_health_program_runs_on_the_real_node_and_a_failed_check_drains_it(e2e):

@@ -1,6 +1,7 @@
 """Node awareness against the real kube-apiserver, scheduler and kwok nodes: the rendered one-per-node placement
 (more workers than nodes: the extra stay Pending, never two on a node, the scheduler's reason in the NodeSet's
-status), and the converge adapter reading node labels that the planner turns into Slurm features."""
+status), the converge adapter reading node labels that the planner turns into Slurm features, pinned workers, and
+every-node NodeSets following node labels and cordons."""
 
 
 import pytest
@@ -11,8 +12,17 @@ from resources import make_cluster, make_nodeset
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels, pins
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
+    every_node,
+    model,
+    node_labels,
+    pins,
+    projection,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import (
+    every_node_pods as render_every_node_pods,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -237,3 +247,85 @@ def test_a_pinned_worker_returns_to_its_node_and_its_nodes_deletion_releases_the
     assert host == other
     converge()
     assert nodeset["status"]["pins"] == {"demo-cpu-0": other}
+
+
+def test_every_node_follows_labels_and_a_cordoned_node_keeps_its_worker(k8s, namespace, own_nodes):
+    """spec.placement.everyNode against the real API server and kwok nodes: the converge's own reads (every Node,
+    listed), planner and pod creation. Labelling the two nodes makes one worker on each, named for it; unlabelling one
+    drains its worker first (Slurm's answers are `scontrol show node` lines: kwok runs no slurmd), removes its pod
+    once idle and then its Slurm record; a cordoned node keeps its worker, drained (drainCordoned), and a worker
+    deleted there is made again there (Slinky #259)."""
+    core = client.CoreV1Api(k8s)
+    label = "every.soperator.dev/t%s" % namespace[-6:]  # the namespace's random hex: a valid label name
+    spec = {"placement": {"everyNode": True, "nodeSelector": {"soperator-test": namespace, label: "yes"},
+                          "tolerations": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]}}
+    cluster = specs.validate_cluster(make_cluster({"healthChecks": {"kubernetesNodes": {"drainCordoned": True}}},
+                                                  namespace=namespace))
+    nodeset = specs.validate_nodeset(make_nodeset("cpu", spec, namespace=namespace))
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    worker = dict((n, names.every_node_worker("demo", "cpu", n)) for n in own_nodes)
+
+    def slurm(*lines):
+        return scontrol.parse_show_node("\n".join(
+            "NodeName=%s CPUAlloc=0 CPUTot=2 State=%s+DYNAMIC_NORM AvailableFeatures=cpu ActiveFeatures=cpu%s"
+            % (worker[n], state, " Reason=%s [root@1]" % reason if reason else "") for n, state, reason in lines))
+
+    def converge(table=None):
+        """One pass of the every-node and projection concerns: observe (pods, every Node), plan, make the pods."""
+        pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_NODESET + "=cpu"))
+        found, error = conv.kubernetes_nodes(pods, every=True)
+        assert error is None
+        ctx = model.Context(cluster, [nodeset], [], {}, {"pods": pods, "slurm": table, "k8s_nodes": found}, 0)
+        p = model.Plan()
+        p.valid_nodesets = [nodeset]
+        hashes, render_pod = render_every_node_pods(cluster, [nodeset])
+        every_node.plan_every_node(p, ctx, hashes, render_pod)
+        projection.plan_projection(p, ctx)
+        done = {}
+        conv.act_elastic(p, None, done)
+        for pod_name, uid in p.delete_pods:
+            conv.api.delete("v1", "Pod", pod_name, namespace, uid=uid)
+        return p, done
+
+    def placed():
+        pods = core.list_namespaced_pod(namespace, label_selector=names.LABEL_NODESET + "=cpu").items
+        return sorted((p.metadata.name, p.spec.node_name) for p in pods if not p.metadata.deletion_timestamp)
+
+    p, done = converge()
+    assert done["created_pods"] == [] and placed() == []  # no node labelled: no worker
+    for host in own_nodes:
+        core.patch_node(host, {"metadata": {"labels": {label: "yes"}}})
+    p, done = converge()
+    assert sorted(done["created_pods"]) == sorted(worker.values())
+    assert placed() == sorted((worker[n], n) for n in own_nodes)  # exactly those nodes, the derived names
+    assert p.nodesets["cpu"]["workerNodes"] == dict((worker[n], n) for n in own_nodes)
+    wait_until(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(
+        namespace, label_selector=names.LABEL_NODESET + "=cpu").items), 60, "kwok runs both workers")
+    p, done = converge(slurm((own_nodes[0], "IDLE", None), (own_nodes[1], "IDLE", None)))
+    assert done["created_pods"] == [] and p.drain == {} and p.delete_pods == []  # a second pass changes nothing
+
+    gone, kept = own_nodes
+    core.patch_node(gone, {"metadata": {"labels": {label: None}}})
+    p, done = converge(slurm((gone, "IDLE", None), (kept, "IDLE", None)))
+    assert p.drain == {names.REASON_SCALE_IN: [worker[gone]]} and p.delete_pods == []  # drained first
+    assert placed() == sorted((worker[n], n) for n in own_nodes)
+    drained = slurm((gone, "IDLE+DRAIN", names.REASON_SCALE_IN), (kept, "IDLE", None))
+    p, done = converge(drained)
+    assert [n for n, uid in p.delete_pods] == [worker[gone]]
+    wait_until(lambda: placed() == [(worker[kept], kept)], 60, "the unlabelled node's worker gone")
+    p, done = converge(drained)
+    assert p.delete_nodes == [worker[gone]]  # no ghost in sinfo
+
+    core.patch_node(kept, {"spec": {"unschedulable": True}})
+    p, done = converge(slurm((kept, "IDLE", None)))
+    assert p.drain == {names.REASON_NODE_CORDONED: [worker[kept]]} and p.delete_pods == []
+    assert placed() == [(worker[kept], kept)]  # the cordon keeps the pod
+    core.delete_namespaced_pod(worker[kept], namespace, grace_period_seconds=0)
+    wait_until(lambda: placed() == [], 60, "the worker deleted")
+    p, done = converge(slurm((kept, "IDLE+DRAIN", names.REASON_NODE_CORDONED)))
+    assert done["created_pods"] == [worker[kept]] and placed() == [(worker[kept], kept)]
+    wait_until(lambda: core.read_namespaced_pod(worker[kept], namespace).status.phase == "Running", 60,
+               "the worker running again on its cordoned node")
+    core.patch_node(kept, {"spec": {"unschedulable": False}})
+    p, done = converge(slurm((kept, "IDLE+DRAIN", names.REASON_NODE_CORDONED)))
+    assert p.resume == [worker[kept]]  # uncordon resumes

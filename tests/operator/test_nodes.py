@@ -105,3 +105,81 @@ def test_a_label_change_changes_the_signature():
     labelled = node("k1", Ready="True")
     labelled["metadata"]["labels"] = {"feature.node.kubernetes.io/ib": "true"}
     assert N.signature(labelled) != N.signature(node("k1", Ready="True"))
+
+
+# --- every-node NodeSets: a Node that starts or stops matching runs the cluster --------------------------------------
+def labelled(name, taints=(), **labels):
+    return {"metadata": {"name": name, "labels": dict(labels)}, "spec": {"taints": list(taints)}, "status": {}}
+
+
+def every_node_set(name="cpu", cluster="demo", namespace="slurm", **selector):
+    return {"metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterRef": {"name": cluster}, "placement": {"everyNode": True, "nodeSelector": selector}}}
+
+
+def test_every_node_clusters_are_those_whose_matching_of_the_node_changed():
+    sets = [every_node_set(pool="hpc"), every_node_set("gpu", cluster="ml", namespace="ml", pool="gpu"),
+            {"metadata": {"name": "fixed", "namespace": "slurm"},
+             "spec": {"clusterRef": {"name": "other"}, "placement": {"nodeSelector": {"pool": "hpc"}}}}]
+    assert N.every_node_clusters(labelled("k1"), labelled("k1", pool="hpc"), sets, {}) == [("slurm", "demo")]
+    assert N.every_node_clusters(labelled("k1", pool="hpc"), labelled("k1"), sets, {}) == [("slurm", "demo")]
+    assert N.every_node_clusters(labelled("k1", pool="hpc"), labelled("k1", pool="gpu"), sets, {}) == [
+        ("ml", "ml"), ("slurm", "demo")]
+    assert N.every_node_clusters(labelled("k1", pool="hpc"), labelled("k1", pool="hpc", other="x"), sets, {}) == []
+    assert N.every_node_clusters(None, labelled("k1", pool="hpc"), sets, {}) == [("slurm", "demo")]  # added
+    assert N.every_node_clusters(labelled("k1", pool="hpc"), None, sets, {}) == [("slurm", "demo")]  # deleted
+    taint = [{"key": "gpu", "effect": "NoSchedule"}]
+    assert N.every_node_clusters(labelled("k1", pool="hpc"), labelled("k1", taint, pool="hpc"), sets, {}) == [
+        ("slurm", "demo")]
+    cordoned = labelled("k1", [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}], pool="hpc")
+    assert N.every_node_clusters(labelled("k1", pool="hpc"), cordoned, sets, {}) == []  # a cordon keeps the worker
+
+
+def test_the_cluster_placement_counts_for_every_node_matching():
+    cluster = {"metadata": {"name": "demo", "namespace": "slurm"},
+               "spec": {"placement": {"nodeSelector": {"zone": "a"}}}}
+    sets = [every_node_set(pool="hpc")]
+    assert N.every_node_clusters(labelled("k1"), labelled("k1", pool="hpc"), sets,
+                                 {("slurm", "demo"): cluster}) == []
+    assert N.every_node_clusters(labelled("k1", pool="hpc"), labelled("k1", pool="hpc", zone="a"), sets,
+                                 {("slurm", "demo"): cluster}) == [("slurm", "demo")]
+
+
+class EveryNodeController(FakeController):
+    def __init__(self, pods, nodesets):
+        super().__init__(pods)
+        self.informers = {"NodeSet": type("I", (), {"store": cache.Store()})(),
+                          "SlurmCluster": type("I", (), {"store": cache.Store()})()}
+        for ns in nodesets:
+            self.informers["NodeSet"].store.put(ns)
+
+
+def test_labelling_a_node_for_an_every_node_set_forces_a_run_of_its_cluster_without_a_pod_there():
+    ctl = EveryNodeController([], [every_node_set(pool="hpc")])
+    watch = N.NodeWatch.__new__(N.NodeWatch)
+    watch.controller = ctl
+    watch._on_node(cache.MODIFIED, labelled("k1"), labelled("k1", pool="hpc"))
+    key = ("SlurmCluster", "slurm", "demo")
+    assert ctl.queue.get(timeout=1.0) == (key, {Q.REQUEUE})
+    ctl.queue.done(key)
+    watch._on_node(cache.MODIFIED, labelled("k2", pool="hpc"), labelled("k2", pool="hpc"))  # no change
+    watch._on_node(cache.ADDED, None, labelled("k3"))  # matches nothing
+    assert ctl.queue.get(timeout=0.1) is None
+    watch._on_node(cache.DELETED, labelled("k1", pool="hpc"), None)
+    assert ctl.queue.get(timeout=1.0) == (("SlurmCluster", "slurm", "demo"), {Q.REQUEUE})
+
+
+def test_status_changes_count_and_condition_the_workers_of_an_every_node_set():
+    from ansible_collections.soperator.slurm.plugins.module_utils import names
+    from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+    from soperator_operator import slurmstatus as S
+
+    worker = names.every_node_worker("demo", "all", "k1.example.com")
+    slurm = scontrol.parse_show_node("NodeName=%s CPUAlloc=2 CPUTot=2 State=ALLOCATED+DYNAMIC_NORM\n" % worker)
+    nodeset = {"metadata": {"name": "all"}, "spec": {"clusterRef": {"name": "demo"}, "placement": {"everyNode": True}},
+               "status": {"idle": 1, "allocated": 0, "mixed": 0, "drained": 0, "down": 0}}
+    pods = {worker: {"metadata": {"name": worker, "labels": names.labels("demo", names.COMPONENT_WORKER, "all")},
+                     "status": {"conditions": []}}}
+    counts, conditions = S.status_changes([nodeset], {}, pods, slurm)
+    assert counts == [("all", {"idle": 0, "allocated": 1, "mixed": 0, "drained": 0, "down": 0})]
+    assert [(n, c["reason"]) for n, c in conditions] == [(worker, "Allocated")]

@@ -207,6 +207,24 @@ def _pinned(placement, path):
     return []
 
 
+@_twin(schema.EVERY_NODE_ALONE)
+def _every_node_alone(placement, path):
+    if placement.get("everyNode") and (placement.get("onePerNode") or placement.get("pinned")):
+        return _cel_error(child_path(path, "everyNode"), schema.EVERY_NODE_ALONE)
+    return []
+
+
+def _every_node(spec):
+    return isinstance(spec, dict) and bool((spec.get("placement") or {}).get("everyNode"))
+
+
+@_twin(schema.EVERY_NODE_ELASTIC)
+def _every_node_elastic(spec, path):
+    if "elastic" in spec and _every_node(spec):
+        return _cel_error(child_path(child_path(path, "placement"), "everyNode"), schema.EVERY_NODE_ELASTIC)
+    return []
+
+
 # Transition rules (``self == oldSelf``): judged only on an update, with the stored value.
 @_twin(schema.SPOOL_IMMUTABLE)
 def _spool_immutable(spool, path, old):
@@ -222,6 +240,13 @@ def _cluster_ref_immutable(ref, path, old):
 def _elastic_switch(spec, path, old):
     if isinstance(old, dict) and ("elastic" in spec) != ("elastic" in old):
         return _cel_error(child_path(path, "elastic"), schema.ELASTIC_SWITCH)
+    return []
+
+
+@_twin(schema.EVERY_NODE_SWITCH)
+def _every_node_switch(spec, path, old):
+    if isinstance(old, dict) and _every_node(spec) != _every_node(old):
+        return _cel_error(child_path(child_path(path, "placement"), "everyNode"), schema.EVERY_NODE_SWITCH)
     return []
 
 

@@ -368,6 +368,12 @@ TOPOLOGY_LEVELS_MAX = 8
 FEATURE_LABEL_PREFIX_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                                 r"[A-Za-z0-9._-]*$")
 PINNED_ONE_PER_NODE = "placement.pinned needs placement.onePerNode: a pin is one worker's claim on one node"
+EVERY_NODE_ALONE = ("placement.everyNode puts one worker on every matching node by itself: onePerNode and pinned "
+                    "do not apply with it (leave them false)")
+EVERY_NODE_ELASTIC = ("placement.everyNode and elastic exclude each other: Kubernetes nodes decide which workers of an "
+                      "every-node NodeSet run, Slurm's power saving those of an elastic one")
+EVERY_NODE_SWITCH = ("a NodeSet cannot switch placement.everyNode on or off: its running jobs would lose their nodes; "
+                     "create a new NodeSet and delete this one (its nodes are drained first)")
 
 
 def topology_schema():
@@ -1083,9 +1089,18 @@ def nodeset_placement_schema():
         "Each worker comes back to the Kubernetes node it last ran on (a required node affinity, recorded in "
         "status.pins), until that node is gone or no longer matches the NodeSet's placement. Needs onePerNode.",
         default=False)
+    placement["properties"]["everyNode"] = _b(
+        "One worker on every Kubernetes node that matches the placement (nodeSelector, required node affinity, "
+        "tolerated taints), as a DaemonSet would; spec.replicas is not used. Each worker is named for its node "
+        "(<cluster>-<nodeset>-<node>-<5 letters>), runs there even while the node is cordoned (a cordon drains it "
+        "with spec.healthChecks.kubernetesNodes.drainCordoned), and is drained before its pod goes when the node stops "
+        "matching or is deleted. Needs the permission to list Nodes (the operator's operator_read_nodes). Cannot be "
+        "switched on or off on an existing NodeSet.", default=False)
     placement["x-kubernetes-validations"] = [
         _rule("!has(self.pinned) || !self.pinned || (has(self.onePerNode) && self.onePerNode)",
-              PINNED_ONE_PER_NODE, ".pinned")]
+              PINNED_ONE_PER_NODE, ".pinned"),
+        _rule("!has(self.everyNode) || !self.everyNode || ((!has(self.onePerNode) || !self.onePerNode) && "
+              "(!has(self.pinned) || !self.pinned))", EVERY_NODE_ALONE, ".everyNode")]
     return placement
 
 
@@ -1094,8 +1109,8 @@ def nodeset_schema():
         "clusterRef": _o("The SlurmCluster (same namespace) the nodes join; immutable.", {
             "name": _s("Name of the SlurmCluster.", maxLength=CLUSTER_NAME_MAX, pattern=DNS_LABEL_PATTERN),
         }, required=["name"], **{"x-kubernetes-validations": [_rule("self == oldSelf", CLUSTER_REF_IMMUTABLE)]}),
-        "replicas": _i("Number of nodes (fixed NodeSets; not used by an elastic one).", minimum=0, maximum=65000,
-                       default=1),
+        "replicas": _i("Number of nodes (fixed NodeSets; not used by an elastic or every-node one).", minimum=0,
+                       maximum=65000, default=1),
         "elastic": _o("Elastic NodeSet: Slurm decides which nodes run. Every node name <cluster>-<nodeset>-<i> "
                       "(i < maxNodes) is in Slurm from the start, powered down; Slurm's power saving powers up "
                       "exactly the nodes a job was given and powers idle ones down after "
@@ -1157,7 +1172,12 @@ def nodeset_schema():
                     pattern=IMAGE_PATTERN),
         "healthChecks": nodeset_health_checks_schema(),
     }, required=["clusterRef"], **{"x-kubernetes-validations": [
-        _rule("has(self.elastic) == has(oldSelf.elastic)", ELASTIC_SWITCH)]})
+        _rule("has(self.elastic) == has(oldSelf.elastic)", ELASTIC_SWITCH),
+        _rule("!has(self.elastic) || !has(self.placement) || !has(self.placement.everyNode) || "
+              "!self.placement.everyNode", EVERY_NODE_ELASTIC, ".placement.everyNode"),
+        _rule("(has(self.placement) && has(self.placement.everyNode) && self.placement.everyNode) == "
+              "(has(oldSelf.placement) && has(oldSelf.placement.everyNode) && oldSelf.placement.everyNode)",
+              EVERY_NODE_SWITCH, ".placement.everyNode")]})
 
     status = {
         "type": "object",
@@ -1204,6 +1224,8 @@ def nodeset_schema():
                                 _s("What and why.", maxLength=1024), 1024),
             "pins": _m("spec.placement.pinned: the Kubernetes node each worker is pinned to (where it last ran).",
                        _s("A Kubernetes node name.", maxLength=253), 65000),
+            "workerNodes": _m("spec.placement.everyNode: each worker (Slurm node = pod name) and the Kubernetes "
+                              "node it is for.", _s("A Kubernetes node name.", maxLength=253), 65000),
             "conditions": _conditions_schema(),
         },
     }

@@ -127,8 +127,16 @@ def elastic(nodeset_spec):
     return bool(nodeset_spec.get("elastic"))
 
 
+def every_node(nodeset_spec):
+    """Whether the NodeSet has one worker on every matching Kubernetes node (spec.placement.everyNode)."""
+    return bool((nodeset_spec.get("placement") or {}).get("everyNode"))
+
+
 def nodeset_size(nodeset_spec):
-    """How many Slurm node names the NodeSet may take: its replicas, or an elastic set's maxNodes."""
+    """How many Slurm node names the NodeSet may take: its replicas, or an elastic set's maxNodes; an every-node set's
+    depend on the Kubernetes nodes (0 here: plan/every_node.py keeps them within what maxNodeCount leaves)."""
+    if every_node(nodeset_spec):
+        return 0
     if elastic(nodeset_spec):
         return int(nodeset_spec["elastic"]["maxNodes"])
     return int(nodeset_spec.get("replicas", 1))

@@ -225,7 +225,7 @@ class Converger(Observation, ConfigChecks):
                     # ResumeTimeout and requeues its job; said here and on the NodeSet, the other nodes go on.
                     self.warnings.append(e.msg)
                     plan.events.append((manifest["metadata"]["labels"].get(names.LABEL_NODESET), "Warning",
-                                        "PodRefused", "the pod of powered-up node %s was refused: %s"
+                                        "PodRefused", "the pod of worker %s was refused: %s"
                                         % (pod_name, e.msg[:500])))
                     continue
             done["created_pods"].append(pod_name)

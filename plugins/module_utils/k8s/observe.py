@@ -21,6 +21,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import kinds, name
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, values
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm, SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import login as login_plan
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
@@ -122,9 +123,10 @@ class Observation(object):
         labels = topology or any((ns.get("spec") or {}).get("featureLabelPrefix") for ns in nodesets)
         pinned = sorted(set(host for ns in nodesets if ((ns.get("spec") or {}).get("placement") or {}).get("pinned")
                             for host in ((ns.get("status") or {}).get("pins") or {}).values()))
-        if pinned or (slurm_nodes is not None and (settings.get("drainCordoned") or settings.get("drainOnConditions")
-                                                   or labels)):
-            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods, pinned)
+        every_node = any(values.every_node(ns.get("spec") or {}) for ns in nodesets)
+        if every_node or pinned or (slurm_nodes is not None and (settings.get("drainCordoned")
+                                                                 or settings.get("drainOnConditions") or labels)):
+            observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods, pinned, every_node)
         if slurm_nodes is not None and topology:
             live = self.api.get("v1", "ConfigMap", names.slurm_config_name(self.name), self.namespace,
                                 what="read ConfigMap %s" % names.slurm_config_name(self.name))
@@ -172,24 +174,24 @@ class Observation(object):
             return None, "the sssd sidecar of %s has not looked at the directory yet" % name
         return out, None
 
-    def kubernetes_nodes(self, pods, more=()):
-        """({name: {"unschedulable", "conditions"}} of the Kubernetes nodes the pods run on, error); (None, why)
-        when Nodes may not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
-        found = {}
-        hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
-                    if (p.get("spec") or {}).get("nodeName")) | set(more)
-        for host in sorted(hosts):
-            try:
+    def kubernetes_nodes(self, pods, more=(), every=False):
+        """({name: {"unschedulable", "labels", "taints", "conditions"}} of the Kubernetes nodes the pods run on (and
+        ``more``; ``every``: all of them, one list, for the every-node NodeSets), error); (None, why) when Nodes may
+        not be read (cluster-scoped: the operator's opt-in ClusterRole, operator_read_nodes)."""
+        try:
+            if every:
+                return dict((n["metadata"]["name"], every_node.node_facts(n)) for n in self.api.list(
+                    "v1", "Node", what="list Nodes")), None
+            found = {}
+            hosts = set(str((p.get("spec") or {}).get("nodeName")) for p in pods.values()
+                        if (p.get("spec") or {}).get("nodeName")) | set(more)
+            for host in sorted(hosts):
                 node = self.api.get("v1", "Node", host, what="get Node %s" % host)
-            except KubernetesError as e:
-                return None, "cannot read Kubernetes nodes: %s" % e.msg
-            if node is None:
-                continue
-            found[host] = {"unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
-                           "labels": dict((node.get("metadata") or {}).get("labels") or {}),
-                           "conditions": dict((c.get("type"), c.get("status"))
-                                              for c in (node.get("status") or {}).get("conditions") or ())}
-        return found, None
+                if node is not None:
+                    found[host] = every_node.node_facts(node)
+            return found, None
+        except KubernetesError as e:
+            return None, "cannot read Kubernetes nodes: %s" % e.msg
 
     def login_sessions(self, statefulsets, pods):
         """{pod: open sessions} of the outdated login pods (only they are asked); None when one cannot tell."""
@@ -203,3 +205,4 @@ class Observation(object):
                 continue
             sessions[name] = login_check.parse_sessions(rc, out)
         return sessions
+

@@ -41,7 +41,8 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import referen
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    backup, components, elastic, login, maintenance, node_labels, pins, projection, rolls, scale, slurm_config,
+    backup, components, elastic, every_node, login, maintenance, node_labels, pins, projection, rolls, scale,
+    slurm_config,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -164,6 +165,9 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     if ctx.elastic or ctx.elastic_leaving:
         hashes, render_pod = render.elastic_pods(cluster_ok, rendered, collection_version)
         elastic.plan_elastic(p, ctx, hashes, render_pod)
+    if ctx.every_node or ctx.every_node_leaving:
+        hashes, render_pod = render.every_node_pods(cluster_ok, rendered, collection_version)
+        every_node.plan_every_node(p, ctx, hashes, render_pod)
     rolls.plan_rolls(p, ctx, replicas.rolling)
     login.plan_login(p, ctx)
     scale.plan_node_records(p, ctx, dict(replicas.kept, **elastic.kept(ctx)))

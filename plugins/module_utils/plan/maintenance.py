@@ -18,9 +18,9 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, drain_timeout, replicas,
+    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, drain_timeout, name, nodeset_pods, replicas,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import give_up_expired, resume_ours
 
 
@@ -47,7 +47,8 @@ def plan_maintenance(p, ctx):
             for entry in entries:
                 if entry["action"] == drains.DRAIN:
                     p.drain_node(entry["name"], names.REASON_MAINTENANCE)
-            busy = [e["name"] for e in entries if not e["removable"]] + elastic.plan_maintenance(p, ctx)
+            busy = ([e["name"] for e in entries if not e["removable"]] + elastic.plan_maintenance(p, ctx)
+                    + every_node.maintenance_waiting(p, ctx))
             if busy:
                 p.wait(REQUEUE_DRAINING, "maintenance waits for %s to drain" % ", ".join(busy))
             else:
@@ -55,11 +56,12 @@ def plan_maintenance(p, ctx):
                 for entry in entries:
                     give_up_expired(p, sets[names.statefulset_of(entry["name"])], [entry], slurm, "maintenance")
     elif slurm is not None:
-        resume_ours(p, slurm, worker_nodes + elastic.every_name(ctx), (names.REASON_MAINTENANCE,))
+        resume_ours(p, slurm, worker_nodes + elastic.every_name(ctx) + every_node.every_name(ctx),
+                    (names.REASON_MAINTENANCE,))
     if slurm is not None and not values.health_enabled(spec):
         # The health program no longer runs: nobody else would ever resume the drains it left (NCCL drains are a
         # measurement, and stay for an administrator).
-        for node_name in worker_nodes:
+        for node_name in worker_nodes + every_node.every_name(ctx):
             node = slurm.get(node_name)
             reason = (node or {}).get("reason") or ""
             if node and node["drain"] and reason.startswith(names.HEALTH_REASON_PREFIX) and not reason.startswith(
@@ -88,7 +90,9 @@ def plan_slurm_user(p, ctx, maintenance_ready):
     whose slurmctld runs as another user (an upgrade from a release before this one: root) keeps it while any worker
     runs; it changes when none does: maintenance, or every NodeSet at zero."""
     running = running_slurm_user(ctx.statefulsets.get(names.controller_name(ctx.name)))
-    if running is None or running == names.SLURM_USER or not ctx.worker_nodes() or maintenance_ready:
+    every_node_workers = any(nodeset_pods(ctx.pods, name(ns)) for ns in ctx.every_node + ctx.every_node_leaving)
+    if running is None or running == names.SLURM_USER or maintenance_ready or not (ctx.worker_nodes()
+                                                                                    or every_node_workers):
         return names.SLURM_USER
     p.slurm_user_kept = ("slurmctld keeps running as %s, not %s: Slurm cannot change SlurmUser under running "
                          "slurmd without stranding their jobs; it changes at the next maintenance "

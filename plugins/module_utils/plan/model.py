@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 
 # The label the StatefulSet controller puts on each pod: the revision of the template it was made from.
 REVISION_LABEL = "controller-revision-hash"
@@ -51,6 +51,13 @@ def labels(obj):
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
+def nodeset_pods(pods, set_name):
+    """``{name: pod}`` of a NodeSet's worker pods, by their labels (an every-node NodeSet's have no ordinal)."""
+    return dict((pod_name, pod) for pod_name, pod in pods.items()
+                if labels(pod).get(names.LABEL_NODESET) == set_name
+                and labels(pod).get(names.LABEL_COMPONENT) == names.COMPONENT_WORKER)
+
+
 def pod_ready(pod):
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in ((pod.get("status") or {}).get("conditions") or []))
@@ -82,8 +89,8 @@ def worker_pods_needed(cluster_name, nodesets, statefulsets):
     going, readiness problems). With Slurm's view they always do (its states go onto every worker pod); a pass that
     would generate a key Secret reads them too (which pods hold the keys). Pure."""
     staying = set(names.worker_name(cluster_name, name(ns)) for ns in nodesets if not deleting(ns))
-    if len(staying) != len(nodesets):
-        return True
+    if len(staying) != len(nodesets) or any(values.every_node(ns.get("spec") or {}) for ns in nodesets):
+        return True  # a NodeSet leaves, or an every-node set's workers (no StatefulSet to say they are settled)
     for sts_name, sts in statefulsets.items():
         if labels(sts).get(names.LABEL_COMPONENT) != names.COMPONENT_WORKER:
             continue
@@ -111,9 +118,14 @@ class Context(object):
         # Elastic NodeSets (spec.elastic) have no StatefulSet: plan/elastic.py decides their pods; every other
         # planner sees the fixed ones only.
         self.elastic = [ns for ns in valid if ns["spec"].get("elastic")]
-        self.valid = [ns for ns in valid if not ns["spec"].get("elastic")]
         self.leaving = [ns for ns in leaving if not ns["spec"].get("elastic")]
         self.elastic_leaving = [ns for ns in leaving if ns["spec"].get("elastic")]
+        # Every-node NodeSets (spec.placement.everyNode) have no StatefulSet either: plan/every_node.py decides their
+        # pods, one per matching Kubernetes node.
+        self.every_node = [ns for ns in valid if values.every_node(ns["spec"]) and not ns["spec"].get("elastic")]
+        self.every_node_leaving = [ns for ns in self.leaving if values.every_node(ns["spec"])]
+        self.valid = [ns for ns in valid if not ns["spec"].get("elastic") and not values.every_node(ns["spec"])]
+        self.leaving = [ns for ns in self.leaving if not values.every_node(ns["spec"])]
         self.invalid = invalid
         self.observed = observed
         self.statefulsets = observed.get("statefulsets") or {}
@@ -171,7 +183,7 @@ class Plan(object):
         self.pod_conditions = {}     # worker pod name -> its SlurmNodeReady condition (projection.pod_condition)
         self.evict = []              # (pod name, uid, Kubernetes node, why): cordon that node, evict the pod
         self.give_up = []            # dicts (give_up_node): busy nodes whose pods go now, past a drain timeout
-        self.create_pods = []        # Pod manifests of elastic nodes Slurm powered up (plan/elastic.py)
+        self.create_pods = []        # Pod manifests: elastic nodes Slurm powered up, every-node workers to make
         self.power_up = []           # elastic nodes to power up (minNodes)
         self.power_down = []         # elastic nodes to power down once idle (an older pod template)
         self.power_down_force = []   # elastic nodes handed back after a failed resume

@@ -33,8 +33,10 @@ import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import REQUEUE_PROGRESSING, deleting, name
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, every_node
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
+    REQUEUE_PROGRESSING, deleting, name, nodeset_pods,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
 
 # The feature a label gives: the NodeSet's own feature rules (spec.features), one owner.
@@ -79,8 +81,10 @@ def worker_hosts(ctx, nodeset):
     """{Slurm node (pod) name: its Kubernetes node} of the NodeSet's live, scheduled pods."""
     sts_name = ctx.worker_statefulset(nodeset)
     found = {}
+    bound = nodeset_pods(ctx.pods, name(nodeset)) if nodeset in ctx.every_node else {}  # named for their nodes
     for pod_name, pod in ctx.pods.items():
-        if names.statefulset_of(pod_name) != sts_name or names.ordinal(pod_name, sts_name) is None or deleting(pod):
+        if pod_name not in bound and (names.statefulset_of(pod_name) != sts_name
+                                      or names.ordinal(pod_name, sts_name) is None) or deleting(pod):
             continue
         host = (pod.get("spec") or {}).get("nodeName")
         if host:
@@ -94,7 +98,7 @@ def _nodes(ctx):
 
 def plan_features(p, ctx):
     """``p.set_features`` {node: features}, ``p.nodesets[set]["labelFeatures"]`` and ``p.label_events``."""
-    sets = [ns for ns in ctx.valid if ns["spec"].get("featureLabelPrefix")]
+    sets = [ns for ns in ctx.valid + ctx.every_node if ns["spec"].get("featureLabelPrefix")]
     if not sets or ctx.slurm is None:
         return
     k8s_nodes = _nodes(ctx)
@@ -154,6 +158,10 @@ def worker_names(ctx, counts):
         found += [names.pod_name(sts_name, o) for o in range(counts.get(name(ns), ns["spec"]["replicas"]))]
     for ns in sorted(ctx.elastic + ctx.elastic_leaving, key=name):
         found += elastic.node_names(ctx.name, ns)
+    k8s_nodes = _nodes(ctx)
+    for ns in sorted(ctx.every_node, key=name):  # its workers now, and those of the nodes that match
+        wanted = every_node.wanted(ctx.name, ctx.spec.get("placement"), ns, k8s_nodes) if k8s_nodes else {}
+        found += sorted(set(nodeset_pods(ctx.pods, name(ns))) | set(wanted))
     return found
 
 
@@ -204,7 +212,7 @@ def plan_topology(p, ctx, counts):
     if k8s_nodes is None:
         p.deferred.append("spec.topology: %s" % (ctx.observed.get("k8s_nodes_error") or "Kubernetes nodes not read"))
     else:
-        for ns in sorted(ctx.valid + ctx.elastic + ctx.elastic_leaving, key=name):
+        for ns in sorted(ctx.valid + ctx.elastic + ctx.elastic_leaving + ctx.every_node, key=name):
             for pod_name, host in sorted(worker_hosts(ctx, ns).items()):
                 if pod_name not in all_names or host not in k8s_nodes:
                     continue
@@ -274,7 +282,7 @@ def plan_label_events(p, ctx):
     """Each refused label once: ``p.nodesets[set]["labelsRefused"]`` lists the NodeSet's refusals now (its status),
     and only those not already there stay in ``p.label_events`` (an Event each)."""
     fresh = []
-    for ns in ctx.valid:
+    for ns in ctx.valid + ctx.every_node:
         if name(ns) not in p.nodesets:
             continue
         now = sorted(set(m for set_name, m in p.label_events if set_name == name(ns)))
@@ -282,5 +290,5 @@ def plan_label_events(p, ctx):
         if now or before:
             p.nodesets[name(ns)]["labelsRefused"] = now
         fresh += [(name(ns), m) for m in now if m not in before]
-    known = set(name(ns) for ns in ctx.valid)
+    known = set(name(ns) for ns in ctx.valid + ctx.every_node)
     p.label_events = fresh + [(s, m) for s, m in p.label_events if s not in known]

@@ -17,7 +17,9 @@ __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import REQUEUE_PROGRESSING, deleting
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
+    REQUEUE_PROGRESSING, deleting, nodeset_pods,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 # Base states in which a node serves jobs (flags such as DRAIN are judged separately).
@@ -185,7 +187,10 @@ def plan_projection(p, ctx):
     workers = dict((name, pod) for name, pod in ctx.pods.items()
                    if names.statefulset_of(name) in sets and names.ordinal(name, names.statefulset_of(name)) is not None
                    and not deleting(pod))
-    for name in workers:
+    # Every-node workers belong to their node: never moved (their pod would come back there), projected all the same.
+    bound = dict((name, pod) for ns in ctx.every_node + ctx.every_node_leaving
+                 for name, pod in nodeset_pods(ctx.pods, ns["metadata"]["name"]).items() if not deleting(pod))
+    for name in list(workers) + list(bound):
         p.pod_conditions[name] = pod_condition(slurm.get(name))
     settings = spec["healthChecks"]["kubernetesNodes"]
     if settings.get("evictUnhealthyAfter"):
@@ -196,13 +201,13 @@ def plan_projection(p, ctx):
             p.wait(REQUEUE_PROGRESSING, "%s: unhealthy since more than %s (%s): moving it to another node"
                    % (name, settings["evictUnhealthyAfter"], why))
     if settings["drainCordoned"] or settings.get("drainOnConditions"):
-        _project_kubernetes_nodes(p, ctx, workers, settings)
+        _project_kubernetes_nodes(p, ctx, dict(workers, **bound), settings)
     # What Kubernetes is told is Slurm as this pass leaves it: its own drains and resumes included.
     after = after_actions(slurm, p)
     for name in p.pod_conditions:
         p.pod_conditions[name] = pod_condition(after.get(name))
     for facts in p.nodesets.values():
-        if facts.get("elastic"):
+        if facts.get("nodes") is not None:  # elastic and every-node sets: their node names
             counts, dummy = node_counts(facts["nodes"], after)
         else:
             counts, dummy = nodeset_counts(facts["statefulset"], facts["replicas"], after)

@@ -58,38 +58,49 @@ def _legacy_timeout_note(nodeset, waiting, timeout, now):
 
 
 def roll(p, nodeset, sts_name, sts, count, pods, slurm, now):
-    """The rolling update of one NodeSet's workers (their StatefulSet is OnDelete): an outdated pod (another
-    template revision than the StatefulSet's update revision) is replaced only once its Slurm node is drained
-    (REASON_UPDATE) and idle, or drained for longer than ``updateStrategy.proceedAfter`` when that is set; at most
-    ``maxUnavailable`` nodes of the set are drained or replaced at a time; a replaced node is resumed once its new
-    pod is ready (its slurmd registered and answering). The drained nodes with jobs go to the NodeSet's facts
-    (``waitingFor``, for its status). Returns (updated, outdated) pod counts."""
+    """The rolling update of one NodeSet's workers (their StatefulSet is OnDelete): an outdated pod is one of another
+    template revision than the StatefulSet's update revision; :func:`roll_pods` replaces them, highest ordinal first
+    (the StatefulSet's own order). Returns (updated, outdated) pod counts."""
     set_name = name(nodeset)
     revision = (sts.get("status") or {}).get("updateRevision")
-    ordinals = range(min(count, replicas(sts)))
-    mine = dict((o, pods.get(names.pod_name(sts_name, o))) for o in ordinals)
+    order = [names.pod_name(sts_name, o) for o in reversed(range(min(count, replicas(sts))))]
+    mine = dict((n, pods.get(n)) for n in order)
     if not revision_seen(sts):
         # The StatefulSet controller has not seen the latest template yet; its status update brings the next pass.
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for the StatefulSet's new revision" % set_name)
         return None, None
-    updated = [o for o, pod in mine.items() if pod is not None and labels(pod).get(REVISION_LABEL) == revision]
-    outdated = [o for o, pod in mine.items() if pod is not None and labels(pod).get(REVISION_LABEL) != revision]
+    updated = set(n for n, pod in mine.items() if pod is not None and labels(pod).get(REVISION_LABEL) == revision)
+    return roll_pods(p, nodeset, order, mine, updated, slurm, now)
+
+
+def roll_pods(p, nodeset, order, mine, updated, slurm, now):
+    """Replace a NodeSet's outdated worker pods: ``order`` the worker names in the order to replace them, ``mine``
+    ``{name: pod or None}``, ``updated`` the names whose pods are on the current template (a pod not in it is
+    outdated). An outdated pod is replaced only once its Slurm node is drained (REASON_UPDATE) and idle, or drained for
+    longer than ``updateStrategy.proceedAfter`` when that is set; at most ``maxUnavailable`` nodes of the set are
+    drained or replaced at a time; a replaced node is resumed once its new pod is ready (its slurmd registered and
+    answering). The drained nodes with jobs go to the NodeSet's facts (``waitingFor``, for its status). Returns
+    (updated, outdated) pod counts."""
+    set_name = name(nodeset)
+    updated = [n for n in order if n in updated and mine.get(n) is not None]
+    outdated = [n for n in order if mine.get(n) is not None and n not in updated]
     if slurm is None:
         if outdated:
             p.wait(REQUEUE_SLURM_UNREACHABLE, "NodeSet %s: %d outdated nodes wait for slurmctld to answer (to drain "
                                               "first)" % (set_name, len(outdated)))
         return len(updated), len(outdated)
     in_flight = set()
-    for o, pod in mine.items():
-        node = slurm.get(names.pod_name(sts_name, o))
+    for node_name in reversed(order):
+        pod = mine.get(node_name)
+        node = slurm.get(node_name)
         ours = node is not None and (node["drain"] or node["down"]) and node["reason"] == names.REASON_UPDATE
         if pod is None or pod["metadata"].get("deletionTimestamp") or ours:
-            in_flight.add(o)
+            in_flight.add(node_name)
         # Set DOWN by us when it went with its jobs: its new slurmd registered (ReturnToService 0 or 1 keeps it down)
         answering = projection.up(node) or (ours and node["down"] and "NOT_RESPONDING" not in node["flags"])
-        if ours and o in updated and pod_ready(pod) and answering:
-            p.resume.append(names.pod_name(sts_name, o))  # replaced: its new pod's slurmd answers
-            in_flight.discard(o)
+        if ours and node_name in updated and pod_ready(pod) and answering:
+            p.resume.append(node_name)  # replaced: its new pod's slurmd answers
+            in_flight.discard(node_name)
     facts = p.nodesets[set_name]
     facts["waitingFor"] = []
     if not outdated:
@@ -97,14 +108,13 @@ def roll(p, nodeset, sts_name, sts, count, pods, slurm, now):
     budget = nodeset["spec"]["updateStrategy"]["maxUnavailable"] - len(in_flight)
     timeout = update_timeout(nodeset)
     draining, blocked = [], []
-    for o in sorted(outdated, reverse=True):  # the StatefulSet's own order: highest ordinal first
-        node_name = names.pod_name(sts_name, o)
-        pod = mine[o]
+    for node_name in outdated:
+        pod = mine[node_name]
         node = slurm.get(node_name)
         if pod["metadata"].get("deletionTimestamp"):
             continue
         action, removable, expired = drains.plan_node(node, now=now, drain_timeout=timeout)
-        if o not in in_flight:
+        if node_name not in in_flight:
             if budget <= 0:
                 continue
             budget -= 1

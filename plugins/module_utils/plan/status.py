@@ -195,7 +195,7 @@ def nodeset_status(old, obj, plan, facts, selector, now):
     if facts is not None:
         want = facts["desired"]
         ready = (not facts.get("leaving") and facts["replicas"] == want and facts["readyReplicas"] >= want
-                 and facts["serving"] >= want and (plan.phase != "Maintenance"))
+                 and facts["serving"] >= want and (plan.phase != "Maintenance") and not facts.get("problem"))
         if facts.get("leaving"):
             reason, message = REASON_LEAVING, "draining and removing its nodes"
         elif plan.phase == "Maintenance":
@@ -209,6 +209,8 @@ def nodeset_status(old, obj, plan, facts, selector, now):
                 message += ", %d replicas kept until their nodes drain" % facts["replicas"]
             if facts.get("unschedulable"):
                 message += "; not placed: " + "; ".join(facts["unschedulable"])
+            if facts.get("problem"):
+                message += "; " + facts["problem"]
         conds = set_condition(conds, "Ready", "True" if ready else "False", reason, message, gen, now)
         if facts.get("outdatedReplicas") is not None:
             outdated = facts["outdatedReplicas"]
@@ -236,7 +238,7 @@ def nodeset_status(old, obj, plan, facts, selector, now):
                 status[key] = facts[key]
         if "labelsRefused" in facts:
             status["labelsRefused"] = facts["labelsRefused"]
-        for key in ("labelFeatures", "pins"):
+        for key in ("labelFeatures", "pins", "workerNodes"):
             if key in facts:
                 # A merge patch: a worker no longer listed is removed by null.
                 gone = dict((n, None) for n in ((old or {}).get(key) or {}) if n not in facts[key])

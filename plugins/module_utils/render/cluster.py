@@ -41,12 +41,15 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.jail import
 from ansible_collections.soperator.slurm.plugins.module_utils.render.login import login, login_service
 from ansible_collections.soperator.slurm.plugins.module_utils.render.network import network_policies
 from ansible_collections.soperator.slurm.plugins.module_utils.render.rest import rest_service, slurmrestd
-from ansible_collections.soperator.slurm.plugins.module_utils.render.worker import elastic_pod, elastic_template, worker
+from ansible_collections.soperator.slurm.plugins.module_utils.render.worker import (
+    elastic_pod, elastic_template, every_node_pod, every_node_template, worker,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf import (
     render_config_files,
     render_slurmdbd_conf,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster_with_nodesets
+from ansible_collections.soperator.slurm.plugins.module_utils.api.values import every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.render.sshd_conf import render_sshd_config
 from ansible_collections.soperator.slurm.plugins.module_utils.render.topology import render_topology_conf
 
@@ -126,8 +129,9 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     objects += account_workloads
     objects.append(controller(c, slurm_config, slurm_user))
     objects.append(login(c, sshd_config, slurm_user))
-    # Elastic NodeSets have no StatefulSet: their pods are made one by one (plan/elastic.py, elastic_pods).
-    objects += [worker(c, ns) for ns in c.nodesets if not ns["spec"].get("elastic")]
+    # Elastic and every-node NodeSets have no StatefulSet: their pods are made one by one (plan/elastic.py,
+    # plan/every_node.py; elastic_pods, every_node_pods).
+    objects += [worker(c, ns) for ns in c.nodesets if not ns["spec"].get("elastic") and not every_node(ns["spec"])]
     if spec["restApi"]["enabled"]:
         objects.append(slurmrestd(c, slurm_config["slurm.conf"]))
     if spec["exporter"]["enabled"]:
@@ -138,6 +142,16 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     if spec["exporter"]["enabled"] and spec["exporter"]["serviceMonitor"]["enabled"] and "ServiceMonitor" in served:
         objects.append(service_monitor(c))
     return objects
+
+
+def every_node_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+    """(``{nodeset name: template hash}``, ``render(nodeset, Kubernetes node) -> Pod``) of the every-node NodeSets:
+    what plan/every_node.py needs to make the worker of a matching node."""
+    cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
+    c = ClusterContext(cluster, nodesets)
+    hashes = dict((ns["metadata"]["name"], every_node_template(c, ns)[1]) for ns in nodesets
+                  if every_node(ns["spec"]))
+    return hashes, lambda nodeset, node: every_node_pod(c, nodeset, node)
 
 
 def elastic_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION):

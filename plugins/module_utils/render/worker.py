@@ -78,11 +78,50 @@ def worker(c, nodeset):
                        extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})
 
 
+def _template(c, nodeset, spec):
+    template = {"metadata": {"labels": names.labels(c.name, names.COMPONENT_WORKER, nodeset["metadata"]["name"])},
+                "spec": spec}
+    return template, config_hash(template)[:16]
+
+
 def elastic_template(c, nodeset):
     """An elastic NodeSet's pod template (metadata and spec) and its hash (the pods' template-hash annotation)."""
-    template = {"metadata": {"labels": names.labels(c.name, names.COMPONENT_WORKER, nodeset["metadata"]["name"])},
-                "spec": worker_pod_spec(c, nodeset, elastic=True)}
-    return template, config_hash(template)[:16]
+    return _template(c, nodeset, worker_pod_spec(c, nodeset, elastic=True))
+
+
+def every_node_template(c, nodeset):
+    """An every-node NodeSet's pod template and its hash: the StatefulSet's pod (one renderer) with the DaemonSet's
+    tolerations."""
+    spec = worker_pod_spec(c, nodeset, elastic=False)
+    spec["tolerations"] = list(spec.get("tolerations") or ()) + [dict(t) for t in EVERY_NODE_TOLERATIONS]
+    return _template(c, nodeset, spec)
+
+
+# What a DaemonSet's pods tolerate besides their own tolerations (the DaemonSet controller adds them): a worker of an
+# every-node NodeSet belongs to its node. Cordoned, under pressure, not ready or unreachable, it stays: its Slurm node
+# is drained (spec.healthChecks.kubernetesNodes) or not responding, never orphaned (Slinky's #259: a pod never made
+# again on a cordoned node) and never evicted by the taint manager.
+EVERY_NODE_TOLERATIONS = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
+def every_node_pod(c, nodeset, node):
+    """The worker of an every-node NodeSet on Kubernetes node ``node``: named :func:`names.every_node_worker` (pod,
+    hostname and Slurm node name), bound to the node by ``spec.nodeName`` (no scheduler: a cordoned node still gets its
+    worker back, as a DaemonSet's), owned by its NodeSet. The pod is the NodeSet's worker pod, a dynamic node
+    (``slurmd -Z``) like a StatefulSet's, with the DaemonSet's tolerations (:data:`EVERY_NODE_TOLERATIONS`)."""
+    template, template_hash = every_node_template(c, nodeset)
+    pod_name = names.every_node_worker(c.name, nodeset["metadata"]["name"], node)
+    metadata = c.metadata(pod_name, names.COMPONENT_WORKER, nodeset=nodeset, owner=nodeset,
+                          annotations={names.ANNOTATION_TEMPLATE_HASH: template_hash})
+    metadata["labels"] = dict(template["metadata"]["labels"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": dict(template["spec"], nodeName=node)}
 
 
 def elastic_pod(c, nodeset, node_name):
