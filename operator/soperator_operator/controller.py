@@ -26,7 +26,28 @@ log = logging.getLogger(__name__)
 OWNED = tuple(cache.Resource(k.group, k.version, k.plural, k.kind) for k in kinds.applied() + (kinds.POD,))
 OWNED_SELECTOR = "%s=%s" % (names.LABEL_MANAGED_BY, names.MANAGED_BY)
 DRIFT_DELAY = 0.2        # coalesce a burst of owned-object events into one check
+# Pods and StatefulSet status only change what a run reports (readiness, counts): their check waits until they have
+# been quiet for STATUS_QUIET seconds (pods of a create or a scale turn ready one after another), at most
+# STATUS_SETTLE after the first, so that one run reports them all.
+STATUS_QUIET = 1.0
+STATUS_SETTLE = 5.0
 MAX_PROGRESS_WAIT = 300  # longest requeue while a cluster is progressing without change
+
+
+def status_only(etype, old, new):
+    """Whether an owned-object event changes only what a run reports: a pod's (readiness, life), or a
+    StatefulSet's status; never an applied object's content (drift is repaired at once)."""
+    obj = new if new is not None else old
+    if obj.get("kind") == "Pod":
+        return True
+    if obj.get("kind") != "StatefulSet" or etype != cache.MODIFIED or old is None:
+        return False
+
+    def content(o):
+        meta = o.get("metadata") or {}
+        return [dict((k, v) for k, v in meta.items() if k not in ("resourceVersion", "managedFields")), o.get("spec")]
+
+    return content(old) == content(new)
 
 
 def _pod_state(pod):
@@ -146,7 +167,10 @@ class Controller:
         ident = (names.CLUSTER_KIND, obj["metadata"].get("namespace"), cluster)
         if self.informers.get(names.CLUSTER_KIND) and self.informers[names.CLUSTER_KIND].store.get(ident[1],
                                                                                                   cluster):
-            self.queue.add(ident, delay=DRIFT_DELAY, reason=workqueue.DRIFT)
+            if status_only(etype, old, new):
+                self.queue.add(ident, delay=STATUS_QUIET, reason=workqueue.DRIFT, settle=STATUS_SETTLE)
+            else:
+                self.queue.add(ident, delay=DRIFT_DELAY, reason=workqueue.DRIFT)
 
     def _forget(self, ident):
         for table in (self._failures, self._progress, self._memo, self._last_full):
