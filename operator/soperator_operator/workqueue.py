@@ -96,8 +96,8 @@ class QueueState:
         return (entry[0], frozenset(entry[1])) if entry else None
 
     def depth(self, now):
-        """Keys due now and waiting for a worker."""
-        return sum(1 for entry in self._pending.values() if entry[0] <= now)
+        """Keys due now, or waiting for their changes to settle (due soon), and waiting for a worker."""
+        return sum(1 for entry in self._pending.values() if entry[0] <= now or entry[2] is not None)
 
     def running_count(self):
         return len(self._running)
