@@ -1,8 +1,9 @@
 """Orchestration: watch caches -> work queue -> (is a run needed?) -> role runs -> status, Events, finalizers.
 
-Never renders manifests for the cluster: the roles decide and apply everything. For a watch with
-``x-soperator-drift-check`` the runtime asks the collection's pure core whether a run would change anything
-(``drift.needs_run``) before starting one, so a resync with nothing to do costs a render in memory.
+The roles decide and apply everything. For a watch with ``x-soperator-drift-check`` the runtime asks the
+collection's pure core whether a run would change anything (``drift.needs_run``) before starting one, so a resync
+with nothing to do costs a render in memory; and whether a worker StatefulSet only grows (``drift.scale_outs``),
+which it then applies ahead of the run, exactly as the run would (the run still follows and finds it in sync).
 """
 
 import logging
