@@ -26,12 +26,13 @@ log = logging.getLogger(__name__)
 # The kinds a SlurmCluster's converge applies, plus its pods (readiness), cached by the managed-by label.
 OWNED = tuple(cache.Resource(k.group, k.version, k.plural, k.kind) for k in kinds.applied() + (kinds.POD,))
 OWNED_SELECTOR = "%s=%s" % (names.LABEL_MANAGED_BY, names.MANAGED_BY)
-DRIFT_DELAY = 0.2        # coalesce a burst of owned-object events into one check
-# Pods and StatefulSet status only change what a run reports (readiness, counts): their check waits until they have
-# been quiet for STATUS_QUIET seconds (pods of a create or a scale turn ready one after another), at most
-# STATUS_SETTLE after the first, so that one run reports them all.
+# A burst of owned-object events (a run's own writes, the pods they make turning ready one after another) brings
+# one check, once the burst is quiet: for DRIFT_DELAY seconds after an object's change, STATUS_QUIET after a change
+# only a run reports (a pod's readiness or life, a StatefulSet's status), and never later than SETTLE_MAX after the
+# burst's first event.
+DRIFT_DELAY = 0.2
 STATUS_QUIET = 1.0
-STATUS_SETTLE = 5.0
+SETTLE_MAX = 5.0
 MAX_PROGRESS_WAIT = 300  # longest requeue while a cluster is progressing without change
 
 
@@ -168,10 +169,8 @@ class Controller:
         ident = (names.CLUSTER_KIND, obj["metadata"].get("namespace"), cluster)
         if self.informers.get(names.CLUSTER_KIND) and self.informers[names.CLUSTER_KIND].store.get(ident[1],
                                                                                                   cluster):
-            if status_only(etype, old, new):
-                self.queue.add(ident, delay=STATUS_QUIET, reason=workqueue.DRIFT, settle=STATUS_SETTLE)
-            else:
-                self.queue.add(ident, delay=DRIFT_DELAY, reason=workqueue.DRIFT)
+            self.queue.add(ident, delay=STATUS_QUIET if status_only(etype, old, new) else DRIFT_DELAY,
+                           reason=workqueue.DRIFT, settle=SETTLE_MAX)
 
     def _forget(self, ident):
         for table in (self._failures, self._progress, self._memo, self._last_full):

@@ -7,7 +7,7 @@ Guarantees, for any key:
   object, so the newest generation wins and intermediate ones are never run);
 - a *settling* add (``settle=``, the longest it may wait) waits for quiet instead: each one moves the due time of
   an entry that only settling adds made to ``delay`` after the newest, never past ``settle`` after the first.
-  For changes that only a report follows (pods becoming ready one after another): one run when they settle.
+  For a burst of changes (a run's own writes, pods becoming ready one after another): one run once it settles.
 
 ``QueueState`` is the pure state machine (time passed in); ``WorkQueue`` adds a lock, a condition variable and a
 clock for worker threads.
