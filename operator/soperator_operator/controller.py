@@ -26,30 +26,8 @@ log = logging.getLogger(__name__)
 # The kinds a SlurmCluster's converge applies, plus its pods (readiness), cached by the managed-by label.
 OWNED = tuple(cache.Resource(k.group, k.version, k.plural, k.kind) for k in kinds.applied() + (kinds.POD,))
 OWNED_SELECTOR = "%s=%s" % (names.LABEL_MANAGED_BY, names.MANAGED_BY)
-# A burst of owned-object events (a run's own writes, the pods they make turning ready one after another) brings
-# one check, once the burst is quiet: for DRIFT_DELAY seconds after an object's change, STATUS_QUIET after a change
-# only a run reports (a pod's readiness or life, a StatefulSet's status), and never later than SETTLE_MAX after the
-# burst's first event.
-DRIFT_DELAY = 0.2
-STATUS_QUIET = 1.0
-SETTLE_MAX = 5.0
+DRIFT_DELAY = 0.2        # coalesce a burst of owned-object events into one check
 MAX_PROGRESS_WAIT = 300  # longest requeue while a cluster is progressing without change
-
-
-def status_only(etype, old, new):
-    """Whether an owned-object event changes only what a run reports: a pod's (readiness, life), or a
-    StatefulSet's status; never an applied object's content (drift is repaired at once)."""
-    obj = new if new is not None else old
-    if obj.get("kind") == "Pod":
-        return True
-    if obj.get("kind") != "StatefulSet" or etype != cache.MODIFIED or old is None:
-        return False
-
-    def content(o):
-        meta = o.get("metadata") or {}
-        return [dict((k, v) for k, v in meta.items() if k not in ("resourceVersion", "managedFields")), o.get("spec")]
-
-    return content(old) == content(new)
 
 
 def _pod_state(pod):
@@ -169,8 +147,7 @@ class Controller:
         ident = (names.CLUSTER_KIND, obj["metadata"].get("namespace"), cluster)
         if self.informers.get(names.CLUSTER_KIND) and self.informers[names.CLUSTER_KIND].store.get(ident[1],
                                                                                                   cluster):
-            self.queue.add(ident, delay=STATUS_QUIET if status_only(etype, old, new) else DRIFT_DELAY,
-                           reason=workqueue.DRIFT, settle=SETTLE_MAX)
+            self.queue.add(ident, delay=DRIFT_DELAY, reason=workqueue.DRIFT)
 
     def _forget(self, ident):
         for table in (self._failures, self._progress, self._memo, self._last_full):

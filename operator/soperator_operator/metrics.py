@@ -179,8 +179,7 @@ class OperatorMetrics:
         self.failures = reg(Counter("soperator_operator_run_failures",
                                     "Failed role runs by kind and class (permanent/transient).", ("kind", "class")))
         self.duration = reg(Histogram("soperator_operator_run_duration_seconds", "Role run duration.", ("kind",)))
-        self.queue_depth = reg(Gauge("soperator_operator_queue_depth", "Objects due (or waiting for their changes to "
-                                                                       "settle) and waiting for a worker."))
+        self.queue_depth = reg(Gauge("soperator_operator_queue_depth", "Objects due and waiting for a worker."))
         self.running = reg(Gauge("soperator_operator_runs_in_flight", "Role runs in flight."))
         self.leader = reg(Gauge("soperator_operator_leader", "1 while this replica holds the Lease."))
         self.events = reg(Counter("soperator_operator_watch_events", "Watch events seen by kind and type.",

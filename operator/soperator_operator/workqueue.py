@@ -4,10 +4,7 @@ Guarantees, for any key:
 - at most one worker holds it at a time;
 - any number of ``add`` calls while it waits collapse into one entry (earliest due time wins, reasons merge);
 - ``add`` calls while it runs mark it dirty: it runs once more right after ``done`` (and then reads the newest
-  object, so the newest generation wins and intermediate ones are never run);
-- a *settling* add (``settle=``, the longest it may wait) waits for quiet instead: each one moves the due time of
-  an entry that only settling adds made to ``delay`` after the newest, never past ``settle`` after the first.
-  For a burst of changes (a run's own writes, pods becoming ready one after another): one run once it settles.
+  object, so the newest generation wins and intermediate ones are never run).
 
 ``QueueState`` is the pure state machine (time passed in); ``WorkQueue`` adds a lock, a condition variable and a
 clock for worker threads.
@@ -27,28 +24,23 @@ REQUEUE = "requeue"  # the role asked to be run again (something under way, or n
 
 class QueueState:
     def __init__(self):
-        self._pending = {}   # key -> [due, reasons, latest due of a settling entry, or None]
+        self._pending = {}   # key -> [due, reasons]
         self._heap = []      # (due, seq, key); stale entries skipped on pop
         self._seq = itertools.count()
         self._running = set()
-        self._after_run = {}  # key -> the same: adds that arrived while the key ran
+        self._after_run = {}  # key -> [due, reasons]: adds that arrived while the key ran
 
-    def add(self, key, now, delay=0.0, reason=EVENT, settle=None):
+    def add(self, key, now, delay=0.0, reason=EVENT):
         due = now + max(0.0, delay)
         target = self._after_run if key in self._running else self._pending
         entry = target.get(key)
-        before = None if entry is None else entry[0]
         if entry is None:
-            entry = target[key] = [due, {reason}, None if settle is None else now + max(settle, delay)]
-        elif settle is not None and entry[2] is not None:
-            entry[0] = min(max(entry[0], due), entry[2])  # quiet wanted: later, but no later than the first allows
-            entry[1].add(reason)
+            target[key] = [due, {reason}]
         else:
             entry[0] = min(entry[0], due)
             entry[1].add(reason)
-            entry[2] = None  # anything else: the earliest due wins, as always
-        if target is self._pending and entry[0] != before:  # the heap's older entry for it is skipped as stale
-            heapq.heappush(self._heap, (entry[0], next(self._seq), key))
+        if target is self._pending and (entry is None or entry[0] == due):
+            heapq.heappush(self._heap, (due, next(self._seq), key))
 
     def pop_ready(self, now):
         """The earliest due key that is not running, as (key, reasons); None if nothing is due."""
@@ -81,8 +73,8 @@ class QueueState:
         self._running.discard(key)
         later = self._after_run.pop(key, None)
         if later is not None:
-            self._pending[key] = later
-            heapq.heappush(self._heap, (later[0], next(self._seq), key))
+            for why in later[1]:
+                self.add(key, now, max(0.0, later[0] - now), why)
         if requeue_after is not None:
             self.add(key, now, requeue_after, reason)
 
@@ -96,8 +88,8 @@ class QueueState:
         return (entry[0], frozenset(entry[1])) if entry else None
 
     def depth(self, now):
-        """Keys due now, or waiting for their changes to settle (due soon), and waiting for a worker."""
-        return sum(1 for entry in self._pending.values() if entry[0] <= now or entry[2] is not None)
+        """Keys due now and waiting for a worker."""
+        return sum(1 for due, _ in self._pending.values() if due <= now)
 
     def running_count(self):
         return len(self._running)
@@ -110,9 +102,9 @@ class WorkQueue:
         self._cond = threading.Condition()
         self._shutdown = False
 
-    def add(self, key, delay=0.0, reason=EVENT, settle=None):
+    def add(self, key, delay=0.0, reason=EVENT):
         with self._cond:
-            self._state.add(key, self._clock(), delay, reason, settle)
+            self._state.add(key, self._clock(), delay, reason)
             self._cond.notify()
 
     def get(self, timeout=None):

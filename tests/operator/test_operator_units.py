@@ -13,7 +13,6 @@ from soperator_operator import conditions as K
 from soperator_operator import lease as L
 from soperator_operator import triggers as T
 from soperator_operator import workqueue as Q
-from soperator_operator.controller import status_only
 from soperator_operator.extravars import (
     UNSAFE_KEY,
     extra_vars,
@@ -222,48 +221,6 @@ def test_queue_parallel_keys_in_due_order_and_forget():
     assert q.depth(5) == 2
     assert q.pop_ready(5)[0] == "a" and q.pop_ready(5)[0] == "b" and q.pop_ready(5) is None
     assert q.running_count() == 2
-
-
-def test_queue_settling_adds_wait_for_quiet_but_no_longer_than_their_bound():
-    q = Q.QueueState()
-    q.add("a", 0, delay=1, reason=Q.DRIFT, settle=5)
-    q.add("a", 0.8, delay=1, reason=Q.DRIFT, settle=5)      # not quiet yet: one second after the newest
-    assert q.next_due() == 1.8 and q.pop_ready(1.5) is None
-    for now in (1.7, 2.6, 3.5, 4.4):
-        q.add("a", now, delay=1, reason=Q.DRIFT, settle=5)
-    assert q.next_due() == 5                                 # never quiet: five seconds after the first
-    q.add("a", 4.5, delay=0.2, reason=Q.DRIFT)               # anything else: the earliest due wins, as always
-    assert q.next_due() == 4.7
-    q.add("a", 4.6, delay=1, reason=Q.DRIFT, settle=5)       # and it no longer waits for quiet
-    assert q.pop_ready(4.7) == ("a", frozenset({Q.DRIFT}))
-
-
-def test_queue_settling_adds_during_a_run_still_wait_for_quiet_after_it():
-    q = Q.QueueState()
-    q.add("a", 0)
-    assert q.pop_ready(0)[0] == "a"
-    q.add("a", 1, delay=1, reason=Q.DRIFT, settle=5)
-    q.add("a", 1.5, delay=1, reason=Q.DRIFT, settle=5)
-    q.done("a", 2)
-    assert q.pop_ready(2) is None and q.next_due() == 2.5
-    q.add("a", 2.2, delay=1, reason=Q.DRIFT, settle=5)
-    assert q.next_due() == 3.2 and q.depth(3) == 1  # not due yet, but work waiting: the queue is not idle
-    assert q.pop_ready(3.2) == ("a", frozenset({Q.DRIFT}))
-
-
-def test_only_pods_and_statefulset_status_wait_for_quiet():
-    sts = {"kind": "StatefulSet", "metadata": {"name": "w", "resourceVersion": "1", "generation": 2},
-           "spec": {"replicas": 2}, "status": {"readyReplicas": 1}}
-    ready = dict(sts, metadata=dict(sts["metadata"], resourceVersion="2"), status={"readyReplicas": 2})
-    scaled = dict(ready, metadata=dict(ready["metadata"], generation=3), spec={"replicas": 3})
-    labelled = dict(ready, metadata=dict(ready["metadata"], labels={"edited": "by hand"}))
-    assert status_only(cache.MODIFIED, sts, ready)
-    assert not status_only(cache.MODIFIED, sts, scaled)
-    assert not status_only(cache.MODIFIED, sts, labelled)
-    assert not status_only(cache.DELETED, sts, None)
-    assert status_only(cache.ADDED, None, {"kind": "Pod", "metadata": {"name": "w-0"}})
-    config = {"kind": "ConfigMap", "metadata": {"name": "c", "resourceVersion": "1"}, "data": {"a": "1"}}
-    assert not status_only(cache.MODIFIED, config, dict(config, data={"a": "2"}))
 
 
 def test_workqueue_threads_get_and_shutdown():
