@@ -1,8 +1,9 @@
 """Orchestration: watch caches -> work queue -> (is a run needed?) -> role runs -> status, Events, finalizers.
 
-Never renders manifests for the cluster: the roles decide and apply everything. For a watch with
-``x-soperator-drift-check`` the runtime asks the collection's pure core whether a run would change anything
-(``drift.needs_run``) before starting one, so a resync with nothing to do costs a render in memory.
+The roles decide and apply everything. For a watch with ``x-soperator-drift-check`` the runtime asks the
+collection's pure core whether a run would change anything (``drift.needs_run``) before starting one, so a resync
+with nothing to do costs a render in memory; and whether a worker StatefulSet only grows (``drift.scale_outs``),
+which it then applies ahead of the run, exactly as the run would (the run still follows and finds it in sync).
 """
 
 import logging
@@ -230,7 +231,30 @@ class Controller:
                 log.debug("%s %s/%s: in sync, nothing to run", kind, namespace, name)
                 return w.reconcile_period, workqueue.RESYNC
         digest = drift.observed_digest(live, self.policy) if w.drift_check else None
+        if w.drift_check:
+            self._scale_out_first(key, obj, deps, live)
         return self._reconcile_run(w, key, obj, deps, memo, why, digest)
+
+    def _scale_out_first(self, key, cluster, deps, live):
+        """Worker StatefulSets that only grow are applied now, ahead of the role's run (``drift.scale_outs``
+        decides): a scale-out needs no drain, so it need not wait for the run's Slurm checks. Each is the manifest
+        the run renders, applied as the field manager that applied it, conditional on the cached resourceVersion:
+        the run then finds it in sync and does the rest (status, Slurm, every other object). Within the key's
+        worker, so never beside a run of the same cluster; a refusal (a stale cache: 409) leaves it to the run."""
+        grown = drift.scale_outs(cluster, [d for _, d in deps], live, int(self.wall()), policy=self.policy)
+        for grow in grown:
+            what = "%s/%s: StatefulSet %s %d -> %d" % (key[1], key[2], grow.manifest["metadata"]["name"], grow.was,
+                                                     grow.replicas)
+            try:
+                self.kube.apply_as(grow.manifest, grow.manager, grow.resource_version)
+            except access.KubernetesError as exc:
+                log.info("%s ahead of the run refused (%s): the run applies it", what, describe(exc))
+                result = "refused"
+            else:
+                log.info("%s applied ahead of the run", what)
+                result = "applied"
+            if self.metrics:
+                self.metrics.scale_outs.inc(result=result)
 
     def _lookup(self, namespace):
         def exists(kind_name, name):

@@ -29,6 +29,9 @@ SlurmCluster's status (``names.STATUS_RECONCILED_DIGEST``), so a restarted opera
 
 Exact: an object in sync by the apply adapter's rule is skipped by the apply too, so a run would change
 nothing. Safe: anything the adapter would send a request for is a difference here.
+
+:func:`scale_outs` answers a narrower question from the same plan: which worker StatefulSets may be given more
+replicas right away, before the run (``plan/scale.scale_outs`` decides: a growth that is the only difference).
 """
 
 from dataclasses import dataclass, field
@@ -36,7 +39,7 @@ from typing import Dict, Optional
 
 from ansible_collections.soperator.slurm.plugins.module_utils import digests, kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, scale
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 # Kinds a converge applies and prunes: the runtime caches them (by the managed-by label).
@@ -97,6 +100,39 @@ def last_digest(cluster, memo: Memo):
     return (cluster.get("status") or {}).get(names.STATUS_RECONCILED_DIGEST)
 
 
+def _plan(cluster, nodesets, live, now, policy):
+    """``converge.plan`` from the caches, without Slurm's view (SpecErrors when the cluster is invalid)."""
+    statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
+    pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")
+    config = live.get(("ConfigMap", names.slurm_config_name(cluster["metadata"]["name"]))) or {}
+    # The topology last decided (spec.topology): without the Nodes here, every worker keeps its place.
+    return converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None,
+                                             "live_topology": (config.get("data") or {}).get("topology.conf")},
+                         now, policy=policy)
+
+
+def _grows(cluster, nodeset, live):
+    """Whether a NodeSet asks for more workers than its live StatefulSet has (a cheap look before any plan)."""
+    if model.deleting(nodeset) or (nodeset.get("spec") or {}).get("elastic"):
+        return False
+    sts = live.get(("StatefulSet", names.worker_name(cluster["metadata"]["name"], nodeset["metadata"]["name"])))
+    wanted = (nodeset.get("spec") or {}).get("replicas")
+    return sts is not None and isinstance(wanted, int) and wanted > model.replicas(sts)
+
+
+def scale_outs(cluster, nodesets, live, now, policy=None):
+    """The worker StatefulSets to apply before the role runs (``scale.scale_outs``: growths that are the only
+    difference between the render and the caches), ``[]`` when none. A cluster with no NodeSet asking for more
+    workers than its StatefulSet has costs no plan."""
+    if cluster["metadata"].get("deletionTimestamp") or not any(_grows(cluster, ns, live) for ns in nodesets):
+        return []
+    try:
+        plan = _plan(cluster, nodesets, live, now, policy)
+    except SpecErrors:
+        return []
+    return scale.scale_outs(plan, live)
+
+
 def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None) -> Optional[str]:
     """Why the role must run (a short reason), or None when a run would change nothing.
 
@@ -117,14 +153,8 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None
             return "NodeSet %s is being deleted" % ns["metadata"]["name"]
         if _observed(ns) != gens[key] and memo.generations.get(key) != gens[key]:
             return "generation %d of NodeSet %s" % (gens[key], ns["metadata"]["name"])
-    statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
-    pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")
     try:
-        config = live.get(("ConfigMap", names.slurm_config_name(cluster["metadata"]["name"]))) or {}
-        # The topology last decided (spec.topology): without the Nodes here, every worker keeps its place.
-        plan = converge.plan(cluster, nodesets, {"statefulsets": statefulsets, "pods": pods, "slurm": None,
-                                                 "live_topology": (config.get("data") or {}).get("topology.conf")},
-                             now, policy=policy)
+        plan = _plan(cluster, nodesets, live, now, policy)
     except SpecErrors:
         return None if memo.invalid_generation == gens[names.CLUSTER_KIND] else "invalid spec"
     # Without Slurm's view the plan is never "ready": only work under way counts (a shrink, maintenance, a

@@ -12,6 +12,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import KubernetesExecTransport
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 from .conditions import same_status
 
@@ -151,6 +152,13 @@ class Kube:
             pass
 
     # --- children and events ----------------------------------------------------------------------------------
+    def apply_as(self, manifest, field_manager, resource_version):
+        """Server-side apply of a rendered ``manifest`` (our applied-hash annotation added, as the apply adapter
+        does) as ``field_manager``, conditional on the live copy's ``resource_version`` (Conflict when stale)."""
+        body = objects.with_applied_hash(manifest)
+        body["metadata"]["resourceVersion"] = resource_version
+        return self.objects.apply(body, field_manager=field_manager)
+
     def event(self, obj, event_type, reason, message):
         """A core/v1 Event on ``obj``; failures to record are logged, never raised."""
         meta = obj.get("metadata") or {}

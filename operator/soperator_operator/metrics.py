@@ -187,6 +187,9 @@ class OperatorMetrics:
         self.checks = reg(Counter("soperator_operator_drift_checks",
                                   "In-memory checks of a resource against the caches, by result (run or skip).",
                                   ("kind", "result")))
+        self.scale_outs = reg(Counter("soperator_operator_scale_outs",
+                                      "Worker StatefulSets grown ahead of their role run, by result (applied, or "
+                                      "refused: left to the run).", ("result",)))
         self.phases = reg(Histogram("soperator_operator_run_phase_seconds",
                                     "Where a role run's time goes (runner.PHASES).", ("phase",),
                                     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)))

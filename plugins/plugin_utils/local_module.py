@@ -11,9 +11,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
+import json
+from collections.abc import Mapping
+
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+
+
+def _plain_copy(value):
+    """A deep copy of a manifest as plain JSON types (fast: no tags, no copy protocol); deepcopy for what JSON cannot
+    carry (a date YAML read)."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return copy.deepcopy(value)
 
 
 class LocalModuleAction(ActionBase):
@@ -33,6 +46,24 @@ class LocalModuleAction(ActionBase):
         """The result fields of one of load()'s exceptions."""
         return dict(failed=True, msg=error.msg, **error.details)
 
+    def validate(self, argument_spec):
+        """``validate_argument_spec``, without its deep copy of the manifests: the CRDs ``site.yml`` applies are
+        300 KB of tagged values, whose deep copy took seconds of every run. Each manifest that is a mapping is
+        validated as an empty one (``elements: dict`` takes any mapping as it is) and handed to the work as a plain
+        copy; anything else is validated (and refused) as before."""
+        value = self._task.args.get(self.MANIFESTS) if self.MANIFESTS else None
+        if not isinstance(value, list) or not any(isinstance(m, Mapping) for m in value):
+            return self.validate_argument_spec(argument_spec=argument_spec, **self.VALIDATION)
+        given = self._task.args
+        self._task.args = dict(given, **{self.MANIFESTS: [{} if isinstance(m, Mapping) else m for m in value]})
+        try:
+            validation, params = self.validate_argument_spec(argument_spec=argument_spec, **self.VALIDATION)
+        finally:
+            self._task.args = given
+        params[self.MANIFESTS] = [_plain_copy(m) if isinstance(m, Mapping) else checked
+                                  for m, checked in zip(value, params[self.MANIFESTS])]
+        return validation, params
+
     def run(self, tmp=None, task_vars=None):
         result = super(LocalModuleAction, self).run(tmp, task_vars)
         from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import KUBERNETES_IMPORT_ERROR
@@ -41,7 +72,7 @@ class LocalModuleAction(ActionBase):
             result.update(self._execute_module(module_name=self.MODULE, task_vars=task_vars))
             return result
         argument_spec, execute, errors = self.load()
-        validation, params = self.validate_argument_spec(argument_spec=argument_spec, **self.VALIDATION)
+        validation, params = self.validate(argument_spec)
         # Secret values the user gave may be echoed by an API error: mask them in everything we return.
         hidden = set(validation._no_log_values) | set(objects.secret_values(params.get(self.MANIFESTS) or []))
         try:

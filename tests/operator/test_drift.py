@@ -224,3 +224,52 @@ def test_the_check_judges_with_the_installers_policy_and_the_digest_holds_it():
     assert drift.observed_digest(live, allowed) != drift.observed_digest(live, policy.normalize({}))
     assert drift.observed_digest(live, allowed) == drift.observed_digest(live, policy.normalize(
         {"allowed_host_path_prefixes": ["/mnt/local-nvme"]}))
+
+
+def grown_ahead(cluster, nodesets, live):
+    return [(g.manifest["metadata"]["name"], g.was, g.replicas, g.manager)
+            for g in drift.scale_outs(cluster, nodesets, live, NOW)]
+
+
+def applied_by_the_converge(live):
+    """The caches as the API server shows a converge's applies: its field manager owns what it applied, and every
+    StatefulSet's controller is done (current revision = update revision)."""
+    for (kind, _), obj in live.items():
+        obj["metadata"]["managedFields"] = [{"manager": "soperator.slurm", "operation": "Apply",
+                                             "fieldsV1": {"f:spec": {"f:replicas": {}}}}]
+        if kind == "StatefulSet":
+            obj["status"]["currentRevision"] = obj["status"]["updateRevision"]
+    return live
+
+
+def test_a_nodeset_that_only_grows_has_its_statefulset_applied_ahead_of_the_run():
+    cluster, nodesets, live = converged_state()
+    applied_by_the_converge(live)
+    nodesets[0]["spec"]["replicas"] = 4
+    nodesets[0]["metadata"]["generation"] = 8
+    assert grown_ahead(cluster, nodesets, live) == [("demo-cpu", 2, 4, "soperator.slurm")]
+    assert check(cluster, nodesets, live) == "generation 8 of NodeSet cpu"  # and the role still runs
+
+
+def test_no_scale_out_ahead_for_a_shrink_a_leaving_nodeset_or_a_deleting_cluster():
+    cluster, nodesets, live = converged_state(replicas=3)
+    applied_by_the_converge(live)
+    nodesets[0]["spec"]["replicas"] = 1
+    assert grown_ahead(cluster, nodesets, live) == []
+    nodesets[0]["spec"]["replicas"] = 5
+    nodesets[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert grown_ahead(cluster, nodesets, live) == []
+    del nodesets[0]["metadata"]["deletionTimestamp"]
+    cluster["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert grown_ahead(cluster, nodesets, live) == []
+
+
+def test_a_cluster_whose_nodesets_do_not_grow_costs_no_plan(monkeypatch):
+    cluster, nodesets, live = converged_state()
+    applied_by_the_converge(live)
+
+    def no_plan(*args, **kwargs):
+        raise AssertionError("planned")
+
+    monkeypatch.setattr(converge, "plan", no_plan)
+    assert grown_ahead(cluster, nodesets, live) == []

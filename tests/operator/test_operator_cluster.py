@@ -149,6 +149,59 @@ def test_lifecycle_create_scale_repair_delete(operators, cluster, tmp_path):
     assert cluster.lease_holder() in (None, "")
 
 
+def statefulset_settled(c, name):
+    sts = c.apps.read_namespaced_stateful_set(name, c.ns)
+    return (sts.status.observed_generation or 0) >= sts.metadata.generation and sts.status.current_revision == \
+        sts.status.update_revision and (sts.status.replicas or 0) == sts.spec.replicas
+
+
+def replicas_appliers(c, name):
+    """Field managers that own the StatefulSet's spec.replicas, with their operation."""
+    sts = c.apps.read_namespaced_stateful_set(name, c.ns)
+    return sorted((m.manager, m.operation) for m in sts.metadata.managed_fields or ()
+                  if "f:replicas" in ((m.fields_v1 or {}).get("f:spec") or {}))
+
+
+def test_a_scale_out_is_applied_ahead_of_the_role_run_and_a_scale_in_is_not(operators, cluster, tmp_path):
+    """A NodeSet that only grows gets its StatefulSet applied by the runtime before the role runs (as the role's
+    field manager: no second owner of its replicas, and the run that follows writes nothing else to it); a shrink
+    is the role's alone (it drains first, and without Slurm it waits)."""
+    op = operators("op-fast", watches=write_watches(str(tmp_path / "long.yaml"), reconcile_period="10m"))
+    for doc in cluster.example():
+        cluster.create(doc)
+    wait_for(lambda: converged(cluster, generation=1) and converged(cluster, "NodeSet", "cpu", generation=1), 120,
+             what="converged")
+    wait_for(lambda: statefulset_settled(cluster, "demo-cpu"), 60, what="worker StatefulSet settled")
+    wait_for(lambda: op.metric("soperator_operator_runs_in_flight") == 0
+             and op.metric("soperator_operator_queue_depth") == 0, 60, what="operator idle")
+    assert replicas_appliers(cluster, "demo-cpu") == [("soperator.slurm", "Apply")]
+
+    t0 = time.monotonic()
+    cluster.scale("cpu", 4)
+    wait_for(lambda: cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns).spec.replicas == 4, 30,
+             interval=0.01, what="StatefulSet scaled to 4")
+    print("scale-out applied in %.3f s" % (time.monotonic() - t0))
+    wait_for(lambda: op.metric("soperator_operator_scale_outs_total", result="applied") == 1, 10,
+             what="the scale-out counted")  # counted once its apply returned, maybe after the poll above saw it
+    assert "StatefulSet demo-cpu 2 -> 4 applied ahead of the run" in op.logs()
+    generation = cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns).metadata.generation
+    # the role's run follows and reconciles the rest: the NodeSet's status for generation 2
+    wait_for(lambda: converged(cluster, "NodeSet", "cpu", generation=2)
+             and cluster.get("NodeSet", "cpu")["status"]["replicas"] == 4, 60, what="NodeSet status 4 replicas")
+    sts = cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns)
+    assert sts.metadata.generation == generation and sts.spec.replicas == 4  # no second, different write
+    assert replicas_appliers(cluster, "demo-cpu") == [("soperator.slurm", "Apply")]
+
+    # a scale-in waits for Slurm to drain (none answers here): nothing is applied ahead of the role
+    wait_for(lambda: statefulset_settled(cluster, "demo-cpu"), 60, what="worker StatefulSet settled")
+    cluster.scale("cpu", 1)
+    wait_for(lambda: "waits for slurmctld" in (cluster.condition("SlurmCluster", "demo", "Ready") or {}).get(
+        "message", ""), 60, what="the scale-in waiting for Slurm")
+    assert cluster.apps.read_namespaced_stateful_set("demo-cpu", cluster.ns).spec.replicas == 4
+    assert op.metric("soperator_operator_scale_outs_total", result="applied") == 1
+    assert op.metric("soperator_operator_scale_outs_total", result="refused") == 0
+
+
 def test_invalid_spec_is_a_permanent_failure_naming_the_field(operators, cluster):
     # Valid for the CRD schema (maxNodeCount >= 1), invalid for the renderer: 2 replicas > maxNodeCount 1.
     docs = cluster.example(cluster_spec={"slurm": {"maxNodeCount": 1}})

@@ -367,8 +367,8 @@ class Api(object):
         return items
 
     # writes ----------------------------------------------------------------------------------------------------
-    def _write_params(self, dry_run, force=False):
-        return {"fieldManager": self.field_manager, "dryRun": "All" if dry_run else None,
+    def _write_params(self, dry_run, force=False, field_manager=None):
+        return {"fieldManager": field_manager or self.field_manager, "dryRun": "All" if dry_run else None,
                 "force": "true" if force else None}
 
     def create(self, obj, dry_run=False, what=None, timeout=None):
@@ -378,12 +378,14 @@ class Api(object):
         return self.rest.json("POST", self._path(obj["apiVersion"], obj["kind"], md.get("namespace")),
                               self._write_params(dry_run), body=obj, what=what, timeout=timeout)
 
-    def apply(self, obj, force=False, dry_run=False, what=None):
-        """Server-side apply ``obj`` as the field manager (``force``: take over conflicting fields)."""
+    def apply(self, obj, force=False, dry_run=False, what=None, field_manager=None):
+        """Server-side apply ``obj`` as the field manager (``field_manager``: another one; ``force``: take over
+        conflicting fields). A ``metadata.resourceVersion`` in ``obj`` makes it conditional (Conflict if stale)."""
         md = obj["metadata"]
         what = what or "apply " + _describe(obj["kind"], md.get("namespace"), md.get("name"))
         return self.rest.json("PATCH", self._path(obj["apiVersion"], obj["kind"], md.get("namespace"), md["name"]),
-                              self._write_params(dry_run, force), body=obj, content_type=APPLY_PATCH, what=what)
+                              self._write_params(dry_run, force, field_manager), body=obj, content_type=APPLY_PATCH,
+                              what=what)
 
     def replace(self, obj, what=None, timeout=None):
         """PUT ``obj`` (its resourceVersion makes it conditional)."""

@@ -8,6 +8,10 @@ highest ordinals first); its victims are drained with ``soperator: scale-in``, a
 went is resumed. A NodeSet being deleted (our finalizer holds it) shrinks to zero the same way, its objects kept from
 pruning until nothing of it is left, then it is released. A Slurm node whose pod is gone for good is forgotten (no
 ghost in sinfo) once no job runs on it. Nothing is decided without Slurm: a shrink waits for slurmctld to answer.
+
+:func:`scale_outs` is the operator runtime's shortcut for the one change that needs neither Slurm nor a drain: a
+worker StatefulSet that only grows is applied at once, before the role's run (which still follows and finds it in
+sync).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,8 +21,10 @@ __metaclass__ = type
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, drain_timeout, name, replicas,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, drain_timeout, labels, name,
+    replicas, revision_seen,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 
 class Replicas(object):
@@ -182,3 +188,71 @@ def plan_node_records(p, ctx, kept):
             p.resume.remove(node_name)
     if p.delete_nodes:
         p.wait(REQUEUE_PROGRESSING, "forgetting removed nodes: %s" % ", ".join(p.delete_nodes))
+
+
+# --- the operator's scale-out shortcut --------------------------------------------------------------------------
+REPLICAS_FIELD = ("spec", "replicas")
+
+
+def scale_out_now(desired, live):
+    """The replica count a worker StatefulSet may be given at once, ahead of a full converge, or None.
+
+    Only a growth whose every other field is what was last applied: ``desired`` (the rendered StatefulSet) with
+    the live replica count is in sync with ``live`` by the apply's own rule (``objects.in_sync``: the applied-hash
+    annotation proves that nothing else of the manifest changed), more replicas are wanted than live, and the
+    StatefulSet is settled enough that the growth is all it is asked: its controller saw its spec, no rolling
+    update is under way (current revision = update revision) and no pod is going (no more pods than replicas).
+    A shrink never qualifies: it drains first, with Slurm."""
+    if not live or (desired or {}).get("kind") != "StatefulSet":
+        return None
+    if labels(desired).get(names.LABEL_COMPONENT) != names.COMPONENT_WORKER:
+        return None
+    want, have = replicas(desired), replicas(live)
+    if want <= have:
+        return None
+    status = live.get("status") or {}
+    if not revision_seen(live) or status.get("currentRevision") != status.get("updateRevision"):
+        return None
+    if int(status.get("replicas") or 0) > have:
+        return None
+    as_applied = dict(desired, spec=dict(desired["spec"], replicas=have))
+    if not objects.in_sync(as_applied, live):
+        return None
+    return want
+
+
+class ScaleOut(object):
+    """A worker StatefulSet to apply now: the rendered ``manifest``, as ``manager`` (the field manager whose apply
+    owns its replicas), conditional on the live copy's ``resource_version``; ``was``/``replicas``: the growth."""
+
+    def __init__(self, manifest, manager, resource_version, was, replicas):
+        self.manifest, self.manager, self.resource_version = manifest, manager, resource_version
+        self.was, self.replicas = was, replicas
+
+
+def scale_outs(plan, live):
+    """The worker StatefulSets a runtime may apply at once (``[ScaleOut]``), ahead of the converge that follows.
+
+    ``plan``: ``converge.plan`` of the cluster without Slurm's view; ``live``: ``{(kind, name): object}`` of its
+    cached objects. Empty unless growing worker StatefulSets (:func:`scale_out_now`) are the only difference: the
+    plan has nothing under way and nothing for Slurm (no drain, resume, shrink, removal, roll, invalid NodeSet),
+    every other rendered object is in sync, and one field manager applied each grown StatefulSet's replicas (the
+    apply as that manager, of the manifest it would apply, changes nobody's fields: no conflict, no takeover).
+    The converge that follows renders the same StatefulSet, finds it in sync, and does the rest."""
+    if (plan.underway or plan.pending or plan.drain or plan.resume or plan.scale or plan.release
+            or plan.delete_pods or plan.delete_nodes or plan.create_pods or plan.invalid or plan.give_up):
+        return []
+    found = []
+    for desired in plan.manifests:
+        if objects.is_create_only(desired):
+            continue  # created once, never updated: nothing of them can have changed
+        current = live.get((desired["kind"], desired["metadata"]["name"]))
+        if objects.plan_object(desired, current) == objects.SKIP:
+            continue
+        grown = scale_out_now(desired, current)
+        manager = objects.applied_by(current, REPLICAS_FIELD)
+        if grown is None or manager is None:
+            return []
+        found.append(ScaleOut(desired, manager, current["metadata"].get("resourceVersion"), replicas(current),
+                              grown))
+    return found

@@ -362,6 +362,22 @@ def imperative_only(managers, live):
     return True
 
 
+def applied_by(live, path):
+    """The one field manager whose server-side apply (``operation: Apply``, not a subresource's) owns the field
+    at ``path`` (keys, e.g. ``("spec", "replicas")``) of ``live``, by its managedFields; None when none or several
+    do. A write as that manager of what it applied changes nobody's ownership."""
+    found = set()
+    for entry in ((live or {}).get("metadata") or {}).get("managedFields") or []:
+        if entry.get("operation") != "Apply" or entry.get("subresource"):
+            continue
+        node = entry.get("fieldsV1")
+        for key in path:
+            node = node.get("f:" + key) if isinstance(node, dict) else None
+        if node is not None:
+            found.add(entry.get("manager"))
+    return found.pop() if len(found) == 1 else None
+
+
 # --- input checks ----------------------------------------------------------------------------------------
 
 

@@ -82,3 +82,40 @@ def test_generated_secrets_are_masked(capsys, adapter, monkeypatch):
 def test_manifests_are_required(capsys, adapter):
     rc, out = run(capsys, {})
     assert rc == 1 and "manifests" in out["msg"]
+
+
+# --- the action plugin's validation (plugin_utils/local_module.py) ------------------------------------------------
+class _Task(object):
+    def __init__(self, args):
+        self.args, self.action = args, "soperator.slurm.apply_manifests"
+
+
+def _action(args):
+    from ansible_collections.soperator.slurm.plugins.action.apply_manifests import ActionModule
+
+    action = ActionModule.__new__(ActionModule)  # only what validation reads: the task's args and the module name
+    action._task, action._load_name = _Task(args), "soperator.slurm.apply_manifests"
+    return action
+
+
+def test_the_action_validates_the_manifests_without_copying_them_deeply_and_as_before():
+    manifests = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"},
+                  "data": {"k": "v"}}]
+    args = {"manifests": manifests, "force_conflicts": True}
+    action = _action(args)
+    validation, params = action.validate(module.argument_spec())
+    _, reference = _action(dict(args)).validate_argument_spec(argument_spec=module.argument_spec())
+    assert params == reference and validation.error_messages == []
+    assert params["manifests"] == manifests and params["manifests"][0] is not manifests[0]  # a copy for the work
+    assert action._task.args is args and args["manifests"] is manifests  # the task's own args left as they were
+
+
+def test_the_action_refuses_what_it_refused_before():
+    from ansible.errors import AnsibleActionFail
+
+    for bad in ({"manifests": [{"kind": "ConfigMap"}], "force_conflicts": "maybe"}, {"manifests": [{}], "nope": 1}):
+        with pytest.raises(AnsibleActionFail) as ours:
+            _action(bad).validate(module.argument_spec())
+        with pytest.raises(AnsibleActionFail) as before:
+            _action(bad).validate_argument_spec(argument_spec=module.argument_spec())
+        assert str(ours.value).splitlines()[0] == str(before.value).splitlines()[0]

@@ -287,6 +287,22 @@ def test_last_written_is_the_managers_newest_entry():
     assert objects.last_written(live, "nobody") is None and objects.last_written(None, "soperator.slurm") is None
 
 
+def test_applied_by_names_the_one_manager_whose_apply_owns_a_field():
+    replicas = {"f:spec": {"f:replicas": {}, "f:template": {}}}
+    entries = [{"manager": "soperator.slurm", "operation": "Apply", "fieldsV1": replicas},
+               {"manager": "kubectl-scale", "operation": "Update", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+               {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+                "fieldsV1": {"f:status": {"f:replicas": {}}}}]
+    live = {"metadata": {"managedFields": entries}}
+    assert objects.applied_by(live, ("spec", "replicas")) == "soperator.slurm"
+    assert objects.applied_by(live, ("status", "replicas")) is None  # a subresource's update, not an apply
+    assert objects.applied_by(live, ("spec", "selector")) is None
+    two = {"metadata": {"managedFields": entries + [{"manager": "hpa-ish", "operation": "Apply",
+                                                      "fieldsV1": {"f:spec": {"f:replicas": {}}}}]}}
+    assert objects.applied_by(two, ("spec", "replicas")) is None
+    assert objects.applied_by({"metadata": {}}, ("spec", "replicas")) is None
+
+
 # --- input checks ------------------------------------------------------------------------------------------
 
 def test_check_manifests():

@@ -1,9 +1,12 @@
 """scale.py alone: replicas per NodeSet, scale-in drains, NodeSets being deleted, Slurm records of pods gone."""
 
-from planning import context, line, slurm, workers
+import pytest
+from planning import NOW, context, line, slurm, workers
+from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, scale
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, scale
+from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
 SCALE_IN = names.REASON_SCALE_IN
 
@@ -103,3 +106,119 @@ def test_an_invalid_nodesets_objects_are_kept():
     p = model.Plan()
     scale.plan_replicas(p, ctx, False)
     assert set(p.keep) == {("StatefulSet", "demo-gpu"), ("Service", "demo-gpu"), ("PodDisruptionBudget", "demo-gpu")}
+
+
+# --- the operator's scale-out shortcut (scale_out_now, scale_outs) ------------------------------------------------
+
+APPLIED_BY = {"manager": "soperator.slurm", "operation": "Apply", "apiVersion": "apps/v1",
+              "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {"f:replicas": {}, "f:template": {}}}}
+
+
+def applied(cluster_spec=None, workers=2):
+    """A cluster converged with ``workers`` workers: the SlurmCluster, its NodeSet and the live copies of what the
+    converge applied (applied-hash, the applying field manager, resourceVersion, StatefulSets settled)."""
+    cluster = make_cluster(cluster_spec or {}, uid="c-uid")
+    nodeset = make_nodeset("cpu", {"replicas": workers}, uid="n-uid")
+    live = {}
+    for desired in converge.plan(cluster, [nodeset], {"statefulsets": {}, "pods": {}, "slurm": None},
+                                 NOW).manifests:
+        obj = objects.with_applied_hash(desired)
+        obj["metadata"].update(resourceVersion="41", uid="u-" + desired["metadata"]["name"],
+                               managedFields=[dict(APPLIED_BY, apiVersion=desired["apiVersion"])])
+        if desired["kind"] == "StatefulSet":
+            count = obj["spec"]["replicas"]
+            obj["metadata"]["generation"] = 2
+            obj["status"] = {"replicas": count, "readyReplicas": count, "observedGeneration": 2,
+                             "currentRevision": "r1", "updateRevision": "r1"}
+        live[(desired["kind"], desired["metadata"]["name"])] = obj
+    return cluster, nodeset, live
+
+
+def replan(cluster, nodeset, live):
+    statefulsets = dict((n, o) for (k, n), o in live.items() if k == "StatefulSet")
+    return converge.plan(cluster, [nodeset], {"statefulsets": statefulsets, "pods": {}, "slurm": None}, NOW)
+
+
+def test_a_growth_alone_is_applied_at_once_as_the_manager_that_applied_it():
+    cluster, nodeset, live = applied()
+    nodeset["spec"]["replicas"] = 5
+    found = scale.scale_outs(replan(cluster, nodeset, live), live)
+    assert [(g.manifest["metadata"]["name"], g.was, g.replicas, g.manager, g.resource_version) for g in found] == \
+        [("demo-cpu", 2, 5, "soperator.slurm", "41")]
+    # What is applied is the converge's own manifest: with it live, the converge skips the StatefulSet.
+    grown = objects.with_applied_hash(found[0].manifest)
+    assert objects.plan_object(found[0].manifest, dict(grown, status={})) == objects.SKIP
+    assert found[0].manifest["spec"]["replicas"] == 5
+
+
+def test_a_converged_cluster_has_nothing_to_scale_out():
+    cluster, nodeset, live = applied()
+    assert scale.scale_outs(replan(cluster, nodeset, live), live) == []
+
+
+def test_a_shrink_never_takes_the_shortcut():
+    cluster, nodeset, live = applied(workers=3)
+    nodeset["spec"]["replicas"] = 1
+    assert scale.scale_outs(replan(cluster, nodeset, live), live) == []  # without Slurm: a wait for its drains
+    desired = dict(live[("StatefulSet", "demo-cpu")], spec=dict(live[("StatefulSet", "demo-cpu")]["spec"],
+                                                                 replicas=1))
+    assert scale.scale_out_now(desired, live[("StatefulSet", "demo-cpu")]) is None
+
+
+@pytest.mark.parametrize("other", ["template", "config", "maintenance"])
+def test_a_growth_with_any_other_change_is_left_to_the_run(other):
+    cluster, nodeset, live = applied()
+    nodeset["spec"]["replicas"] = 5
+    if other == "template":      # the worker's pod template changes too: a rolling update, the run's
+        nodeset["spec"]["resources"] = {"requests": {"cpu": "3"}, "limits": {"memory": "2Gi"}}
+    elif other == "config":      # slurm.conf changes: the running controller judges it first
+        cluster["spec"]["slurm"] = {"slurmConf": {"MessageTimeout": "30"}}
+    else:                        # maintenance renders zero replicas
+        cluster["spec"]["maintenance"] = True
+    assert scale.scale_outs(replan(cluster, nodeset, live), live) == []
+
+
+@pytest.mark.parametrize("status", [
+    {"currentRevision": "r0"},                         # a rolling update under way
+    {"observedGeneration": 1},                         # its controller has not seen the spec yet
+    {"replicas": 3},                                   # a pod above the replicas is going
+])
+def test_a_statefulset_not_settled_is_left_to_the_run(status):
+    cluster, nodeset, live = applied()
+    live[("StatefulSet", "demo-cpu")]["status"].update(status)
+    nodeset["spec"]["replicas"] = 5
+    assert scale.scale_outs(replan(cluster, nodeset, live), live) == []
+
+
+def test_pods_not_ready_yet_do_not_hold_a_growth_back():
+    cluster, nodeset, live = applied()
+    live[("StatefulSet", "demo-cpu")]["status"]["readyReplicas"] = 0
+    nodeset["spec"]["replicas"] = 3
+    assert [g.replicas for g in scale.scale_outs(replan(cluster, nodeset, live), live)] == [3]
+
+
+@pytest.mark.parametrize("fields", ["none", "hand", "two"])
+def test_replicas_not_applied_by_exactly_one_manager_are_left_to_the_run(fields):
+    cluster, nodeset, live = applied()
+    sts = live[("StatefulSet", "demo-cpu")]
+    hand = {"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+    other = dict(APPLIED_BY, manager="someone-else")
+    sts["metadata"]["managedFields"] = {"none": [], "hand": [hand], "two": [APPLIED_BY, other]}[fields]
+    nodeset["spec"]["replicas"] = 5
+    assert scale.scale_outs(replan(cluster, nodeset, live), live) == []
+
+
+def test_only_worker_statefulsets_grow_ahead():
+    cluster, nodeset, live = applied()
+    login = live[("StatefulSet", "demo-login")]
+    desired = dict(objects.without_applied_hash(login), spec=dict(login["spec"], replicas=2))
+    assert scale.scale_out_now(desired, login) is None
+
+
+def test_a_statefulset_edited_by_hand_is_left_to_the_run():
+    """The live copy differs from what was applied (beyond replicas): the run repairs it, nothing is applied ahead."""
+    cluster, nodeset, live = applied()
+    container = live[("StatefulSet", "demo-cpu")]["spec"]["template"]["spec"]["containers"][0]
+    container["image"] = "edited/by-hand:1"
+    nodeset["spec"]["replicas"] = 5
+    assert scale.scale_outs(replan(cluster, nodeset, live), live) == []
