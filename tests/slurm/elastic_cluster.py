@@ -30,9 +30,9 @@ TEMPLATE = "tmpl"  # the one template of these pods
 POWER = {"suspendTime": 10, "suspendTimeout": 5, "resumeTimeout": 20}
 
 
-def rendered_lines(power=None) -> str:
+def rendered_lines(power=None, max_nodes: int = 3) -> str:
     cluster = spec.validate_cluster(make_cluster({"slurm": {"powerSaving": power or POWER}}))
-    nodeset = spec.validate_nodeset(make_nodeset("gpu", {"elastic": {"maxNodes": 3},
+    nodeset = spec.validate_nodeset(make_nodeset("gpu", {"elastic": {"maxNodes": max_nodes},
                                                          "resources": {"limits": {"cpu": 2, "memory": "1Gi"}}}))
     return "\n".join(slurm_conf.power_saving_lines("demo", cluster["spec"]["slurm"], [nodeset])) + "\n"
 
@@ -45,8 +45,9 @@ class ElasticHands:
 
     CREATED: dict[str, str] = {}
 
-    def __init__(self, cluster: CloudCluster, fail=(), poll: float = 0.5):
+    def __init__(self, cluster: CloudCluster, fail=(), poll: float = 0.5, nodes=None):
         self.cluster, self.fail, self.poll = cluster, set(fail), poll
+        self.nodes = list(nodes or NODES)  # the elastic NodeSet's names (maxNodes)
         self.samples: list[tuple[float, list[str]]] = []
         self.log: list[tuple[float, str, str]] = []
         self.errors: list[str] = []
@@ -80,7 +81,7 @@ class ElasticHands:
                     "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
                 for n in live}
         cpu = time.process_time()
-        d = elastic.decide(NODES, nodes, pods, TEMPLATE, 0)
+        d = elastic.decide(self.nodes, nodes, pods, TEMPLATE, 0)
         self.decide_cpu += time.process_time() - cpu
         for name, _uid in d.delete:
             c.stop_node(name)
@@ -105,16 +106,19 @@ class ElasticCluster(CloudCluster):
     """The harness's cloud cluster whose power-saving lines and CLOUD record are the rendered ones (not its own
     CloudSet lines): it waits for the rendered names to be powered down at start."""
 
+    nodes = NODES
+
     def wait_nodes_idle(self, timeout: float = 60) -> None:
-        wait_for(lambda: powered_down(self), timeout, "every elastic node idle~", interval=0.3)
+        wait_for(lambda: powered_down(self, self.nodes), timeout, "every elastic node idle~", interval=0.3)
 
 
-def elastic_config(power=None) -> CloudConfig:
-    """The harness's cluster with the rendered lines, the image's program under its four names."""
+def elastic_config(power=None, max_nodes: int = 3, **more) -> CloudConfig:
+    """The harness's cluster with the rendered lines, the image's program under its four names; ``more``: other
+    CloudConfig fields (topology)."""
     text = PROGRAM.read_text()
-    return CloudConfig(cloud_sets=[], dynamic_sets=["gpu"], power={}, extra=rendered_lines(power),
+    return CloudConfig(cloud_sets=[], dynamic_sets=["gpu"], power={}, extra=rendered_lines(power, max_nodes),
                        programs=dict([(path, text) for _key, path in names.POWER_PROGRAMS]
-                                     + [(names.WAIT_NODES_PROGRAM, text)]))
+                                     + [(names.WAIT_NODES_PROGRAM, text)]), **more)
 
 
 def prepare_started(c: CloudCluster) -> None:
@@ -122,9 +126,9 @@ def prepare_started(c: CloudCluster) -> None:
     c.run(["chown", "slurm:slurm", "/var/log/slurm"]).check()
 
 
-def powered_down(c: CloudCluster) -> bool:
+def powered_down(c: CloudCluster, nodes=None) -> bool:
     states = c.states()
-    return all(states.get(n) == "idle~" for n in NODES)
+    return all(states.get(n) == "idle~" for n in nodes or NODES)
 
 
 def power_log(c: CloudCluster) -> list[list[str]]:

@@ -380,7 +380,9 @@ def topology_schema():
     return _o("Network topology from Kubernetes node labels (issue 25): the cluster's topology.conf, applied by "
               "scontrol reconfigure. It lists every possible worker name of every NodeSet; a worker not (yet) on a "
               "labelled node is under the switch 'unknown'. Needs the opt-in to read Nodes (operator_read_nodes).", {
-                  "plugin": _s("tree: SwitchName lines (jobs use --switches); block: BlockName lines (--segment).",
+                  "plugin": _s("tree: SwitchName lines (jobs use --switches); block: BlockName lines (--segment), "
+                               "only when every NodeSet of the cluster is elastic (fixed node names; Slurm 24.11 "
+                               "cannot start with a block of dynamic workers not registered yet).",
                                enum=list(TOPOLOGY_PLUGINS), default="tree"),
                   "levels": _a("Node label keys, lowest level first: tree: the leaf switch's label, then the "
                                "spine's ...; block: the one label naming the node's block (e.g. an NVLink domain).",

@@ -29,7 +29,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import policy 
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import (
-    MEMORY_MARGIN_MIN_MIB, nodeset_size, real_memory_mib,
+    MEMORY_MARGIN_MIN_MIB, every_node, nodeset_size, real_memory_mib,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.api.walk import NO_OLD, apply_defaults, validate_schema
 
@@ -54,11 +54,6 @@ def _cluster_rules(spec, errors):
         object_rules.resources_rules(component.get("resources"), "spec.%s.resources" % part, errors)
         object_rules.placement_rules(component.get("placement"), "spec.%s.placement" % part, errors)
     object_rules.placement_rules(spec.get("placement"), "spec.placement", errors)
-    if (spec.get("topology") or {}).get("plugin") == "block":
-        # Measured (tests/slurm/test_node_labels.py): a block of workers not registered yet ends slurmctld at start.
-        errors.append(SpecError("spec.topology.plugin", "block is not supported with dynamic workers on Slurm 24.11: "
-                                                        "slurmctld exits at start ('Block not contains any nodes') "
-                                                        "while a block's workers are not registered; use tree"))
     if spec.get("topology") and "TopologyPlugin" in ((spec.get("slurm") or {}).get("slurmConf") or {}):
         errors.append(SpecError("spec.slurm.slurmConf.TopologyPlugin",
                                 "spec.topology sets TopologyPlugin: remove it from spec.slurm.slurmConf"))
@@ -205,6 +200,24 @@ def _power_saving_rules(spec, nodesets):
             for key in sorted(raw) if key in POWER_SAVING_KEYS]
 
 
+def _block_topology_rules(spec, nodesets):
+    """topology/block only with fixed node names: every NodeSet elastic. A worker of a fixed-replica or every-node
+    NodeSet is a dynamic node (slurmd -Z), unknown to slurmctld until it registers; 24.11 sizes its blocks at start
+    and at every reconfigure from the nodes it knows, and exits ('fatal: Block not contains any nodes') when the
+    first block holds none (docs/slurm-24.11-findings.md D). An elastic NodeSet's names are NodeName
+    records of slurm.conf from the start, so its blocks always hold nodes."""
+    if (spec.get("topology") or {}).get("plugin") != "block":
+        return []
+    dynamic = ["%s (%s)" % (ns["metadata"]["name"], "everyNode" if every_node(ns["spec"]) else "replicas")
+               for ns in nodesets if not ns["spec"].get("elastic")]
+    if not dynamic:
+        return []
+    return [SpecError("spec.topology.plugin", "block needs fixed node names, i.e. every NodeSet elastic "
+                      "(spec.elastic): NodeSet %s has dynamic workers, which slurmctld 24.11 cannot hold in a block "
+                      "before they register (it exits at start: 'Block not contains any nodes'); use tree, or make "
+                      "these NodeSets elastic" % ", ".join(dynamic))]
+
+
 def _cross_rules(cluster, nodesets, errors):
     spec = cluster["spec"]
     name = cluster["metadata"]["name"]
@@ -246,6 +259,7 @@ def _cross_rules(cluster, nodesets, errors):
                                         "partitions" % (feature, others[feature.lower()])))
         total += nodeset_size(nodeset["spec"])
     errors.extend(_power_saving_rules(spec, nodesets))
+    errors.extend(_block_topology_rules(spec, nodesets))
     if total > spec["slurm"]["maxNodeCount"]:
         errors.append(SpecError("spec.slurm.maxNodeCount", "total NodeSet replicas and elastic maxNodes (%d) exceed "
                                 "maxNodeCount (%d)" % (total, spec["slurm"]["maxNodeCount"])))

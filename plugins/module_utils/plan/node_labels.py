@@ -19,7 +19,9 @@ topology.conf only at a reconfigure, and 24.11 places a dynamic node only if it 
 B.1): the planner asks for one reconfigure when Slurm's placement of a registered node differs from the file, once
 the controller pod's mounted copy is the file rendered now and the ConfigMap has not been written for
 ``TOPOLOGY_QUIET`` seconds: label changes less than that apart are one burst, applied by one reconfigure, however soon
-the kubelet brings the controller pod an intermediate file.
+the kubelet brings the controller pod an intermediate file. An elastic node that never ran is placed by its NodeSet's
+nodeSelector when that names every level's label (its pods can run nowhere else), else ``unknown``; with block
+(elastic NodeSets only, ``api/spec.py``) this is what a powered-down node's block means to Slurm.
 
 A label value that cannot become a feature or a switch name (a newline, ``=``, a space, a comma, longer than a feature
 may be) is refused with an Event; that node keeps what it had (features and placement).
@@ -38,6 +40,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import 
     REQUEUE_PROGRESSING, deleting, name, nodeset_pods,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import merge_placement
 
 # The feature a label gives: the NodeSet's own feature rules (spec.features), one owner.
 FEATURE_RE = re.compile(schema.FEATURE_PATTERN)
@@ -207,6 +210,14 @@ def plan_topology(p, ctx, counts):
     previous = topo.parse_topology_conf(last) if last else {}
     all_names = worker_names(ctx, counts)
     placement = dict((n, previous[n]) for n in all_names if n in previous)
+    for ns in sorted(ctx.elastic, key=name):
+        # Its pods can only run on nodes whose labels the nodeSelector fixes: a name whose pod is not on a node is
+        # placed there (over a kept place: the selector may have changed since); one on a node by its labels, below.
+        path, _problem = placement_of(
+            merge_placement(ctx.spec.get("placement"), ns["spec"].get("placement")).get("nodeSelector"), levels)
+        if path:
+            for node_name in elastic.node_names(ctx.name, ns):
+                placement[node_name] = path
     fresh = set()
     k8s_nodes = _nodes(ctx)
     if k8s_nodes is None:

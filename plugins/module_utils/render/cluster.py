@@ -55,9 +55,11 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.topology im
 
 
 def worker_names(c):
-    """Every worker name of every NodeSet, at the replicas rendered."""
+    """Every worker name of every NodeSet, at the replicas rendered; every name of an elastic one (its NodeName
+    records: Slurm plans jobs onto powered-down nodes)."""
     return [names.pod_name(names.worker_name(c.name, ns["metadata"]["name"]), o)
-            for ns in sorted(c.nodesets, key=lambda ns: ns["metadata"]["name"]) for o in range(c.workers(ns))]
+            for ns in sorted(c.nodesets, key=lambda ns: ns["metadata"]["name"])
+            for o in range(ns["spec"]["elastic"]["maxNodes"] if ns["spec"].get("elastic") else c.workers(ns))]
 
 
 def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=(),

@@ -10,7 +10,11 @@ joins the top switches (and ``unknown``) when there is more than one, or when th
 reachable (topology.conf(5): "All nodes in the network must be connected to at least one switch"), and Slurm's view
 of that top switch tells which nodes it really placed: 24.11 shows a leaf's ``Nodes=`` as the file wrote it, names
 it could not place included (a dynamic node absent at the last reconfigure), but a switch of switches from the nodes
-it holds (``scontrol.parse_show_topology``; docs/slurm-24.11-findings.md B.1). Block: one ``BlockName`` per block.
+it holds (``scontrol.parse_show_topology``; docs/slurm-24.11-findings.md B.1). Block: one ``BlockName`` per block,
+in name order, ``unknown`` last, and ``BlockSizes`` = the smallest block's node count: Slurm 24.11's base block size,
+which no block may be below (``fatal: Block configuration (...) children count lower than bblock_node_cnt``, source
+``block_record.c``), and the largest ``--segment`` a job may ask. Only NodeSets with fixed names (elastic) may use
+block (``api/spec.py``), so every name listed is a node slurmctld knows.
 Switch and block names are label values, judged by ``plan/node_labels.py`` before they get here;
 :func:`render_topology_conf` refuses anything else as a last line of defence.
 """
@@ -59,10 +63,13 @@ def render_topology_conf(plugin, node_names, placement):
             unplaced.append(name)
     lines = [HEADER]
     if plugin == "block":
-        for block in sorted(members):
-            lines.append("BlockName=%s Nodes=%s" % (block, hostlist.compress(members[block])))
-        if unplaced:
-            lines.append("BlockName=%s Nodes=%s" % (UNKNOWN, hostlist.compress(unplaced)))
+        blocks = [(block, members[block]) for block in sorted(members)] + ([(UNKNOWN, unplaced)] if unplaced else [])
+        for block, nodes in blocks:
+            lines.append("BlockName=%s Nodes=%s" % (block, hostlist.compress(nodes)))
+        if blocks:
+            # 24.11 takes the base block size from the first block unless BlockSizes names it, and exits (at start,
+            # and at a reconfigure) when a later block has fewer nodes: the smallest block's size, stated.
+            lines.append("BlockSizes=%d" % min(len(nodes) for _block, nodes in blocks))
         return "\n".join(lines) + "\n"
     for leaf in sorted(members):
         lines.append("SwitchName=%s Nodes=%s" % (leaf, hostlist.compress(members[leaf])))

@@ -300,6 +300,19 @@ def test_an_invalid_cluster_raises_with_the_field():
     assert "spec.slurm.slurmConf" in str(err.value)
 
 
+def test_block_topology_with_a_fixed_nodeset_refuses_the_cluster_before_anything_is_rendered():
+    # The cluster's CEL cannot see its NodeSets: the planner refuses it, naming the field, and renders nothing.
+    topology = {"plugin": "block", "levels": ["nvidia.com/gpu.clique"]}
+    elastic = make_nodeset("gpu", {"elastic": {"maxNodes": 2}}, uid="n-uid-gpu")
+    with pytest.raises(SpecErrors) as err:
+        converge.plan(cluster(topology=topology), [elastic, nodeset(1)], steady(1), NOW)
+    assert [e.path for e in err.value.errors] == ["spec.topology.plugin"]
+    assert "cpu (replicas)" in str(err.value)
+    p = converge.plan(cluster(topology=topology), [elastic], {"statefulsets": {}, "pods": {}, "slurm": None}, NOW)
+    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and "topology.conf" in m.get("data", {}))
+    assert "BlockName=unknown Nodes=demo-gpu-[0-1]\nBlockSizes=2\n" in conf["data"]["topology.conf"]
+
+
 def test_a_nodeset_being_deleted_drains_then_goes():
     leaving = nodeset(2, name="old")
     leaving["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"

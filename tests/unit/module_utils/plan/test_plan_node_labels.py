@@ -235,13 +235,63 @@ def test_a_switch_with_two_parents_is_refused():
     assert "spine9" not in text and "demo-cpu-3" in p.label_events[0][1]
 
 
-def test_block_topology_text():
-    # The API refuses block with dynamic workers (slurmctld exits at start); the renderer's block text is kept for
-    # fixed names.
-    placement = {"demo-cpu-0": ["b1"], "demo-cpu-1": ["b1"], "demo-cpu-2": ["b2"]}
-    text = topo.render_topology_conf("block", ["demo-cpu-%d" % i for i in range(4)], placement)
-    assert text == (topo.HEADER + "\nBlockName=b1 Nodes=demo-cpu-[0-1]\nBlockName=b2 Nodes=demo-cpu-2\n"
-                    "BlockName=unknown Nodes=demo-cpu-3\n")
+def test_block_topology_text_states_the_smallest_block_as_the_base_size():
+    # 24.11 takes the base block size from the first block otherwise, and exits when a later one is smaller.
+    placement = {"demo-gpu-0": ["b1"], "demo-gpu-1": ["b1"], "demo-gpu-2": ["b2"]}
+    text = topo.render_topology_conf("block", ["demo-gpu-%d" % i for i in range(4)], placement)
+    assert text == (topo.HEADER + "\nBlockName=b1 Nodes=demo-gpu-[0-1]\nBlockName=b2 Nodes=demo-gpu-2\n"
+                    "BlockName=unknown Nodes=demo-gpu-3\nBlockSizes=1\n")
+    assert topo.parse_topology_conf(text) == placement
+    assert topo.render_topology_conf("block", [], {}) == topo.HEADER + "\n"
+
+
+BLOCK = {"topology": {"plugin": "block", "levels": ["nvidia.com/gpu.clique"]}}
+
+
+def elastic_obs(hosts, labels, shown=None, mounted=None, live=None):
+    """Elastic NodeSet gpu (maxNodes 4): a pod for each name in ``hosts`` ({name: its node}), nodes labelled."""
+    pods = dict((n, {"metadata": {"name": n}, "spec": {"nodeName": host}}) for n, host in hosts.items())
+    return {"pods": pods, "slurm": None, "slurm_topology": shown, "mounted_topology": mounted, "live_topology": live,
+            "k8s_nodes": dict((h, {"unschedulable": False, "conditions": {}, "labels": lab})
+                              for h, lab in labels.items())}
+
+
+def plan_block(obs, placement=None):
+    ctx = context(BLOCK, nodesets=(("gpu", {"elastic": {"maxNodes": 4}, "placement": placement or {}}),),
+                  observed=obs)
+    p = model.Plan()
+    return p, node_labels.plan_topology(p, ctx, {})
+
+
+CLIQUES = {"node-a": {"nvidia.com/gpu.clique": "nvl1"}, "node-b": {"nvidia.com/gpu.clique": "nvl2"}}
+
+
+def test_block_of_an_elastic_nodeset_lists_every_name_and_keeps_a_powered_down_nodes_last_block():
+    # Nothing ran: every name in the block unknown (Slurm may plan a job onto any of them).
+    _p, first = plan_block(elastic_obs({}, CLIQUES))
+    assert first == topo.HEADER + "\nBlockName=unknown Nodes=demo-gpu-[0-3]\nBlockSizes=4\n"
+    # Nodes 0 and 1 powered up on the two cliques: their blocks from the labels.
+    _p, running = plan_block(elastic_obs({"demo-gpu-0": "node-a", "demo-gpu-1": "node-b"}, CLIQUES, live=first))
+    assert running == (topo.HEADER + "\nBlockName=nvl1 Nodes=demo-gpu-0\nBlockName=nvl2 Nodes=demo-gpu-1\n"
+                       "BlockName=unknown Nodes=demo-gpu-[2-3]\nBlockSizes=1\n")
+    # Both powered down again (no pod): each keeps its last block, the file does not change.
+    _p, after = plan_block(elastic_obs({}, CLIQUES, live=running))
+    assert after == running
+
+
+def test_an_elastic_nodeset_whose_selector_names_the_block_is_placed_before_any_pod_ran():
+    _p, text = plan_block(elastic_obs({}, CLIQUES), placement={"nodeSelector": {"nvidia.com/gpu.clique": "nvl2"}})
+    assert text == topo.HEADER + "\nBlockName=nvl2 Nodes=demo-gpu-[0-3]\nBlockSizes=4\n"
+
+
+def test_a_block_change_of_a_powered_down_node_is_one_reconfigure():
+    _p, before = plan_block(elastic_obs({}, CLIQUES))
+    _p, after = plan_block(elastic_obs({"demo-gpu-0": "node-a"}, CLIQUES, live=before))
+    shown = scontrol.parse_show_topology("BlockName=unknown BlockIndex=0 Nodes=demo-gpu-[0-3] BlockSize=4\n")
+    ctx_obs = elastic_obs({"demo-gpu-0": "node-a"}, CLIQUES, shown=shown, mounted=after, live=after)
+    ctx_obs["slurm"] = slurm(*["NodeName=demo-gpu-%d State=IDLE+CLOUD+POWERED_DOWN" % i for i in range(4)])
+    p, text = plan_block(ctx_obs)
+    assert text == after and p.reconfigure and "demo-gpu-0" in p.reconfigure
 
 
 def test_no_topology_renders_none():

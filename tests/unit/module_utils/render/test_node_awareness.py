@@ -95,10 +95,37 @@ def test_bad_nodeset_fields_name_the_field(nodeset_spec, path):
     assert path in [p for p, _m in found], found
 
 
-def test_block_topology_is_refused_with_dynamic_workers():
-    found = errors_of(lambda: specs.validate_cluster(make_cluster({"topology": {"plugin": "block",
-                                                                                "levels": ["nvidia.com/gpu.clique"]}})))
-    assert [p for p, m in found] == ["spec.topology.plugin"] and "Block not contains any nodes" in found[0][1]
+BLOCK = {"topology": {"plugin": "block", "levels": ["nvidia.com/gpu.clique"]}}
+ELASTIC = {"elastic": {"maxNodes": 4}}
+
+
+@pytest.mark.parametrize("dynamic, why", [
+    ({"replicas": 2}, "cpu (replicas)"),
+    ({"replicas": 0}, "cpu (replicas)"),  # scaled to zero: kubectl scale brings dynamic workers back any time
+    ({"placement": {"everyNode": True}}, "cpu (everyNode)"),
+])
+def test_block_topology_is_refused_with_any_nodeset_of_dynamic_workers(dynamic, why):
+    found = errors_of(lambda: specs.validate_cluster_with_nodesets(
+        make_cluster(BLOCK), [make_nodeset("gpu", ELASTIC), make_nodeset("cpu", dynamic)]))
+    assert [p for p, _m in found] == ["spec.topology.plugin"], found
+    assert why in found[0][1] and "Block not contains any nodes" in found[0][1] and "gpu" not in found[0][1]
+
+
+def test_block_topology_is_accepted_when_every_nodeset_is_elastic():
+    cluster, sets = specs.validate_cluster_with_nodesets(
+        make_cluster(BLOCK), [make_nodeset("gpu", ELASTIC), make_nodeset("gpu2", ELASTIC)])
+    assert cluster["spec"]["topology"]["plugin"] == "block" and len(sets) == 2
+    # The cluster alone cannot know its NodeSets (its CEL cannot either): the rule is the planner's.
+    specs.validate_cluster(make_cluster(BLOCK))
+    # Tree takes dynamic workers as before.
+    specs.validate_cluster_with_nodesets(make_cluster(TREE), [make_nodeset("cpu", {"replicas": 2})])
+
+
+def test_block_topology_conf_of_an_elastic_nodeset():
+    text = next(m for m in render_cluster(make_cluster(BLOCK), [make_nodeset("gpu", ELASTIC)])
+                if m["kind"] == "ConfigMap" and "topology.conf" in m.get("data", {}))["data"]["topology.conf"]
+    # Nothing ran yet: every name in the block unknown, which sets the base block size.
+    assert text.splitlines()[1:] == ["BlockName=unknown Nodes=demo-gpu-[0-3]", "BlockSizes=4"]
 
 
 def test_good_node_awareness_fields_are_accepted():
