@@ -313,6 +313,9 @@ def test_every_node_follows_labels_and_a_cordoned_node_keeps_its_worker(k8s, nam
     p, done = converge(drained)
     assert [n for n, uid in p.delete_pods] == [worker[gone]]
     wait_until(lambda: placed() == [(worker[kept], kept)], 60, "the unlabelled node's worker gone")
+    # Gone for good, not only deleting (kwok finishes the deletion a moment later): only then is it forgotten.
+    wait_until(lambda: worker[gone] not in [p.metadata.name for p in core.list_namespaced_pod(namespace).items],
+               60, "the unlabelled node's worker pod deleted")
     p, done = converge(drained)
     assert p.delete_nodes == [worker[gone]]  # no ghost in sinfo
 
