@@ -291,6 +291,13 @@ def test_every_node_follows_labels_and_a_cordoned_node_keeps_its_worker(k8s, nam
         pods = core.list_namespaced_pod(namespace, label_selector=names.LABEL_NODESET + "=cpu").items
         return sorted((p.metadata.name, p.spec.node_name) for p in pods if not p.metadata.deletion_timestamp)
 
+    def settled(host):
+        """kwok has made the new node Ready and the node controller lifted its not-ready taint (a worker waits for
+        that, as a DaemonSet's pod does)."""
+        taints = core.read_node(host).spec.taints or []
+        return all(not t.key.startswith("node.kubernetes.io/") for t in taints)
+
+    wait_until(lambda: all(settled(h) for h in own_nodes), 60, "both kwok nodes ready, no not-ready taint")
     p, done = converge()
     assert done["created_pods"] == [] and placed() == []  # no node labelled: no worker
     for host in own_nodes:
