@@ -238,36 +238,15 @@ def test_nodeset_counts_and_pod_conditions_match_sinfo_within_one_resync(e2e):
     assert shown == counted and shown["idle"] == 2, (shown, e2e.sinfo())
 
 
-def test_a_cordoned_node_drains_its_slurm_nodes_and_uncordoning_resumes_them(e2e):
-    """spec.healthChecks.kubernetesNodes.drainCordoned: `kubectl cordon` of the real node drains the Slurm nodes of
-    the worker pods on it (reason 'soperator: node cordoned'; cordoning evicts nothing), uncordon resumes them."""
+def test_an_every_node_set_follows_its_label_and_a_cordon_drains_its_worker(e2e):
+    """spec.placement.everyNode on the real node, under site.yml: labelling the node makes its worker (named for the
+    node, registered in Slurm); a cordon (spec.healthChecks.kubernetesNodes.drainCordoned) drains the Slurm nodes of
+    every worker pod on it, the StatefulSet's and this one ('soperator: node cordoned'; cordoning evicts nothing),
+    and a worker deleted on the cordoned node is made again there (Slinky's #259); uncordon resumes them; unlabelling
+    drains the every-node worker, removes its pod and forgets its Slurm node."""
     health = {"kubernetesNodes": {"drainCordoned": True}}
     host = e2e.get("pod", "demo-cpu-0")["spec"]["nodeName"]
     assert e2e.get("pod", "demo-cpu-1")["spec"]["nodeName"] == host
-    e2e.kubectl("cordon", host)
-    try:
-        e2e.site(e2e.definition(health_checks=health))
-        for name in ("demo-cpu-0", "demo-cpu-1"):
-            node = e2e.node(name)
-            assert "DRAIN" in node and "Reason=soperator: node cordoned" in node, node
-            cond = e2e.slurm_condition(name)
-            assert (cond["status"], cond["reason"]) == ("False", "Drained"), cond
-        assert e2e.nodeset_counts()[0]["drained"] == 2
-    finally:
-        e2e.kubectl("uncordon", host)
-    e2e.site(e2e.definition(health_checks=health))
-    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
-    assert "DRAIN" not in e2e.node("demo-cpu-0") and "DRAIN" not in e2e.node("demo-cpu-1")
-    e2e.site(e2e.definition())
-
-
-def test_an_every_node_set_follows_its_label_and_a_cordon_drains_its_worker(e2e):
-    """spec.placement.everyNode on the real node, under site.yml: labelling the node makes its worker (named for the
-    node, registered in Slurm); a cordon drains that Slurm node ('soperator: node cordoned') and keeps its pod, and a
-    worker deleted on the cordoned node is made again there (Slinky's #259); uncordon resumes it; unlabelling drains
-    it, removes its pod and forgets its Slurm node."""
-    health = {"kubernetesNodes": {"drainCordoned": True}}
-    host = e2e.get("pod", "demo-cpu-0")["spec"]["nodeName"]
     label = "every.soperator.dev/e2e"
     worker = names.every_node_worker("demo", "every", host)
 
@@ -287,8 +266,13 @@ def test_an_every_node_set_follows_its_label_and_a_cordon_drains_its_worker(e2e)
         e2e.kubectl("cordon", host)
         try:
             e2e.site(definition())
-            node = e2e.node(worker)
-            assert "DRAIN" in node and "Reason=soperator: node cordoned" in node, node
+            for name in ("demo-cpu-0", "demo-cpu-1", worker):
+                node = e2e.node(name)
+                assert "DRAIN" in node and "Reason=soperator: node cordoned" in node, node
+            for name in ("demo-cpu-0", "demo-cpu-1"):
+                cond = e2e.slurm_condition(name)
+                assert (cond["status"], cond["reason"]) == ("False", "Drained"), cond
+            assert e2e.nodeset_counts()[0]["drained"] == 2
             assert e2e.get("pod", worker)["metadata"]["uid"] == pod["metadata"]["uid"]  # kept, not evicted
             e2e.kubectl("delete", "pod", "-n", e2e.namespace, worker, "--wait=true")
             e2e.site(definition())
@@ -300,7 +284,7 @@ def test_an_every_node_set_follows_its_label_and_a_cordon_drains_its_worker(e2e)
             e2e.kubectl("uncordon", host)
         e2e.site(definition())
         e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", worker])
-        assert "DRAIN" not in e2e.node(worker)
+        assert not any("DRAIN" in e2e.node(n) for n in ("demo-cpu-0", "demo-cpu-1", worker))
         e2e.kubectl("label", "node", host, label + "-")
         e2e.site(definition())
         wait_until(lambda: e2e.get("pod", worker) is None and worker not in e2e.sinfo(), 120,
