@@ -205,4 +205,3 @@ class Observation(object):
                 continue
             sessions[name] = login_check.parse_sessions(rc, out)
         return sessions
-

@@ -91,8 +91,8 @@ def plan_slurm_user(p, ctx, maintenance_ready):
     runs; it changes when none does: maintenance, or every NodeSet at zero."""
     running = running_slurm_user(ctx.statefulsets.get(names.controller_name(ctx.name)))
     every_node_workers = any(nodeset_pods(ctx.pods, name(ns)) for ns in ctx.every_node + ctx.every_node_leaving)
-    if running is None or running == names.SLURM_USER or maintenance_ready or not (ctx.worker_nodes()
-                                                                                    or every_node_workers):
+    has_workers = bool(ctx.worker_nodes()) or every_node_workers
+    if running is None or running == names.SLURM_USER or maintenance_ready or not has_workers:
         return names.SLURM_USER
     p.slurm_user_kept = ("slurmctld keeps running as %s, not %s: Slurm cannot change SlurmUser under running "
                          "slurmd without stranding their jobs; it changes at the next maintenance "
