@@ -158,7 +158,8 @@ def test_a_deleted_munge_key_secret_runs_the_role(runtime, k8s, namespace, caplo
         c.core.delete_namespaced_secret("demo-munge-key", namespace)
         wait_for(lambda: any("Secret demo-munge-key is missing" in r.getMessage() for r in caplog.records), 30,
                  0.1, what="a run for the deleted munge key")
-    assert runner.ctx.started > started
+        # the reason is logged just before the run's process starts: wait for the start, do not sample it
+        wait_for(lambda: runner.ctx.started > started, 30, 0.05, what="the role run's process started")
 
 
 def test_a_restarted_operator_reruns_no_never_ready_cluster(runtime, k8s, namespace):

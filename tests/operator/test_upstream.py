@@ -85,12 +85,25 @@ PROXY_LOCK = "/tmp/soperator-upstream-proxy-%d.lock" % PROXY_PORT
 def proxy_port():
     with open(PROXY_LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", PROXY_PORT))
-            except OSError as e:
-                pytest.fail("port %d, which upstream's API proxy needs, is taken by another program: %s"
-                            % (PROXY_PORT, e))
+        # SO_REUSEADDR as Go's listener sets it: the previous test's proxy leaves its connections in TIME_WAIT,
+        # which only a bind without it refuses. A listener still there is given a moment to go.
+        errors = []
+
+        def bindable():
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", PROXY_PORT))
+                except OSError as e:
+                    errors.append(e)
+                    return False
+            return True
+
+        try:
+            wait_for(bindable, 30, 0.5, what="port %d free" % PROXY_PORT)
+        except AssertionError:
+            pytest.fail("port %d, which upstream's API proxy needs, is taken by another program: %s"
+                        % (PROXY_PORT, errors[-1]))
         yield PROXY_PORT
 
 
