@@ -46,9 +46,19 @@ options:
       - Kubernetes objects to apply, in order. Each needs C(apiVersion), C(kind), C(metadata.name), and
         C(metadata.namespace) when its kind is namespaced.
       - Secret values given here are masked in the module's output.
+      - Exactly one of O(manifests) and O(src) is given.
     type: list
     elements: dict
-    required: true
+  src:
+    description:
+      - YAML files of manifests (one or more documents each, applied in order), read on the controller. A relative
+        path is looked up as a role's or playbook's C(files/), as C(ansible.builtin.copy)'s C(src) is.
+      - Nothing of them is templated, and they are parsed once, by LibYAML where it is installed; for large
+        manifests such as CRDs this is much cheaper than passing them through O(manifests) with
+        C(lookup) and C(from_yaml).
+    type: list
+    elements: path
+    version_added: 0.2.0
   field_manager:
     description:
       - The server-side apply field manager owning the applied fields.
@@ -213,12 +223,13 @@ from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import 
     dynamic_client,
     require_kubernetes,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import apply_manifests
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import apply_manifests, read_manifest_files
 
 
 def argument_spec():
     spec = dict(
-        manifests=dict(type="list", elements="dict", required=True),
+        manifests=dict(type="list", elements="dict"),
+        src=dict(type="list", elements="path"),
         field_manager=dict(type="str", default="soperator.slurm"),
         force_conflicts=dict(type="bool", default=False),
         skip_unserved=dict(type="list", elements="str", default=[]),
@@ -246,10 +257,18 @@ def execute(params, check_mode=False, diff=False, on_secret=None):
         on_secret=on_secret, skip_unserved=params["skip_unserved"])
 
 
+ONE_SOURCE = {"required_one_of": [("manifests", "src")], "mutually_exclusive": [("manifests", "src")]}
+
+
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, **ONE_SOURCE)
     require_kubernetes(module)
     params = module.params
+    if params["src"]:  # run on a target without the action plugin: the files are the target's
+        try:
+            params["manifests"] = read_manifest_files(params["src"])
+        except (OSError, ValueError) as e:
+            module.fail_json(msg="src: %s" % e)
     # Secret values the user gave may be echoed by an API error: mask them in everything we print.
     module.no_log_values.update(objects.secret_values(params["manifests"]))
     try:

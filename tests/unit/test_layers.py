@@ -8,7 +8,7 @@ folders before it, never one after it):
   ``plan/``: the pure core, stdlib only and no I/O: no ``os``, ``subprocess``, ``time``, ``random``, ``secrets``,
   ``socket``, ``uuid``, threads or processes, and no clock (a call of ``now``, ``utcnow``, ``today``, ``monotonic``);
 - ``k8s/``: the adapters; they may also use third-party clients (kubernetes, urllib3, cryptography, Ansible's
-  module_utils), never a module, an action or filter plugin, nor the operator.
+  module_utils, PyYAML), never a module, an action or filter plugin, nor the operator.
 
 The entry points (``plugins/modules``, ``plugins/action`` and its shared base ``plugins/plugin_utils``,
 ``plugins/filter``, ``plugins/doc_fragments``) may use all of ``module_utils``.
@@ -44,7 +44,7 @@ ENTRY_FOLDERS = ("modules", "action", "plugin_utils", "filter", "doc_fragments")
 NO_IO = {"os", "subprocess", "time", "random", "secrets", "socket", "uuid", "threading", "multiprocessing", "signal",
          "shutil", "tempfile", "asyncio", "select", "urllib", "http", "ssl"}
 CLOCK_CALLS = {"now", "utcnow", "today", "monotonic", "perf_counter", "urandom"}
-ADAPTER_THIRD_PARTY = {"kubernetes", "urllib3", "cryptography", "ansible"}
+ADAPTER_THIRD_PARTY = {"kubernetes", "urllib3", "cryptography", "ansible", "yaml"}
 
 # The operator runtime's layers.
 RUNTIME = "operator/soperator_operator"

@@ -402,6 +402,26 @@ class Applier(object):
         return result
 
 
+def read_manifest_files(paths):
+    """The documents of YAML files, in order (empty documents left out); raises OSError or ValueError naming the
+    file. Plain data: nothing is templated, LibYAML parses where it is installed."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    docs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found = [d for d in yaml.load_all(handle, Loader=loader) if d is not None]
+        except yaml.YAMLError as e:
+            raise ValueError("%s is not YAML: %s" % (path, e))
+        for i, doc in enumerate(found):
+            if not isinstance(doc, dict):
+                raise ValueError("%s: document %d is not a mapping" % (path, i + 1))
+        docs.extend(found)
+    return docs
+
+
 def apply_manifests(client, manifests, field_manager, prune_selector=None, prune_kinds=None,
                     prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
                     force_conflicts=False, diff=False, on_secret=None, keep=(), dry_run_first=False,

@@ -119,3 +119,77 @@ def test_the_action_refuses_what_it_refused_before():
         with pytest.raises(AnsibleActionFail) as before:
             _action(bad).validate_argument_spec(argument_spec=module.argument_spec())
         assert str(ours.value).splitlines()[0] == str(before.value).splitlines()[0]
+
+
+# --- src: files read on the controller, never templated -------------------------------------------------------------
+CONFIGMAP_YAML = """---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a, namespace: n}
+data: {k: "{{ not templated }}"}
+---
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: b, namespace: n}
+"""
+
+
+def test_src_files_reach_the_adapter_as_their_documents_in_order(capsys, adapter, tmp_path):
+    (tmp_path / "one.yaml").write_text(CONFIGMAP_YAML)
+    (tmp_path / "two.yaml").write_text("kind: Namespace\napiVersion: v1\nmetadata: {name: n}\n")
+    rc, out = run(capsys, {"src": [str(tmp_path / "one.yaml"), str(tmp_path / "two.yaml")]})
+    assert rc == 0, out
+    assert [m["metadata"]["name"] for m in adapter["manifests"]] == ["a", "b", "n"]
+    assert adapter["manifests"][0]["data"]["k"] == "{{ not templated }}"
+
+
+def test_src_and_manifests_are_one_source(capsys, adapter, tmp_path):
+    (tmp_path / "one.yaml").write_text(CONFIGMAP_YAML)
+    rc, out = run(capsys, {"src": [str(tmp_path / "one.yaml")], "manifests": []})
+    assert rc == 1 and "mutually exclusive" in out["msg"] and "src" in out["msg"]
+    assert adapter == {}
+
+
+@pytest.mark.parametrize("text, error", [("a: [", "is not YAML"), ("- 1\n- 2\n", "document 1 is not a mapping"),
+                                         ("kind: A\n---\nplain\n", "document 2 is not a mapping")])
+def test_a_bad_src_file_is_named_and_nothing_is_applied(capsys, adapter, tmp_path, text, error):
+    (tmp_path / "bad.yaml").write_text(text)
+    rc, out = run(capsys, {"src": [str(tmp_path / "bad.yaml")]})
+    assert rc == 1 and out["msg"].startswith("src: %s" % (tmp_path / "bad.yaml")) and error in out["msg"]
+    assert adapter == {}
+
+
+def test_a_missing_src_file_fails_before_anything_is_applied(capsys, adapter, tmp_path):
+    rc, out = run(capsys, {"src": [str(tmp_path / "absent.yaml")]})
+    assert rc == 1 and "absent.yaml" in out["msg"] and adapter == {}
+
+
+def test_the_action_finds_src_as_a_role_file_and_hands_on_its_documents(monkeypatch, tmp_path):
+    from ansible_collections.soperator.slurm.plugins.plugin_utils.local_module import LocalModuleAction
+
+    (tmp_path / "crd.yaml").write_text(CONFIGMAP_YAML)
+    seen = {}
+    monkeypatch.setattr(LocalModuleAction, "run", lambda self, tmp=None, task_vars=None: seen.update(
+        args=self._task.args) or {"changed": False})
+    action = _action({"src": ["crd.yaml"], "force_conflicts": True})
+    action._find_needle = lambda dirname, needle: str(tmp_path / needle) if dirname == "files" else None
+    assert action.run(task_vars={}) == {"changed": False}
+    assert "src" not in seen["args"] and seen["args"]["force_conflicts"] is True
+    assert [m["metadata"]["name"] for m in seen["args"]["manifests"]] == ["a", "b"]
+
+
+def test_the_action_fails_on_a_src_file_it_cannot_find(monkeypatch):
+    from ansible.errors import AnsibleError
+
+    from ansible_collections.soperator.slurm.plugins.plugin_utils.local_module import LocalModuleAction
+
+    monkeypatch.setattr(LocalModuleAction, "run", lambda *a, **k: pytest.fail("ran without its files"))
+    action = _action({"src": ["nope.yaml"]})
+
+    def find(dirname, needle):
+        raise AnsibleError("Could not find or access '%s'" % needle)
+
+    action._find_needle = find
+    result = action.run(task_vars={})
+    assert result["failed"] is True and "nope.yaml" in result["msg"] and result["msg"].startswith("src: ")
