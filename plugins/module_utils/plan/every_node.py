@@ -129,7 +129,7 @@ def remove(p, ctx, nodeset, pod_name, pod, why):
     p.delete_pods.append((pod_name, pod["metadata"].get("uid")))
     if expired:
         p.give_up_node(nodeset, pod_name, why, "spec.drainTimeout", nodeset["spec"]["drainTimeout"],
-                       node["reason_time"])
+                       node["reason_time"], down_reason=names.REASON_SCALE_IN)
     return None
 
 

@@ -215,9 +215,17 @@ class Plan(object):
         if node not in self.drain[reason]:
             self.drain[reason].append(node)
 
-    def give_up_node(self, nodeset, node, why, setting, value, since, pod_uid=None):
+    def give_up_node(self, nodeset, node, why, setting, value, since, down_reason=None, pod_uid=None):
         """Record that ``node`` (a pod of ``nodeset``) goes with its jobs now, its drain older than ``setting``.
-        ``pod_uid``: the pod is deleted (a rolling update), else the StatefulSet shrinks (scale-in, maintenance)."""
+        ``pod_uid``: the pod is deleted (a rolling update), else the StatefulSet shrinks (scale-in, maintenance).
+        ``down_reason``: the node is also set DOWN (with our reason) in the pass its pod goes, so that its jobs end as
+        on a node failure: Slurm 24.11 never ends a batch job whose slurmd went, until SlurmdTimeout, nor ever when
+        a new slurmd registers under the name (findings D.2). None where slurmctld itself may be going (maintenance:
+        it stops in the same pass)."""
+        if down_reason is not None:
+            self.down.setdefault(down_reason, [])
+            if node not in self.down[down_reason]:
+                self.down[down_reason].append(node)
         self.give_up.append({"nodeset": name(nodeset), "nodeset_uid": (nodeset.get("metadata") or {}).get("uid"),
                              "node": node, "why": why, "setting": setting, "value": value, "since": since,
                              "pod_uid": pod_uid, "jobs": None})

@@ -127,12 +127,11 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
         if removable:
             p.delete_pods.append((node_name, pod["metadata"].get("uid")))
             if expired:
-                # Slurm 24.11 never ends a batch job its node's new slurmd does not report (findings D.2): the node
-                # is set DOWN first, so its jobs end as on a node failure (requeued where their policy says so).
-                p.down.setdefault(names.REASON_UPDATE, []).append(node_name)
+                # Set DOWN first (give_up_node): its jobs end as on a node failure, requeued where their policy
+                # says so, instead of staying RUNNING under the node's new slurmd (findings D.2).
                 p.give_up_node(nodeset, node_name, "rolling update", "spec.updateStrategy.proceedAfter",
                                nodeset["spec"]["updateStrategy"]["proceedAfter"], node["reason_time"],
-                               pod_uid=pod["metadata"].get("uid"))
+                               down_reason=names.REASON_UPDATE, pod_uid=pod["metadata"].get("uid"))
         elif action == drains.BLOCKED:
             blocked.append(node_name)  # drained by someone else, with jobs: theirs to finish
         else:

@@ -38,13 +38,13 @@ class Replicas(object):
         self.kept = {}
 
 
-def give_up_expired(p, nodeset, entries, slurm, why):
+def give_up_expired(p, nodeset, entries, slurm, why, down_reason=None):
     """The entries (of ``drains.plan_scale_in``) that go with their jobs because their drain is older than
-    drainTimeout: recorded for the Event."""
+    drainTimeout: recorded for the Event, and set DOWN with ``down_reason`` when given (``Plan.give_up_node``)."""
     for entry in entries:
         if entry["expired"]:
             p.give_up_node(nodeset, entry["name"], why, "spec.drainTimeout", nodeset["spec"]["drainTimeout"],
-                           slurm[entry["name"]]["reason_time"])
+                           slurm[entry["name"]]["reason_time"], down_reason=down_reason)
 
 
 def resume_ours(p, slurm, node_names, reasons):
@@ -70,7 +70,8 @@ def shrink(p, slurm, nodeset, statefulset, current, target, now, reason, label):
         if entry["action"] == drains.DRAIN:
             p.drain_node(entry["name"], reason)
     removable = drains.removable_replicas(entries)
-    give_up_expired(p, nodeset, entries[:removable], slurm, "removal" if deleting(nodeset) else "scale-in")
+    give_up_expired(p, nodeset, entries[:removable], slurm, "removal" if deleting(nodeset) else "scale-in",
+                    down_reason=reason)
     result = current - removable
     if result > target:
         busy = [e["name"] for e in entries if not e["removable"]]

@@ -150,6 +150,8 @@ def test_scale_in_gives_a_job_up_only_after_drain_timeout():
     # Said: the node that goes with its jobs, the setting that let it, since when it was drained.
     assert [(g["nodeset"], g["node"], g["why"], g["setting"], g["value"], g["since"], g["pod_uid"])
             for g in p.give_up] == [("cpu", "demo-cpu-1", "scale-in", "spec.drainTimeout", "10m", NOW - 601, None)]
+    # Set DOWN in the pass its pod goes, with our reason: its jobs end as on a node failure (findings D.2).
+    assert p.down == {names.REASON_SCALE_IN: ["demo-cpu-1"]} and p.changes_slurm
     p.set_jobs({"demo-cpu-1": ["41", "42"]})
     kind, reason, message = model.give_up_event(p.give_up[0])
     assert (kind, reason) == ("Warning", "DrainTimeoutExpired")
@@ -157,9 +159,9 @@ def test_scale_in_gives_a_job_up_only_after_drain_timeout():
                        "longer ago than spec.drainTimeout: 10m, spec.onDrainTimeout: Proceed; job(s) 41, 42 still "
                        "running on it are killed")
     p = converge.plan(cluster(), [nodeset(1, drainTimeout="11m")], obs, NOW)
-    assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == []
+    assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == [] and p.down == {}
     p = converge.plan(cluster(), [nodeset(1, drainTimeout="10m", onDrainTimeout="Wait")], obs, NOW)
-    assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == []
+    assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == [] and p.down == {}
     # A rolling update's setting is not the scale-in's: proceedAfter changes nothing here.
     p = converge.plan(cluster(), [nodeset(1, drainTimeout="11m", updateStrategy={"proceedAfter": "1s"})], obs, NOW)
     assert rendered_replicas(p, "demo-cpu") == 2 and p.give_up == []

@@ -324,7 +324,8 @@ def test_a_worker_whose_drain_outlived_drain_timeout_goes_with_its_jobs_and_an_e
     busy = table(slurm_line("k1", "MIXED+DRAIN", names.REASON_SCALE_IN, cpus_alloc=1, when=NOW - 3600))
     p, dummy = plan(k8s(), [pod("k1")], busy, spec=spec)
     assert p.delete_pods == [(worker("k1"), "uid-k1")]
+    assert p.down == {names.REASON_SCALE_IN: [worker("k1")]}  # DOWN before its pod is deleted (findings D.2)
     event = model.give_up_event(dict(p.give_up[0], jobs=["42"]))
     assert event[1] == model.EVENT_DRAIN_TIMEOUT_EXPIRED and "no longer matches" in event[2] and "42" in event[2]
     p, dummy = plan(k8s(), [pod("k1")], busy, spec=dict(spec, onDrainTimeout="Wait"))
-    assert p.delete_pods == [] and p.give_up == []
+    assert p.delete_pods == [] and p.give_up == [] and p.down == {}
