@@ -33,9 +33,12 @@ class ActionModule(LocalModuleAction):
 
     def run(self, tmp=None, task_vars=None):
         src, given = self._task.args.get("src"), self._task.args
-        if isinstance(src, list) and all(isinstance(p, str) for p in src) and given.get("manifests") is None:
+        if src is not None and given.get("manifests") is None:
             from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import read_manifest_files
 
+            src = [src] if isinstance(src, str) else src  # one path, as a list: what type=list makes of it
+            if not isinstance(src, list) or not all(isinstance(p, str) for p in src):
+                return dict(failed=True, msg="src: a list of paths, not %r" % (src,))
             try:
                 manifests = read_manifest_files([self._find_needle("files", p) for p in src])
             except (AnsibleError, OSError, ValueError) as e:

@@ -193,3 +193,22 @@ def test_the_action_fails_on_a_src_file_it_cannot_find(monkeypatch):
     action._find_needle = find
     result = action.run(task_vars={})
     assert result["failed"] is True and "nope.yaml" in result["msg"] and result["msg"].startswith("src: ")
+
+
+def test_the_action_takes_one_src_path_as_a_list_and_refuses_what_is_no_path(monkeypatch, tmp_path):
+    from ansible_collections.soperator.slurm.plugins.plugin_utils.local_module import LocalModuleAction
+
+    (tmp_path / "crd.yaml").write_text(CONFIGMAP_YAML)
+    seen = {}
+    monkeypatch.setattr(LocalModuleAction, "run", lambda self, tmp=None, task_vars=None: seen.update(
+        args=self._task.args) or {"changed": False})
+    action = _action({"src": "crd.yaml"})
+    action._find_needle = lambda dirname, needle: str(tmp_path / needle)
+    assert action.run(task_vars={}) == {"changed": False}
+    assert [m["metadata"]["name"] for m in seen["args"]["manifests"]] == ["a", "b"]
+    seen.clear()
+    for bad in ({"a": 1}, ["crd.yaml", 3]):
+        action = _action({"src": bad})
+        action._find_needle = lambda dirname, needle: str(tmp_path / needle)
+        result = action.run(task_vars={})
+        assert result["failed"] is True and result["msg"].startswith("src: a list of paths") and seen == {}
