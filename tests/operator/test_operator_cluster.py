@@ -162,6 +162,20 @@ def replicas_appliers(c, name):
                   if "f:replicas" in ((m.fields_v1 or {}).get("f:spec") or {}))
 
 
+def operator_quiet(op, c, quiet=3.0):
+    """Every pod of the cluster Ready and no run started, in flight or queued for ``quiet`` seconds: a pod turning
+    Ready (kwok) starts a run, and a run in flight when the test changes the NodeSet may read the change itself,
+    leaving nothing for the step under test to do."""
+    wait_for(lambda: all((s.status.ready_replicas or 0) == s.spec.replicas for s in c.apps.list_namespaced_stateful_set(
+        c.ns, label_selector="slurm.soperator.dev/cluster=demo").items), 60, what="every pod Ready")
+
+    def idle():
+        return op.metric("soperator_operator_runs_in_flight") == 0 and op.metric("soperator_operator_queue_depth") == 0
+    wait_for(lambda: idle() and (lambda runs: holds_for(
+        lambda: idle() and op.metric("soperator_operator_runs_total") == runs, quiet))(
+            op.metric("soperator_operator_runs_total")), 90, what="operator quiet for %.0f s" % quiet)
+
+
 def test_a_scale_out_is_applied_ahead_of_the_role_run_and_a_scale_in_is_not(operators, cluster, tmp_path):
     """A NodeSet that only grows gets its StatefulSet applied by the runtime before the role runs (as the role's
     field manager: no second owner of its replicas, and the run that follows writes nothing else to it); a shrink
@@ -172,8 +186,7 @@ def test_a_scale_out_is_applied_ahead_of_the_role_run_and_a_scale_in_is_not(oper
     wait_for(lambda: converged(cluster, generation=1) and converged(cluster, "NodeSet", "cpu", generation=1), 120,
              what="converged")
     wait_for(lambda: statefulset_settled(cluster, "demo-cpu"), 60, what="worker StatefulSet settled")
-    wait_for(lambda: op.metric("soperator_operator_runs_in_flight") == 0
-             and op.metric("soperator_operator_queue_depth") == 0, 60, what="operator idle")
+    operator_quiet(op, cluster)
     assert replicas_appliers(cluster, "demo-cpu") == [("soperator.slurm", "Apply")]
 
     t0 = time.monotonic()
