@@ -27,6 +27,13 @@ log = logging.getLogger(__name__)
 OWNED = tuple(cache.Resource(k.group, k.version, k.plural, k.kind) for k in kinds.applied() + (kinds.POD,))
 OWNED_SELECTOR = "%s=%s" % (names.LABEL_MANAGED_BY, names.MANAGED_BY)
 DRIFT_DELAY = 0.2        # coalesce a burst of owned-object events into one check
+# Pods coming up (created, Running, Ready, and their StatefulSets' status following) arrive one by one over
+# seconds: an event-started check waits while a pod of the cluster is still coming up (Pending, or Running and not
+# Ready) and until no such event has come for SETTLE_QUIET, but no longer than SETTLE_CAP after the first, so that
+# a StatefulSet's pods turning Ready cost one run, not one per run's duration. Other events (a pod going, an
+# object edited) do not extend the wait; a new generation, a retry or a requeue never waits.
+SETTLE_QUIET = 1.0
+SETTLE_CAP = 5.0
 MAX_PROGRESS_WAIT = 300  # longest requeue while a cluster is progressing without change
 
 
@@ -34,6 +41,37 @@ def _pod_state(pod):
     status = (pod or {}).get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
     return status.get("phase"), tuple(ready), bool((pod or {}).get("metadata", {}).get("deletionTimestamp"))
+
+
+def _settling(etype, old, new):
+    """An event of pods coming up: a pod created or changing phase or readiness (not going: deleted, being deleted,
+    ended), or a StatefulSet created or its status changed (not its spec: the same generation)."""
+    kind = (new or old or {}).get("kind")
+    if etype == cache.DELETED:
+        return False
+    if kind == "Pod":
+        phase, _ready, deleting = _pod_state(new)
+        return not deleting and phase not in ("Failed", "Succeeded")
+    if kind == "StatefulSet":
+        return old is None or (old.get("metadata") or {}).get("generation") == (new.get("metadata") or {}).get(
+            "generation")
+    return False
+
+
+def coming_up(pod):
+    """A pod on its way to Ready: Pending, or Running and not Ready (not one being deleted)."""
+    phase, ready, deleting = _pod_state(pod)
+    return not deleting and (phase == "Pending" or phase == "Running" and "True" not in ready)
+
+
+def settle_wait(burst, now, progressing):
+    """Seconds a check started by pods coming up still waits: ``burst`` = (first, last) time of their events, or
+    None; ``progressing``: a pod of the cluster is still coming up. Pure."""
+    if burst is None:
+        return 0.0
+    first, last = burst
+    until = float("inf") if progressing else last + SETTLE_QUIET
+    return max(0.0, min(max(until, last + SETTLE_QUIET), first + SETTLE_CAP) - now)
 
 
 class Controller:
@@ -58,6 +96,7 @@ class Controller:
         self._progress = {}      # key -> consecutive runs that left the cluster not ready and changed nothing
         self._memo = {}          # key -> drift.Memo
         self._last_full = {}     # key -> clock of the last role run
+        self._settling = {}      # key -> [first, last] clock of pod events of pods coming up, not yet checked
         self._stopping = threading.Event()   # no new work
         self._cancel = threading.Event()     # cancel runs in flight
         self._workers = []
@@ -147,10 +186,14 @@ class Controller:
         ident = (names.CLUSTER_KIND, obj["metadata"].get("namespace"), cluster)
         if self.informers.get(names.CLUSTER_KIND) and self.informers[names.CLUSTER_KIND].store.get(ident[1],
                                                                                                   cluster):
+            if _settling(etype, old, new):
+                with self._seen_lock:
+                    now = self.clock()
+                    self._settling.setdefault(ident, [now, now])[1] = now
             self.queue.add(ident, delay=DRIFT_DELAY, reason=workqueue.DRIFT)
 
     def _forget(self, ident):
-        for table in (self._failures, self._progress, self._memo, self._last_full):
+        for table in (self._failures, self._progress, self._memo, self._last_full, self._settling):
             table.pop(ident, None)
 
     # --- working ------------------------------------------------------------------------------------------------
@@ -218,6 +261,13 @@ class Controller:
         full_due = self.clock() - self._last_full.setdefault(key, self.clock()) >= w.full_run_period
         memo = self._memo.setdefault(key, drift.Memo())
         why: Optional[str] = "periodic full run" if full_due else ",".join(sorted(reasons))
+        if w.drift_check and not forced and not full_due:
+            nodesets = [d for _, d in deps]
+            wait = self._settle_wait(key, obj, nodesets, memo)
+            if wait:
+                return wait, workqueue.DRIFT  # pods still coming up: one check once they are up
+        with self._seen_lock:
+            self._settling.pop(key, None)  # what they changed is looked at now
         live = self.live_children(namespace, name) if w.drift_check else {}
         if w.drift_check and not forced and not full_due:
             nodesets = [d for _, d in deps]
@@ -234,6 +284,16 @@ class Controller:
         if w.drift_check:
             self._scale_out_first(key, obj, deps, live)
         return self._reconcile_run(w, key, obj, deps, memo, why, digest)
+
+    def _settle_wait(self, key, cluster, nodesets, memo):
+        """Seconds to hold a check started by pods coming up (``settle_wait``); 0 when a generation is new."""
+        with self._seen_lock:
+            burst = self._settling.get(key)
+        if burst is None or drift.generation_change(cluster, nodesets, memo) is not None:
+            return 0.0
+        namespace, name = key[1], key[2]
+        return settle_wait(burst, self.clock(), any(coming_up(p) for p in self.owned["Pod"].store.list(
+            namespace, lambda o: cache.cluster_of(o, names.LABEL_CLUSTER) == name)))
 
     def _scale_out_first(self, key, cluster, deps, live):
         """Worker StatefulSets that only grow are applied now, ahead of the role's run (``drift.scale_outs``

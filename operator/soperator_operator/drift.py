@@ -133,6 +133,21 @@ def scale_outs(cluster, nodesets, live, now, policy=None):
     return scale.scale_outs(plan, live)
 
 
+def generation_change(cluster, nodesets, memo: Memo):
+    """Why a run is due whatever the caches say (a generation not converged, a NodeSet being deleted), or None."""
+    gens = generations(cluster, nodesets)
+    if _observed(cluster) != gens[names.CLUSTER_KIND] and memo.generations.get(names.CLUSTER_KIND) != \
+            gens[names.CLUSTER_KIND]:
+        return "generation %d of the SlurmCluster" % gens[names.CLUSTER_KIND]
+    for ns in nodesets:
+        key = "%s/%s" % (names.NODESET_KIND, ns["metadata"]["name"])
+        if ns["metadata"].get("deletionTimestamp"):
+            return "NodeSet %s is being deleted" % ns["metadata"]["name"]
+        if _observed(ns) != gens[key] and memo.generations.get(key) != gens[key]:
+            return "generation %d of NodeSet %s" % (gens[key], ns["metadata"]["name"])
+    return None
+
+
 def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None) -> Optional[str]:
     """Why the role must run (a short reason), or None when a run would change nothing.
 
@@ -144,15 +159,9 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None
     gens = generations(cluster, nodesets)
     if memo.invalid_generation is not None and memo.generations == gens:
         return None  # judged invalid, and nothing was edited since: only a new generation can help
-    if _observed(cluster) != gens[names.CLUSTER_KIND] and memo.generations.get(names.CLUSTER_KIND) != \
-            gens[names.CLUSTER_KIND]:
-        return "generation %d of the SlurmCluster" % gens[names.CLUSTER_KIND]
-    for ns in nodesets:
-        key = "%s/%s" % (names.NODESET_KIND, ns["metadata"]["name"])
-        if ns["metadata"].get("deletionTimestamp"):
-            return "NodeSet %s is being deleted" % ns["metadata"]["name"]
-        if _observed(ns) != gens[key] and memo.generations.get(key) != gens[key]:
-            return "generation %d of NodeSet %s" % (gens[key], ns["metadata"]["name"])
+    why = generation_change(cluster, nodesets, memo)
+    if why is not None:
+        return why
     try:
         plan = _plan(cluster, nodesets, live, now, policy)
     except SpecErrors:

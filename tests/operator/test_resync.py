@@ -16,7 +16,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import kinds, name
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
-from soperator_operator import drift, workqueue
+from soperator_operator import controller, drift, workqueue
 from soperator_operator.controller import Controller
 from soperator_operator.runner import RunResult
 from soperator_operator.watches import load_watches
@@ -436,3 +436,137 @@ def test_an_optional_data_kind_not_served_is_no_reason_to_run(world):
     assert exists("MariaDB", "demo-mariadb") is True
     api.not_served.add("Secret")   # never true of a core kind, and a non-optional kind is never excused
     assert exists("Secret", "demo-munge-key") is True and exists("Secret", "gone") is False
+
+
+def _pod_event(ctl, name, ready, etype="MODIFIED", deleting=False):
+    old = ctl.owned["Pod"].store.get("hpc", name)
+    pod = copy.deepcopy(old)
+    pod["metadata"]["resourceVersion"] = str(int(pod["metadata"].get("resourceVersion") or 0) + 1)
+    pod["status"]["conditions"][0]["status"] = "True" if ready else "False"
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    ctl.owned["Pod"].store.put(pod)
+    ctl._on_owned(etype, old, pod)
+
+
+def _up_but(ctl, *names_coming_up):
+    """Every pod of the world Ready (no event: as found at start) but ``names_coming_up`` (Running, not Ready)."""
+    for pod in ctl.owned["Pod"].store.list("hpc"):
+        pod = copy.deepcopy(pod)
+        pod["status"]["conditions"][0]["status"] = "False" if pod["metadata"]["name"] in names_coming_up else "True"
+        ctl.owned["Pod"].store.put(pod)
+
+
+def test_pods_coming_up_one_by_one_start_one_run_once_they_are_up(world):
+    """Pods turning Ready one after another (a StatefulSet coming up) hold the check while one of the cluster is
+    still on its way, and until none has come for SETTLE_QUIET: one run for all of them, not one per run."""
+    ctl, runner, clock, dummy, dummy2 = world
+    _up_but(ctl, "demo-cpu-0", "demo-cpu-1")
+    _pod_event(ctl, "demo-cpu-0", ready=True)
+    clock.now += controller.SETTLE_QUIET + 0.5
+    # past the quiet, but demo-cpu-1 is still coming up: held until the cap at most
+    assert ctl.reconcile(KEY, DRIFT) == (pytest.approx(controller.SETTLE_CAP - controller.SETTLE_QUIET - 0.5),
+                                         workqueue.DRIFT)
+    _pod_event(ctl, "demo-cpu-1", ready=True)
+    clock.now += 0.6
+    assert ctl.reconcile(KEY, DRIFT) == (pytest.approx(controller.SETTLE_QUIET - 0.6), workqueue.DRIFT)
+    assert runner.runs == []
+    clock.now += controller.SETTLE_QUIET - 0.6
+    ctl.reconcile(KEY, DRIFT)
+    assert runner.runs == ["soperator.slurm.cluster"]  # both pods' readiness in one run
+    assert ctl.reconcile(KEY, DRIFT)[1] == workqueue.RESYNC and len(runner.runs) == 1  # nothing held any more
+
+
+def test_a_pod_that_never_comes_up_is_checked_after_the_cap(world):
+    """A pod that stays Pending (unschedulable, an image that never pulls) holds nothing beyond SETTLE_CAP."""
+    ctl, runner, clock, dummy, dummy2 = world
+    _up_but(ctl, "demo-cpu-1")
+    _pod_event(ctl, "demo-cpu-0", ready=False)
+    _pod_event(ctl, "demo-cpu-0", ready=True)
+    clock.now += controller.SETTLE_CAP - 0.1
+    assert ctl.reconcile(KEY, DRIFT) == (pytest.approx(0.1), workqueue.DRIFT) and runner.runs == []
+    clock.now += 0.1
+    ctl.reconcile(KEY, DRIFT)
+    assert runner.runs == ["soperator.slurm.cluster"]
+
+
+def test_pods_that_never_stop_changing_are_checked_after_the_cap(world):
+    ctl, runner, clock, dummy, dummy2 = world
+    _up_but(ctl)
+    start = clock.now
+    # a pod flapping, an event every half second, then another pod turning Ready: never SETTLE_QUIET without one
+    events = [("demo-cpu-0", i % 2 == 1) for i in range(9)] + [("demo-cpu-1", False)]
+    for name, ready in events:
+        _pod_event(ctl, name, ready=ready)
+        assert ctl.reconcile(KEY, DRIFT)[1] == workqueue.DRIFT and runner.runs == []
+        clock.now += 0.5
+    assert clock.now - start == pytest.approx(controller.SETTLE_CAP)
+    ctl.reconcile(KEY, DRIFT)
+    assert runner.runs == ["soperator.slurm.cluster"]
+
+
+@pytest.mark.parametrize("other", ["a pod deleted", "a pod being deleted", "a ConfigMap edited",
+                                   "a StatefulSet's spec edited"])
+def test_other_events_are_checked_with_the_pods_coming_up_and_do_not_extend_their_wait(world, other):
+    ctl, runner, clock, dummy, live = world
+    _up_but(ctl, "demo-controller-0")
+    _pod_event(ctl, "demo-controller-0", ready=True)
+    clock.now += 0.5
+    if other == "a pod deleted":
+        ctl.owned["Pod"].store.remove("hpc", "demo-cpu-1")
+        ctl._on_owned("DELETED", live[("Pod", "demo-cpu-1")], None)
+    elif other == "a pod being deleted":
+        _pod_event(ctl, "demo-cpu-1", ready=False, deleting=True)
+    else:
+        kind, name = ("ConfigMap", names.slurm_config_name("demo")) if "ConfigMap" in other else (
+            "StatefulSet", "demo-cpu")
+        old = ctl.owned[kind].store.get("hpc", name)
+        obj = copy.deepcopy(old)
+        if kind == "ConfigMap":
+            obj["data"]["slurm.conf"] += "\n# edited\n"
+        else:
+            obj["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+            obj["spec"]["template"]["metadata"]["labels"]["edited"] = "yes"
+        ctl.owned[kind].store.put(obj)
+        ctl._on_owned("MODIFIED", old, obj)
+    assert ctl.reconcile(KEY, DRIFT) == (pytest.approx(controller.SETTLE_QUIET - 0.5), workqueue.DRIFT)
+    clock.now += controller.SETTLE_QUIET - 0.5  # not extended by the other event
+    ctl.reconcile(KEY, DRIFT)
+    assert runner.runs == ["soperator.slurm.cluster"]
+
+
+def test_a_statefulset_status_following_its_pods_is_held_with_them(world):
+    ctl, runner, clock, dummy, dummy2 = world
+    _up_but(ctl, "demo-cpu-0")
+    _pod_event(ctl, "demo-cpu-0", ready=True)
+    clock.now += 0.8
+    old = ctl.owned["StatefulSet"].store.get("hpc", "demo-cpu")
+    sts = copy.deepcopy(old)
+    sts["status"]["readyReplicas"] = 1
+    ctl.owned["StatefulSet"].store.put(sts)
+    ctl._on_owned("MODIFIED", old, sts)
+    clock.now += 0.5
+    assert ctl.reconcile(KEY, DRIFT) == (pytest.approx(controller.SETTLE_QUIET - 0.5), workqueue.DRIFT)
+    clock.now += controller.SETTLE_QUIET - 0.5
+    ctl.reconcile(KEY, DRIFT)
+    assert runner.runs == ["soperator.slurm.cluster"]
+
+
+def test_a_new_generation_is_never_held_by_pods_coming_up(world):
+    ctl, runner, clock, dummy, dummy2 = world
+    _pod_event(ctl, "demo-cpu-0", ready=True)
+    nodeset = copy.deepcopy(ctl.cached("NodeSet", "hpc", "cpu"))
+    nodeset["metadata"]["generation"] += 1
+    ctl.informers["NodeSet"].store.put(nodeset)
+    ctl.reconcile(KEY, frozenset({workqueue.EVENT, workqueue.DRIFT}))
+    assert runner.runs == ["soperator.slurm.cluster"]
+
+
+def test_an_event_without_a_new_generation_is_held_with_the_pods(world):
+    """A NodeSet first seen by the watch after the run that converged it (an event, its generation already run)
+    waits with the pods coming up: only a generation not yet run goes ahead of them."""
+    ctl, runner, clock, dummy, dummy2 = world
+    _up_but(ctl, "demo-cpu-0")
+    _pod_event(ctl, "demo-cpu-0", ready=True)
+    assert ctl.reconcile(KEY, frozenset({workqueue.EVENT, workqueue.DRIFT})) == (
+        pytest.approx(controller.SETTLE_QUIET), workqueue.DRIFT) and runner.runs == []
