@@ -350,3 +350,14 @@ def test_slurmrestd_refuses_requests_without_a_valid_token(acct, rest):
     status, body = _get(rest, "/slurm/%s/diag" % API, forged)
     assert status != 200 or "statistics" not in body, body
     assert node_name(0)  # the cluster is the module's: nodes stay up for the exporter tests
+
+
+def test_the_database_init_file_with_the_password_is_gone_once_mariadb_answers(acct):
+    """The entrypoint hands MariaDB the database user's password in an init file (in memory in the pod) and removes
+    it once the server has read it: once it answers, not when its socket appears (MariaDB 11.8 creates the socket
+    first and reads the file after; removing it then aborted the server)."""
+    wait_for(lambda: acct.run(["test", "-e", "/run/mysqld/soperator-init.sql"]).returncode != 0, 30,
+             "the init file removed")
+    assert acct.run(["mariadb-admin", "--no-defaults", "--skip-ssl", "--socket=/run/mysqld/mysqld.sock",
+                     "ping"]).returncode == 0
+    assert "Aborting" not in acct.run(["cat", "/var/log/slurm/mariadb.log"]).check().stdout
