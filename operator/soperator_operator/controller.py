@@ -70,8 +70,8 @@ def settle_wait(burst, now, progressing):
     if burst is None:
         return 0.0
     first, last = burst
-    until = float("inf") if progressing else last + SETTLE_QUIET
-    return max(0.0, min(max(until, last + SETTLE_QUIET), first + SETTLE_CAP) - now)
+    until = first + SETTLE_CAP if progressing else min(last + SETTLE_QUIET, first + SETTLE_CAP)
+    return max(0.0, until - now)
 
 
 class Controller:
