@@ -33,7 +33,8 @@ def test_it_parses_what_the_renderer_writes():
 
 @pytest.mark.parametrize("argv", [
     [], ["rm"], ["backup", "--host"], ["backup", "--bogus", "x"], ["backup", "--retry-lock", "1 h"],
-    ["forget", "--keep-daily", "-1"], ["restore", "--snapshot", "latest;id"],
+    ["forget", "--keep-daily", "-1"], ["restore", "--snapshot", "latest;id"], ["restore", "--snapshot", "latest\n"],
+    ["backup", "--retry-lock", "2h\n"], ["forget", "--keep-daily", "7\n"],
     ["restore", "--snapshot", "latest", "--source", "/etc"],
     ["restore", "--snapshot", "latest", "--source", "/mnt/jail/../etc"],
     ["restore", "--snapshot", "latest", "--target", "/mnt/jailbreak"],
