@@ -91,7 +91,8 @@ def _sub_mount_mode_source(mount, path):
 @_twin(schema.SUB_MOUNT_MODE_STICKY)
 def _sub_mount_mode_sticky(mount, path):
     mode = mount.get("mode")
-    if isinstance(mode, str) and re.search("[2367]$", mode) and not re.match("^[1357][0-7]{3}$", mode):
+    # CEL's "$" (RE2) is the end of the text, Python's admits a trailing newline: \Z and fullmatch say it as CEL does.
+    if isinstance(mode, str) and re.search(r"[2367]\Z", mode) and not re.fullmatch("[1357][0-7]{3}", mode):
         return _cel_error(child_path(path, "mode"), schema.SUB_MOUNT_MODE_STICKY)
     return []
 

@@ -20,7 +20,7 @@ NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")
 
 
 # A feature we pass on (ours, the NodeSet's, an administrator's): nothing that separates a line, a list, a key or
-# an argument, nor a constraint operator.
+# an argument, nor a constraint operator. Used with fullmatch: "$" alone admits a trailing newline.
 FEATURE_RE = re.compile(r"^[^\s,=&|\[\]*!()\"'\\#:]{1,253}$")
 
 # Base states in which a node runs jobs; COMPLETING is a flag.
@@ -154,7 +154,7 @@ def parse_show_topology(text):
 def features_update(node_name, features):
     """argv of the scontrol call that sets a node's features (available and active: no changeable features)."""
     validate_node_names([node_name])
-    bad = [f for f in features if not FEATURE_RE.match(f)]
+    bad = [f for f in features if not FEATURE_RE.fullmatch(f)]
     if bad:
         raise ValueError("invalid Slurm features: %s" % ", ".join(repr(b) for b in bad))
     value = ",".join(features)

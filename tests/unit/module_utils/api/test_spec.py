@@ -35,6 +35,13 @@ def test_every_cel_rule_has_a_python_twin():
     assert sorted(set(messages)) == sorted(cel.TWINS)
 
 
+@pytest.mark.parametrize("mode, refused", [("0777", True), ("1777", False), ("0755", False), ("777\n", False)])
+def test_the_sticky_bit_twin_reads_dollar_as_cel_does(mode, refused):
+    # CEL's '[2367]$' (RE2) does not match "777\n": the rule lets it pass (the pattern refuses it), as the twin must.
+    twin = cel.TWINS[schema.SUB_MOUNT_MODE_STICKY]
+    assert bool(twin({"emptyDir": True, "mode": mode}, "spec.jail.subMounts[0]")) is refused
+
+
 def test_cluster_defaults():
     result = spec.validate_cluster(make_cluster())
     s = result["spec"]

@@ -103,7 +103,7 @@ def test_features_update_sets_available_and_active():
 
 
 @pytest.mark.parametrize("node, features", [("a,b", ["x"]), ("a", ["x y"]), ("a", ["x=y"]), ("a", ["x,y"]),
-                                            ("a", ["x\ny"]), ("a", ["x|y"])])
+                                            ("a", ["x\ny"]), ("a", ["x|y"]), ("a", ["x\n"]), ("a\n", ["x"])])
 def test_features_update_refuses_what_would_change_its_meaning(node, features):
     with pytest.raises(ValueError):
         scontrol.features_update(node, features)
@@ -117,6 +117,7 @@ def test_topology_conf_reads_back_what_it_wrote():
                                               "n-2": ["l3", "s2", "core"]}
 
 
-def test_topology_conf_refuses_a_name_that_could_inject():
+@pytest.mark.parametrize("switch", ["a\nSwitchName=x", "a\n"])
+def test_topology_conf_refuses_a_name_that_could_inject(switch):
     with pytest.raises(ValueError):
-        topo.render_topology_conf("tree", ["n-0"], {"n-0": ["a\nSwitchName=x"]})
+        topo.render_topology_conf("tree", ["n-0"], {"n-0": [switch]})
