@@ -24,7 +24,10 @@ nodeSelector when that names every level's label (its pods can run nowhere else)
 (elastic NodeSets only, ``api/spec.py``) this is what a powered-down node's block means to Slurm.
 
 A label value that cannot become a feature or a switch name (a newline, ``=``, a space, a comma, longer than a feature
-may be) is refused with an Event; that node keeps what it had (features and placement).
+may be) is refused with an Event; that node keeps what it had (features and placement). A feature that is another
+NodeSet's name is refused the same way (slurm.conf's ``NodeSet=<name> Feature=<name>`` would put the node into that
+NodeSet's partitions, which ``spec.features`` refuses at validation): the node never has it from us, one we added
+before the NodeSet came is removed, and its other labels still apply.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -62,12 +65,35 @@ def features_from_labels(labels, prefix):
         if value.lower() == "false":
             continue
         feature = rest if value in ("", "true") else "%s_%s" % (rest, value)
-        if len(feature) > FEATURE_MAX or not FEATURE_RE.match(feature):
+        if len(feature) > FEATURE_MAX or not FEATURE_RE.fullmatch(feature):
             problems.append("label %s=%r cannot be a Slurm feature (at most %d characters of %s)"
                             % (key, value, FEATURE_MAX, schema.FEATURE_PATTERN))
             continue
         found.add(feature)
     return sorted(found), problems
+
+
+def nodeset_names(ctx):
+    """{lower-case name: name} of every NodeSet of the cluster, however it stands (Slurm compares features without
+    case, as ``api/spec.py`` does for ``spec.features``)."""
+    every = (ctx.valid + ctx.leaving + ctx.elastic + ctx.elastic_leaving + ctx.every_node + ctx.every_node_leaving)
+    found = dict((name(ns).lower(), name(ns)) for ns in every)
+    found.update((n.lower(), n) for n in ctx.invalid or ())
+    return found
+
+
+def other_nodesets(features, set_name, nodesets, prefix=""):
+    """(features that name no NodeSet but ``set_name``, [problems]) of the ``features`` a node's labels under
+    ``prefix`` give; ``nodesets`` as ``nodeset_names`` gives them."""
+    kept, problems = [], []
+    for feature in features:
+        other = nodesets.get(feature.lower())
+        if other is not None and other != set_name:
+            problems.append("a label under %s gives feature %r, the name of NodeSet %s: the node would join that "
+                            "NodeSet's partitions" % (prefix, feature, other))
+        else:
+            kept.append(feature)
+    return kept, problems
 
 
 def node_features(current, recorded, wanted):
@@ -109,6 +135,7 @@ def plan_features(p, ctx):
         p.deferred.append("spec.featureLabelPrefix: %s" % (ctx.observed.get("k8s_nodes_error")
                                                            or "Kubernetes nodes not read"))
         return
+    nodesets = nodeset_names(ctx)
     for ns in sets:
         recorded = dict(((ns.get("status") or {}).get("labelFeatures") or {}))
         record = {}
@@ -123,10 +150,19 @@ def plan_features(p, ctx):
                     record[pod_name] = before
                 continue
             wanted, problems = features_from_labels(k8s_nodes[host].get("labels"), ns["spec"]["featureLabelPrefix"])
+            wanted, taken = other_nodesets(wanted, name(ns), nodesets, ns["spec"]["featureLabelPrefix"])
+            if taken:
+                p.label_events.append((name(ns), "Node %s, worker %s: %s; it is not given that feature"
+                                       % (host, pod_name, "; ".join(taken))))
             if problems:
                 p.label_events.append((name(ns), "Node %s, worker %s: %s; its features are left as they are"
                                        % (host, pod_name, "; ".join(problems))))
-                record[pod_name] = [f for f in before if f in node["features"]]
+                # As it was, but never another NodeSet's name (one of ours from before that NodeSet came).
+                kept, _taken = other_nodesets([f for f in before if f in node["features"]], name(ns), nodesets)
+                dropped = set(before) - set(kept)
+                if dropped & set(node["features"]):
+                    p.set_features[pod_name] = [f for f in node["features"] if f not in dropped]
+                record[pod_name] = kept
                 continue
             update, ours = node_features(node["features"], before, wanted)
             if update is not None:
@@ -144,7 +180,7 @@ def placement_of(labels, levels):
         value = (labels or {}).get(key)
         if value is None or value == "":
             return [], None
-        if not topo.GROUP_RE.match(str(value)) or value in topo.RESERVED:
+        if not topo.GROUP_RE.fullmatch(str(value)) or value in topo.RESERVED:
             return [], "label %s=%r cannot name a switch (a label value, not %s)" % (
                 key, value, " or ".join(topo.RESERVED))
         path.append(str(value))

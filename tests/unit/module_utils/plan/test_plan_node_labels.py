@@ -48,7 +48,7 @@ def test_features_from_labels(labels, expect):
     assert node_labels.features_from_labels(labels, PREFIX) == (expect, [])
 
 
-@pytest.mark.parametrize("value", ["a b", "a=b", "a,b", "a\nb", "x" * 70])
+@pytest.mark.parametrize("value", ["a b", "a=b", "a,b", "a\nb", "x" * 70, "a\n"])
 def test_a_label_that_cannot_be_a_feature_is_refused(value):
     features, problems = node_labels.features_from_labels({PREFIX + "ib": value, PREFIX + "ok": "true"}, PREFIX)
     assert features == ["ok"] and len(problems) == 1 and PREFIX + "ib" in problems[0]
@@ -92,6 +92,60 @@ def test_a_bad_label_value_leaves_the_node_as_it_is_with_an_event():
     assert p.set_features == {}
     assert p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib"]}
     assert len(p.label_events) == 1 and p.label_events[0][0] == "cpu" and PREFIX + "x" in p.label_events[0][1]
+
+
+def plan_features_beside(obs, other, status=None):
+    """plan_features with NodeSet ``other`` beside cpu (Slurm's NodeSet=<other> Feature=<other>)."""
+    ctx = context(nodesets=(("cpu", FEATURED), (other, {})), observed=obs)
+    if status is not None:
+        ctx.valid[0]["status"] = status
+    p = model.Plan()
+    p.nodesets["cpu"] = {}
+    node_labels.plan_features(p, ctx)
+    return p
+
+
+@pytest.mark.parametrize("key", ["gpu", "GPU"])
+def test_a_label_naming_another_nodeset_is_refused_and_the_other_labels_apply(key):
+    # A label giving "gpu" (or "GPU": features are compared without case, as spec.features is) would put the node
+    # into the partitions of NodeSet gpu; spec.features refuses that name at validation, a label is refused here.
+    obs = observed([line("demo-cpu-0")], {"node-0": {PREFIX + key: "true", PREFIX + "ib": "true"}}, count=1)
+    p = plan_features_beside(obs, "gpu")
+    assert p.set_features == {"demo-cpu-0": ["cpu", "fast", "ib"]}
+    assert p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib"]}
+    assert len(p.label_events) == 1 and p.label_events[0][0] == "cpu"
+    assert "NodeSet gpu" in p.label_events[0][1] and PREFIX in p.label_events[0][1]
+
+
+def test_a_label_feature_added_before_its_nodeset_came_is_removed():
+    # "gpu" was ours (from a label) before NodeSet gpu was created: it goes, the administrator's rack7 stays.
+    obs = observed([line("demo-cpu-0", "cpu,fast,rack7,gpu")], {"node-0": {PREFIX + "gpu": "true"}}, count=1)
+    p = plan_features_beside(obs, "gpu", status={"labelFeatures": {"demo-cpu-0": ["gpu"]}})
+    assert p.set_features == {"demo-cpu-0": ["cpu", "fast", "rack7"]}
+    assert p.nodesets["cpu"]["labelFeatures"] == {}
+    assert any("NodeSet gpu" in m for _s, m in p.label_events)
+
+
+def test_beside_a_bad_label_value_a_feature_naming_another_nodeset_still_goes():
+    obs = observed([line("demo-cpu-0", "cpu,fast,ib,gpu")], {"node-0": {PREFIX + "x": "a b", PREFIX + "gpu": ""}},
+                   count=1)
+    p = plan_features_beside(obs, "gpu", status={"labelFeatures": {"demo-cpu-0": ["ib", "gpu"]}})
+    assert p.set_features == {"demo-cpu-0": ["cpu", "fast", "ib"]}
+    assert p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib"]}
+    assert len(p.label_events) == 2
+
+
+def test_a_label_naming_the_nodesets_own_name_is_no_refusal():
+    # The NodeSet's own name is always a feature of its nodes (registered with slurmd --conf): nothing to refuse.
+    obs = observed([line("demo-cpu-0")], {"node-0": {PREFIX + "cpu": "true"}}, count=1)
+    p = plan_features(obs)
+    assert p.set_features == {} and p.label_events == []
+
+
+def test_the_nodesets_a_label_may_not_name_are_every_nodeset_of_the_cluster():
+    ctx = context(nodesets=(("cpu", {}), ("big", {"elastic": {"maxNodes": 2}}), ("old", {})), leaving=("old",))
+    ctx.invalid = {"broken": ["spec.replicas: bad"]}
+    assert sorted(node_labels.nodeset_names(ctx)) == ["big", "broken", "cpu", "old"]
 
 
 def test_a_pending_pod_or_an_unread_node_keeps_its_record():
@@ -220,7 +274,7 @@ def test_a_node_slurm_lists_on_its_leaf_but_did_not_place_gets_a_reconfigure():
     assert p.reconfigure is None and not p.pending
 
 
-@pytest.mark.parametrize("value", ["unknown", "root", "a b", "a=b", "a,b", "a\nb", "x" * 64])
+@pytest.mark.parametrize("value", ["unknown", "root", "a b", "a=b", "a,b", "a\nb", "x" * 64, "leaf1\n"])
 def test_a_label_that_cannot_name_a_switch_is_refused_and_the_placement_kept(value):
     _p, text = plan_topology(four(TWO_LEAVES))
     bad = dict(TWO_LEAVES, **{"node-1": {"net/leaf": value, "net/spine": "spine"}})
