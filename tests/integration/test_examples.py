@@ -107,6 +107,7 @@ def test_gpu_example_as_written_renders_gpu_cluster(kubeconfig, collections_path
     assert cond.status == "False" and cond.reason == "Unschedulable"
 
 
+# not a prerequisite: an external cluster (SOPERATOR_KUBECONFIG) was chosen, and it is not ours to resize.
 @pytest.mark.skipif(os.environ.get("SOPERATOR_KUBECONFIG") is not None,
                     reason="resizes the local cluster's kwok node pool")
 def test_gpu_example_on_local_cluster_puts_gpu_workers_on_gpu_nodes(kubeconfig, collections_path, k8s, namespace,

@@ -170,6 +170,7 @@ def _listening(port):
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+# not a prerequisite: an external cluster (SOPERATOR_KUBECONFIG) was chosen; the local cluster tool is not tested.
 @pytest.mark.skipif(os.environ.get("SOPERATOR_KUBECONFIG") is not None,
                     reason="uses the local cluster tool; SOPERATOR_KUBECONFIG points at an external cluster")
 def test_down_leaves_no_process_and_no_port(tmp_path):
@@ -190,6 +191,7 @@ def test_down_leaves_no_process_and_no_port(tmp_path):
     assert not (tmp_path / "lc").exists()
 
 
+# not a prerequisite: an external cluster (SOPERATOR_KUBECONFIG) was chosen, with a provisioner of its own.
 @pytest.mark.skipif(os.environ.get("SOPERATOR_KUBECONFIG") is not None,
                     reason="the hostPath provisioner belongs to the local cluster tool")
 def test_readwritemany_claim_is_provisioned_and_reclaimed(k8s, namespace):

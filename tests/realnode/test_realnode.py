@@ -188,6 +188,7 @@ def test_imported_image_runs(realnode, api, ns, tmp_path):
 def test_down_leaves_the_host_as_it_was(realnode):
     """Runs last (file order). Only for a private instance: a reused one stays up."""
     if not realnode.private:
+        # not a prerequisite: the instance is someone's running cluster, reused; only a private one is stopped.
         pytest.skip("reusing a running instance: not stopping it")
     state = realnode.state
     real = state["real_node"]
@@ -211,6 +212,7 @@ def test_a_real_node_killed_without_down_is_cleaned_by_the_next_up(realnode, tmp
     """Runs after the clean down: a session that ends kills every process, yet the host keeps the dead instance's
     chains, bridge and mounts, which would block every later real node. The next `up` cleans them first."""
     if not realnode.private:
+        # not a prerequisite: the instance is someone's running cluster, reused; only a private one is stopped.
         pytest.skip("reusing a running instance: not stopping it")
     dead = Instance(str(tmp_path / "dead"), private=True)
     dead.tool("up", "--real-node", "--nodes", "0")

@@ -18,6 +18,7 @@ import gpu_check  # noqa: E402
 HAS_GPU = bool(glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
+# not a prerequisite: a GPU machine runs the check itself (tests/images/test_gpu_check.py), it cannot see it stop.
 @pytest.mark.skipif(HAS_GPU, reason="this machine has an NVIDIA GPU: the check would run, not stop")
 def test_without_a_gpu_the_check_fails_at_once_saying_so(tmp_path):
     out = tmp_path / "out"
@@ -31,6 +32,7 @@ def test_without_a_gpu_the_check_fails_at_once_saying_so(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["report.txt"]  # no recording, no jail
 
 
+# not a prerequisite: as above, the GPU this test needs absent is there.
 @pytest.mark.skipif(HAS_GPU, reason="this machine has an NVIDIA GPU")
 def test_without_a_gpu_the_check_fails_also_through_the_device_tools_out(tmp_path):
     """The device tool's command line: OUT from the environment."""
@@ -56,6 +58,7 @@ def test_the_cuda_program_says_when_the_loader_finds_no_libcuda():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ""})
     if res.returncode == 0:
+        # not a prerequisite: the libcuda this test needs absent is there.
         pytest.skip("this machine has a working libcuda.so.1")
     assert res.returncode == 3, res.stdout + res.stderr
     assert res.stdout.startswith("cuda: libcuda.so.1 not found by the loader")

@@ -56,3 +56,26 @@ def test_every_real_component_suite_asks_the_helper():
         assert any(re.search(r"^from prerequisites import", text, re.M) for text in sources.values()), suite
         own = [name for name, text in sources.items() if "geteuid" in text]
         assert own == [], "%s checks root itself: %s" % (suite, own)
+
+
+SKIP = re.compile(r"pytest\.(skip|mark\.skipif)\(")
+NO_PREREQUISITE = "# not a prerequisite:"
+
+
+def test_every_other_skip_says_why_it_is_no_prerequisite():
+    """A plain pytest.skip passes under CI=true, where a missing prerequisite must fail: a test skips through the
+    helper (unavailable, require_root), or says on the skip's line or the two before why that skip is no missing
+    prerequisite (a reused instance it must not stop, a machine that has what the test needs to be absent)."""
+    helper = os.path.realpath(prerequisites.__file__)
+    found = []
+    for folder, _dirs, files in os.walk(TESTS):
+        for name in sorted(files):
+            path = os.path.realpath(os.path.join(folder, name))
+            if not name.endswith(".py") or path in (helper, os.path.realpath(__file__)):
+                continue
+            with open(path, encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+            found += ["%s:%d" % (os.path.relpath(path, TESTS), i + 1) for i, line in enumerate(lines)
+                      if SKIP.search(line) and not any(NO_PREREQUISITE in x for x in lines[max(0, i - 2):i + 1])]
+    assert found == [], "skips that pass under CI=true (use prerequisites.unavailable, or say %r why): %s" % (
+        NO_PREREQUISITE, ", ".join(sorted(found)))
