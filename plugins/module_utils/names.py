@@ -184,6 +184,9 @@ BACKUP_S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 BACKUP_REST_KEYS = ("RESTIC_REST_USERNAME", "RESTIC_REST_PASSWORD")
 # Snapshots of a cluster carry its name as restic's host and this tag: retention forgets only these.
 BACKUP_TAG = "soperator"
+# The jail directory (root's, 0700) a restore into a directory writes below, then hands over by one rename: no user
+# can reach what restic writes until it is complete (images/backup/soperator-backup).
+RESTORE_STAGING = "/.soperator-restore"
 # A directory (spec.identity): the sssd sidecar's rendered sssd.conf (ConfigMap, no password), the bind password and
 # the CA (Secrets, mounted in the sidecar alone), the socket directory it shares with the pod's daemon (libnss-sss and
 # sss_ssh_authorizedkeys connect there; login and worker pods bind it read-only into the jail), and the file where

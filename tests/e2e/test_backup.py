@@ -5,7 +5,8 @@ restored by playbooks/jail-restore.yml.
 
 What is shown: files with owners, modes (a 0600 file in a 0700 home of another user, setuid, setgid), symlinks, hard
 links, extended attributes and a 200 MB file → backup → delete → restore → the same manifest (sha256, uid, gid, mode,
-mtime, link targets, xattrs, hard-link groups); `restic check --read-data` clean; a backup while a Slurm job writes
+mtime, link targets, xattrs, hard-link groups); a restore into a user's directory never goes through a link the user
+put in its way (the jail's system trees unchanged); `restic check --read-data` clean; a backup while a Slurm job writes
 into the jail succeeds and the job completes; retention keeps exactly what it says; status.backup and BackupReady;
 the password and credentials nowhere in describe, logs or ConfigMaps. The figures are printed (-s).
 
@@ -74,6 +75,21 @@ print(json.dumps(out))
 """
 
 
+# Run in the jail: {path: [mode, uid, gid, size, mtime, ctime]} of the jail's system trees. A chmod, chown, setxattr,
+# utime or write through a link changes a ctime.
+SYSTEM_MANIFEST = r"""
+import json, os
+out = {}
+for tree in ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt"):
+    for top, dirs, files in os.walk(tree):
+        for name in [""] + dirs + files:
+            path = os.path.join(top, name) if name else top
+            st = os.lstat(path)
+            out[path] = [st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+print(json.dumps(out))
+"""
+
+
 class Backup(E2E):
     def cluster(self):
         return self.get("slurmcluster", "demo") or {}
@@ -92,6 +108,11 @@ class Backup(E2E):
 
     def manifest(self, path):
         res = self.jail("python3 -c %s %s" % (_quote(MANIFEST), path), timeout=600)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    def system_manifest(self):
+        res = self.jail("python3 -c %s" % _quote(SYSTEM_MANIFEST), timeout=300)
         assert res.returncode == 0, res.stderr
         return json.loads(res.stdout)
 
@@ -241,6 +262,32 @@ def test_backup_delete_restore_gives_the_same_manifest(bk):
         "bytes restored": restored_report["sizeBytes"], "files": restored_report["files"]}
     restored = bk.manifest("/srv/restored")
     assert restored == original
+
+
+def test_a_restore_never_goes_through_a_symlink_a_user_put_in_its_way(bk):
+    # alice (uid 1001) owns /srv/users/alice, and puts a link to the jail's /etc where her files are to be restored.
+    res = bk.jail("rm -rf /srv/users && mkdir -p /srv/users/alice && chown 1001:1001 /srv/users/alice && "
+                  "chmod 0700 /srv/users/alice && ln -s ../../../etc /srv/users/alice/restored && "
+                  "chown -h 1001:1001 /srv/users/alice/restored")
+    assert res.returncode == 0, res.stderr
+    before = bk.system_manifest()
+    request = {"slurm_cluster": "demo", "slurm_namespace": NAMESPACE, "path": BASE + "/home/alice",
+               "into": "/srv/users/alice/restored"}
+    refused = bk.playbook("jail-restore.yml", request, check=False)
+    assert refused.returncode != 0 and "exists; a restore goes into a new directory" in refused.stdout, \
+        refused.stdout[-3000:]
+    assert bk.system_manifest() == before
+    # Without the link: staged where no user reaches, handed over complete, with the snapshot's owner and mode.
+    assert bk.jail("rm /srv/users/alice/restored").returncode == 0
+    bk.playbook("jail-restore.yml", request)
+    assert bk.system_manifest() == before
+
+    def without_hard_links(entries):  # alice's file c is linked from outside her home in the snapshot
+        return [dict((k, v) for k, v in e.items() if k != "hardlink") for e in entries]
+    assert without_hard_links(bk.manifest("/srv/users/alice/restored")) == without_hard_links(
+        bk.manifest("/srv/restored/home/alice"))
+    staging = bk.jail("stat -c '%%u %%a' %s && ls -A %s" % (names.RESTORE_STAGING, names.RESTORE_STAGING))
+    assert staging.stdout.split() == ["0", "700"], staging.stdout
 
 
 def test_status_shows_the_last_backup(bk):

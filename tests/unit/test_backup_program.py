@@ -1,11 +1,15 @@
 """The backup image's program (images/backup/soperator-backup): what it accepts, the credentials it takes, restic's
-modes and times read back. Real restic runs it in tests/e2e/test_backup.py."""
+modes and times read back, and where a restore writes (staged, handed over, never through a symlink). Real restic runs
+it in tests/images/test_backup_image.py and tests/e2e/test_backup.py."""
 
 import importlib.machinery
 import importlib.util
+import json
 import os
+import stat
 
 import pytest
+from prerequisites import require_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 loader = importlib.machinery.SourceFileLoader("soperator_backup", os.path.join(ROOT, "images", "backup",
@@ -19,6 +23,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names  # no
 
 def test_its_constants_are_the_collections():
     assert program.SOURCE == names.JAIL_MOUNT and program.TAG == names.BACKUP_TAG
+    assert program.STAGING == names.RESTORE_STAGING
     assert program.CREDENTIAL_NAMES == names.BACKUP_S3_KEYS + names.BACKUP_REST_KEYS
 
 
@@ -38,6 +43,11 @@ def test_it_parses_what_the_renderer_writes():
     ["restore", "--snapshot", "latest", "--source", "/etc"],
     ["restore", "--snapshot", "latest", "--source", "/mnt/jail/../etc"],
     ["restore", "--snapshot", "latest", "--target", "/mnt/jailbreak"],
+    ["restore", "--snapshot", "latest", "--source", "/mnt/jail/home", "--target", "/mnt/jail/restore/"],
+    ["restore", "--snapshot", "latest", "--source", "/mnt/jail/home", "--target", "/mnt/jail//restore"],
+    ["restore", "--snapshot", "latest", "--source", "/mnt/jail/home", "--target", "/mnt/jail/./restore"],
+    ["restore", "--snapshot", "latest", "--source", "/mnt/jail/home", "--target", "/mnt/jail/.soperator-restore/x"],
+    ["restore", "--snapshot", "latest", "--source", "/mnt/jail/home", "--target", "/mnt/jail"],
 ])
 def test_it_refuses_anything_else(argv):
     with pytest.raises(program.Failed):
@@ -65,3 +75,132 @@ def test_restic_modes_and_times():
     assert program.epoch_ns("1970-01-01T01:00:00+01:00") == 0
     with pytest.raises(program.Failed):
         program.epoch_ns("yesterday")
+
+
+# --- a restore never writes through a symlink of the jail ----------------------------------------------------------
+# restic itself runs in the backup image (tests/images/test_backup_image.py, tests/e2e/test_backup.py); here a stand-in
+# records where it was told to write and writes there as restic would, so that what the program does around it (the
+# staging, the handover, the refusals) is checked on this machine's filesystem, as root.
+DIR_0700 = (1 << 31) | 0o700  # Go's os.FileMode of a 0700 directory, as restic ls prints it
+
+
+class Restic(object):
+    """restic for :func:`program.restore`: ``restore`` writes ``files`` into its --target (``during`` runs first),
+    ``ls`` answers the source's node (alice's 0700 directory)."""
+
+    def __init__(self, during=None):
+        self.targets, self.during = [], during
+
+    def __call__(self, args, env, capture=True):
+        if args[0] == "restore":
+            target = args[args.index("--target") + 1]
+            self.targets.append(target)
+            if self.during:
+                self.during(target)
+            with open(os.path.join(target, "notes"), "w") as f:
+                f.write("restored\n")
+            return 0, '{"message_type":"summary","files_restored":1,"bytes_restored":9}\n', ""
+        if args[0] == "ls":
+            node = {"struct_type": "node", "path": args[-1], "uid": 1001, "gid": 1001, "mode": DIR_0700,
+                    "atime": "2026-01-02T03:04:05Z", "mtime": "2026-01-02T03:04:05.5Z",
+                    "extended_attributes": [{"name": "user.owner", "value": "YWxpY2U="}]}
+            return 0, json.dumps(node) + "\n", ""
+        raise AssertionError(args)
+
+
+def system_manifest(jail):
+    """(path, mode, uid, gid, mtime, entries) of the jail's system tree /etc, and what is in it."""
+    found = []
+    for top, dirs, files in os.walk(os.path.join(jail, "etc")):
+        for name in [""] + sorted(dirs + files):
+            st = os.lstat(os.path.join(top, name))
+            found.append((os.path.join(top, name), st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns))
+    return found
+
+
+@pytest.fixture
+def jail(tmp_path, monkeypatch):
+    require_root("the restore sets owners as the restore pod does")
+    root = tmp_path / "jail"
+    (root / "etc").mkdir(parents=True, mode=0o755)
+    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+    (root / "home" / "alice").mkdir(parents=True)
+    os.chown(root / "home" / "alice", 1001, 1001)
+    os.chmod(root / "home" / "alice", 0o700)
+    monkeypatch.setattr(program, "SOURCE", str(root))
+    return str(root)
+
+
+def restore(jail, source="/home/alice", target="/home/alice/restored"):
+    opts = program.parse(["restore", "--snapshot", "latest", "--source", jail + source, "--target", jail + target])
+    return program.restore(opts, {})
+
+
+def test_a_restore_into_a_directory_is_staged_where_no_user_reaches_and_handed_over_complete(jail, monkeypatch):
+    def during(target):  # what restic sees while it writes
+        assert target.startswith(jail + program.STAGING + "/")
+        staging = os.stat(jail + program.STAGING)
+        assert staging.st_uid == 0 and stat.S_IMODE(staging.st_mode) == 0o700
+        assert not os.path.lexists(jail + "/home/alice/restored")
+    restic = Restic(during)
+    monkeypatch.setattr(program, "restic", restic)
+    report = restore(jail)
+    assert report["result"] == "Succeeded" and report["files"] == 1
+    st = os.lstat(jail + "/home/alice/restored")
+    assert stat.S_ISDIR(st.st_mode) and (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1001, 1001, 0o700)
+    assert st.st_mtime_ns == program.epoch_ns("2026-01-02T03:04:05.5Z")
+    assert os.getxattr(jail + "/home/alice/restored", "user.owner") == b"alice"
+    with open(jail + "/home/alice/restored/notes") as f:
+        assert f.read() == "restored\n"
+    assert os.listdir(jail + program.STAGING) == []
+
+
+def test_a_target_a_user_replaced_by_a_symlink_is_never_written_through(jail, monkeypatch):
+    before = system_manifest(jail)
+    # Before the restore: the target exists (a link to the jail's /etc).
+    os.symlink("../../etc", jail + "/home/alice/restored")
+    monkeypatch.setattr(program, "restic", Restic())
+    with pytest.raises(program.Failed, match="exists; a restore goes into a new directory"):
+        restore(jail)
+    os.unlink(jail + "/home/alice/restored")
+    # While restic writes: the user puts the link in place; the handover (rename) fails on it and follows nothing.
+    restic = Restic(lambda target: os.symlink("../../etc", jail + "/home/alice/restored"))
+    monkeypatch.setattr(program, "restic", restic)
+    with pytest.raises(program.Failed, match="complete in .* but cannot be moved"):
+        restore(jail)
+    assert os.readlink(jail + "/home/alice/restored") == "../../etc"
+    assert system_manifest(jail) == before
+
+
+@pytest.mark.parametrize("target", ["/home/alice/link/restored", "/home/alice/link"])
+def test_a_symlink_on_the_way_is_refused_before_restic_runs(jail, monkeypatch, target):
+    before = system_manifest(jail)
+    os.symlink("../../etc", jail + "/home/alice/link")
+    restic = Restic()
+    monkeypatch.setattr(program, "restic", restic)
+    with pytest.raises(program.Failed, match="a symlink|exists"):
+        restore(jail, target=target)
+    assert restic.targets == [] and system_manifest(jail) == before
+
+
+def test_in_place_a_symlink_at_the_target_is_refused_before_restic_runs(jail, monkeypatch):
+    # In maintenance: /home/alice/proj was a directory when it was backed up; its owner left a link to /etc there.
+    before = system_manifest(jail)
+    os.symlink("../../../etc", jail + "/home/alice/proj")
+    restic = Restic()
+    monkeypatch.setattr(program, "restic", restic)
+    with pytest.raises(program.Failed, match="proj is a symlink"):
+        restore(jail, source="/home/alice/proj", target="/home/alice/proj")
+    assert restic.targets == [] and system_manifest(jail) == before
+
+
+def test_a_failed_restore_leaves_nothing_behind(jail, monkeypatch):
+    def fail(args, env, capture=True):
+        target = args[args.index("--target") + 1]
+        os.mkdir(os.path.join(target, "half"))
+        os.symlink("/etc", os.path.join(target, "half", "link"))
+        return 1, "", "Fatal: the repository is gone"
+    monkeypatch.setattr(program, "restic", fail)
+    with pytest.raises(program.Failed, match="repository is gone"):
+        restore(jail)
+    assert os.listdir(jail + program.STAGING) == [] and not os.path.lexists(jail + "/home/alice/restored")
