@@ -2,7 +2,8 @@
 # Copyright: soperator.slurm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a restore of the jail may ask (playbooks/jail-restore.yml, the role jail_restore): a snapshot, optionally a
-path of the jail, restored in place only while the cluster is in maintenance, else into a directory of the jail.
+path of the jail, restored in place only while the cluster is in maintenance, else into a new directory of the jail
+(the backup program refuses one that exists or is reached through a symlink, and hands it over only complete).
 Pure: every problem names the role's variable, and nothing is written before all are answered."""
 
 from __future__ import absolute_import, division, print_function

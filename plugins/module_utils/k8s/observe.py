@@ -28,6 +28,19 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render import obje
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check
 
 
+def marked_secrets(api, namespace, cluster):
+    """``{name: labels}`` of the Secrets an External database, the backups and a directory name
+    (``values.marked_secret_refs``), read by name as metadata only (PartialObjectMetadata: their values never
+    reach this process); a missing one is left out. The converge's and a restore's (``restore.py``)."""
+    found = {}
+    for name in sorted(set(ref[1] for ref in values.marked_secret_refs(cluster.get("spec")))):
+        meta = api.get("v1", "Secret", name, namespace, metadata_only=True,
+                       what="read the labels of Secret %s/%s" % (namespace, name))
+        if meta is not None:
+            found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
+    return found
+
+
 class Observation(object):
     """Reads of one SlurmCluster (``self.api``, ``self.namespace``, ``self.name``, ``self.slurm_transport``)."""
 
@@ -146,16 +159,7 @@ class Observation(object):
             names.LABEL_CLUSTER, self.name, names.LABEL_COMPONENT, names.COMPONENT_WORKER)))
 
     def marked_secrets(self, cluster):
-        """``{name: labels}`` of the Secrets an External database, the backups and a directory name
-        (``values.marked_secret_refs``), read by name as metadata only (PartialObjectMetadata: their values never
-        reach this process); a missing one is left out."""
-        found = {}
-        for name in sorted(set(ref[1] for ref in values.marked_secret_refs(cluster.get("spec")))):
-            meta = self.api.get("v1", "Secret", name, self.namespace, metadata_only=True,
-                                what="read the labels of Secret %s/%s" % (self.namespace, name))
-            if meta is not None:
-                found[name] = dict((meta.get("metadata") or {}).get("labels") or {})
-        return found
+        return marked_secrets(self.api, self.namespace, cluster)
 
     def identity_status(self, cluster, pods):
         """(what the controller's sssd sidecar last found about the directory, None) or (None, why it was not read);

@@ -66,7 +66,7 @@ def _nodeset_name(nodeset):
 
 
 def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, policy=None, refused=None,
-             owners=None):
+             owners=None, secrets=None):
     """(defaulted cluster, defaulted valid NodeSets, {name: [SpecError]} of the invalid ones).
 
     One invalid NodeSet does not hold back the others: it is left out (its objects stay as they are) and
@@ -75,6 +75,9 @@ def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, pol
     ``policy``: the installer's (``policy.normalize``). ``refused``: ``{nodeset name: [SpecError]}`` NodeSets
     already known to be invalid (the API server refused their objects in a dry run). ``owners``: every SlurmCluster
     and NodeSet of the namespace (``references.name_collisions``), to refuse objects that would take another's names.
+    ``secrets``: ``{name: labels}`` of the Secrets the cluster takes only when marked for it (``plan``'s
+    ``observed["secrets"]``); one missing or unmarked makes the cluster invalid. None: not judged. The restore of a
+    jail (``restore.py``) judges a stored cluster with this same function.
     """
     invalid = dict((name, list(errs)) for name, errs in (refused or {}).items())
     if owners is not None:
@@ -88,7 +91,7 @@ def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, pol
     while True:
         try:
             cluster_ok, valid = specs.validate_cluster_with_nodesets(cluster, remaining, collection_version, policy)
-            return cluster_ok, valid, invalid
+            break
         except SpecErrors as exc:
             cluster_errors, per_nodeset = split_errors(exc.errors)
             if cluster_errors or not per_nodeset:
@@ -99,6 +102,13 @@ def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, pol
             if len(kept) == len(remaining):  # errors named a NodeSet by index: cannot single it out
                 raise SpecErrors(exc.errors)
             remaining = kept
+    if secrets is not None:
+        # Before anything is rendered: slurmdbd (the backup pods, sssd) would mount such a Secret and send it to the
+        # database host (the repository, the directory).
+        problems = references.marked_secret_errors(cluster_ok, secrets)
+        if problems:
+            raise SpecErrors(problems)
+    return cluster_ok, valid, invalid
 
 
 def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION, policy=None, refused=None):
@@ -131,13 +141,7 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     p = Plan()
     live_sets = [ns for ns in nodesets if not deleting(ns)]
     cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
-                                          observed.get("owners"))
-    if observed.get("secrets") is not None:
-        # Before anything is rendered: slurmdbd (the backup pods, sssd) would mount such a Secret and send it to the
-        # database host (the repository, the directory).
-        problems = references.marked_secret_errors(cluster_ok, observed["secrets"])
-        if problems:
-            raise SpecErrors(problems)
+                                          observed.get("owners"), observed.get("secrets"))
     p.cluster, p.valid_nodesets = cluster_ok, valid
     for set_name, errs in invalid.items():
         p.invalid[set_name] = "; ".join(str(e) for e in errs)
