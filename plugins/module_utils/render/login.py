@@ -38,6 +38,11 @@ LOGIN_CAPABILITIES = [
 # What sshd and every session keep: the login entrypoint drops the rest before it execs sshd.
 LOGIN_ENTRYPOINT_ONLY_CAPABILITIES = ["SETPCAP", "SYS_ADMIN"]
 LOGIN_SESSION_CAPABILITIES = [c for c in LOGIN_CAPABILITIES if c not in LOGIN_ENTRYPOINT_ONLY_CAPABILITIES]
+# The configuration sackd fetched (configless), which the jail's /etc/slurm links to: sessions' clients read it there.
+SACKD_SLURM_CONF = names.SLURM_RUN_DIR + "/conf/slurm.conf"
+# sackd has it within 10 s of slurmctld answering (it retries its fetch every 10 s, and on a fresh start it empties
+# the directory first); sshd waits for it as long as the login entrypoint waits for the jail.
+SACKD_STARTUP_SECONDS = 1800
 
 
 def login_service(c):
@@ -83,6 +88,11 @@ def login(c, sshd_config, slurm_user=names.SLURM_USER):
         "volumeMounts": [{"name": "munge-run", "mountPath": names.MUNGE_RUN_DIR},
                          {"name": "slurm-run", "mountPath": names.SLURM_RUN_DIR}],
         "securityContext": sackd_security(slurm_user),
+        # sshd (a main container) starts once sackd has the configuration, so the pod is never Ready, and no session
+        # opens, while the jail's /etc/slurm leads nowhere: clients there would find no slurm.conf and fail with
+        # "Could not establish a configuration source" (the cold e2e's sbatch, while sackd waited out its retry).
+        "startupProbe": {"exec": {"command": ["test", "-s", SACKD_SLURM_CONF]}, "periodSeconds": 1,
+                         "failureThreshold": SACKD_STARTUP_SECONDS},
     }
     sshd = {
         "name": "sshd",

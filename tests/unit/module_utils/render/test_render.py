@@ -222,6 +222,10 @@ def test_login(cpu):
     sackd = _container(pod, "sackd")["securityContext"]
     assert (sackd["runAsUser"], sackd["runAsGroup"], sackd["runAsNonRoot"]) == (names.SLURM_UID, names.SLURM_UID, True)
     assert sackd["capabilities"] == {"drop": ["ALL"]} and sackd["readOnlyRootFilesystem"] is True
+    # sshd, a main container, starts (and the pod turns Ready) only once sackd has slurm.conf where the jail's
+    # /etc/slurm leads (images/jail: /etc/slurm -> /run/slurm/conf): no session finds it missing.
+    assert _container(pod, "sackd")["restartPolicy"] == "Always" and sshd in pod["containers"]
+    assert _container(pod, "sackd")["startupProbe"]["exec"]["command"] == ["test", "-s", "/run/slurm/conf/slurm.conf"]
     config = _by(objects, "ConfigMap", "demo-sshd-config")
     assert sts["spec"]["template"]["metadata"]["annotations"]["slurm.soperator.dev/config-hash"] == \
         render_common.config_hash(config["data"])
