@@ -34,6 +34,7 @@ from test_smoke import (  # noqa: F401  (engine, jail: fixtures used here)
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as render_identity
+from ansible_collections.soperator.slurm.plugins.module_utils.render import login as render_login
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SSSD_IMAGE = names.default_image("sssd")
@@ -44,6 +45,10 @@ BIND_DN = "cn=sssd,ou=services," + SUFFIX
 # What sssd.conf and the tools must carry as it is: '#' and ';' start comments in INI files, '=' separates.
 BIND_PASSWORD = 'bind pw#;="x'
 DORA, DORA_UID, PHYSICS, CHEMISTRY = "dora", 20001, 20100, 20200
+# The jail's local alice (uid and group 2000), and directory users who would be someone else: erin with alice's uid,
+# grace with alice's group as hers, mallory with SlurmUser's uid.
+ALICE_UID = 2000
+ERIN, GRACE, MALLORY = "erin", "grace", "mallory"
 
 
 def _keygen(path):
@@ -70,7 +75,23 @@ def _certificates(directory):
             "-CAcreateserial", "-out", d + "/tls.crt", "-days", "2", "-extfile", d + "/ext")
 
 
-def _seed(dora_key, alice_key):
+def _impostor(name, uid, gid, key):
+    return """
+dn: uid={n},ou=people,{s}
+objectClass: inetOrgPerson
+objectClass: posixAccount
+objectClass: ldapPublicKey
+uid: {n}
+cn: {n}
+sn: {n}
+uidNumber: {u}
+gidNumber: {g}
+homeDirectory: /home/{n}
+sshPublicKey: {k}
+""".format(n=name, s=SUFFIX, u=uid, g=gid, k=key)
+
+
+def _seed(dora_key, alice_key, impostors=""):
     return """dn: uid=dora,ou=people,{s}
 objectClass: inetOrgPerson
 objectClass: posixAccount
@@ -112,7 +133,8 @@ uidNumber: 20003
 gidNumber: {physics}
 homeDirectory: /home/alice
 sshPublicKey: {alice_key}
-""".format(s=SUFFIX, uid=DORA_UID, physics=PHYSICS, chemistry=CHEMISTRY, dora_key=dora_key, alice_key=alice_key)
+""".format(s=SUFFIX, uid=DORA_UID, physics=PHYSICS, chemistry=CHEMISTRY, dora_key=dora_key,
+           alice_key=alice_key) + impostors
 
 
 def _rendered():
@@ -195,7 +217,7 @@ def keys(tmp_path_factory):
     """{name: (private key path, public key)}: dora's and the directory alice's are in the directory."""
     d = tmp_path_factory.mktemp("keys")
     return dict((name, (str(d / name), _keygen(str(d / name)))) for name in ("dora", "alice-directory",
-                                                                              "alice-local"))
+                                                                              "alice-local", ERIN, GRACE, MALLORY))
 
 
 def _with_identity(pipes):
@@ -209,14 +231,16 @@ def ldap(engine, jail, keys, tmp_path_factory):  # noqa: F811
     docker = Docker(engine)
     c = Directory(docker, _rendered(), jail, str(tmp_path_factory.mktemp("ldap")))
     try:
-        c.directory(_seed(keys["dora"][1], keys["alice-directory"][1]))
+        c.directory(_seed(keys["dora"][1], keys["alice-directory"][1], "".join((
+            _impostor(ERIN, ALICE_UID, PHYSICS, keys[ERIN][1]), _impostor(GRACE, 20004, ALICE_UID, keys[GRACE][1]),
+            _impostor(MALLORY, names.SLURM_UID, PHYSICS, keys[MALLORY][1])))))
         volumes, env = _with_identity(c.sssd(c.controller_host))
         c.controller(volumes=volumes, options=env)
         wait_until(lambda: "is UP" in c.exec("controller", "scontrol", "ping").stdout, 60, "scontrol ping",
                    lambda: c.logs("controller", c.controller_host + "-sssd"))
         volumes, env = _with_identity(c.sssd(c.node))
         c.worker(extra_volumes=volumes, options=env)
-        add_jail_user(jail, "alice", 2000, keys["alice-local"][0] + ".pub")
+        add_jail_user(jail, "alice", ALICE_UID, keys["alice-local"][0] + ".pub")
         volumes, env = _with_identity(c.sssd(c.login_host, render_identity.LOGIN_CONFIG_KEY))
         c.login(make_host_keys(os.path.join(c.tmp, "host-keys")),
                 write_files(os.path.join(c.tmp, "sshd-config"), c.manifests["sshd_config"]), volumes=volumes,
@@ -295,12 +319,72 @@ def test_a_local_user_of_the_same_name_is_the_local_one(ldap, keys):
     directory = ssh(ldap, "alice", keys["alice-directory"][0], "id -u")
     assert directory.returncode == 255, directory.stdout + directory.stderr
     # What sshd's AuthorizedKeysCommand says for that name (sshd discards its error output): nothing.
-    said = ldap.exec("login", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                     names.AUTHORIZED_KEYS_COMMAND, "alice", "2000")
+    said = keys_command(ldap, "login", "alice", ALICE_UID)
     assert said.returncode == 0 and said.stdout == "" and "is the local account (uid 2000)" in said.stderr
-    said = ldap.exec("login", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                     names.AUTHORIZED_KEYS_COMMAND, DORA, str(DORA_UID))
-    assert said.stdout.strip() == keys["dora"][1]
+    assert keys_command(ldap, "login", DORA, DORA_UID).stdout.strip() == keys["dora"][1]
+
+
+def keys_command(ldap, container, user, uid, id_range=(1000, 60000)):
+    """What sshd's AuthorizedKeysCommand prints for ``user`` as sshd runs it (as nobody, sshd's %u %U and the
+    rendered idRange); sshd discards its error output, which says why it printed nothing."""
+    return ldap.exec(container, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                     names.AUTHORIZED_KEYS_COMMAND, user, str(uid), *[str(n) for n in id_range])
+
+
+def test_a_directory_user_with_a_jail_users_uid_or_group_opens_nothing(ldap, keys):
+    """erin has local alice's uid, grace has alice's group as her own: the directory says so, sssd gives it (both are
+    in idRange), and neither logs in: their keys are not printed. mallory has SlurmUser's uid, outside idRange:
+    sssd does not know her."""
+    assert ldap.exec("login", "getent", "passwd", ERIN).stdout.split(":")[2] == str(ALICE_UID)
+    assert ldap.exec("login", "getent", "passwd", GRACE).stdout.split(":")[3] == str(ALICE_UID)
+    assert ldap.exec("login", "getent", "passwd", MALLORY).returncode == 2
+    for user, uid, why in ((ERIN, ALICE_UID, "uid 2000 is the jail's account alice"),
+                           (GRACE, 20004, "gid 2000 is the jail's group alice")):
+        said = keys_command(ldap, "login", user, uid)
+        assert (said.returncode, said.stdout) == (0, "") and why in said.stderr, said
+    for user in (ERIN, GRACE, MALLORY):
+        login = ssh(ldap, user, keys[user][0], "id")
+        assert login.returncode == 255 and "Permission denied (publickey)" in login.stderr, (user, login)
+    assert not os.path.exists(os.path.join(ldap.jail, "home", ERIN))  # no session opened: no home made
+
+
+def test_with_the_range_widened_a_jail_users_uid_and_slurm_users_uid_still_open_nothing(ldap, keys):
+    """An administrator widened the range past what the API accepts (sssd.conf's min_id/max_id and the keys
+    command's range, 1..70000, as if the ConfigMaps had been edited): sssd now gives mallory SlurmUser's uid and erin
+    alice's, and still neither logs in: the uid is a local account of the jail (slurm, alice). dora does."""
+    pod = "wide"
+    conf = ldap.manifests["sssd_config"][render_identity.LOGIN_CONFIG_KEY]
+    assert "min_id = 1000\nmax_id = 60000\n" in conf
+    pipes = ldap.sssd(pod, render_identity.LOGIN_CONFIG_KEY,
+                      sssd_conf=conf.replace("min_id = 1000\nmax_id = 60000\n", "min_id = 1\nmax_id = 70000\n"))
+    sshd_config = ldap.manifests["sshd_config"]["sshd_config"]
+    assert " %u %U 1000 60000\n" in sshd_config
+    volumes, env = _with_identity(pipes)
+    ldap.run("login-wide", LOGIN_IMAGE, ["/usr/sbin/sshd", "-D", "-e", "-f", names.SSHD_CONFIG_MOUNT + "/sshd_config"],
+             render_login.LOGIN_CAPABILITIES, pod,
+             volumes=[(ldap.jail, names.JAIL_MOUNT), (make_host_keys(os.path.join(ldap.tmp, "wide-host-keys")),
+                                                      names.SSH_HOST_KEYS_MOUNT),
+                      (write_files(os.path.join(ldap.tmp, "wide-sshd-config"), {"sshd_config": sshd_config.replace(
+                          " %u %U 1000 60000\n", " %u %U 1 70000\n")}), names.SSHD_CONFIG_MOUNT)] + volumes,
+             options=["-p", "127.0.0.1::22"] + env)
+    port = wait_until(lambda: ldap.docker("port", ldap.docker.name("login-wide"), "22", check=False).stdout.strip(),
+                      30, "the port of login-wide").rsplit(":", 1)[1]
+    wait_until(lambda: ldap.exec("login-wide", "getent", "passwd", MALLORY).returncode == 0, 60,
+               "mallory through the widened sssd", lambda: ldap.logs("login-wide", pod + "-sssd"))
+    assert ldap.exec("login-wide", "getent", "passwd", MALLORY).stdout.split(":")[2] == str(names.SLURM_UID)
+    assert ldap.exec("login-wide", "getent", "passwd", names.SLURM_USER).stdout.split(":")[2] == str(names.SLURM_UID)
+    for user, uid, why in ((MALLORY, names.SLURM_UID, "uid %d is the jail's account slurm" % names.SLURM_UID),
+                           (ERIN, ALICE_UID, "uid 2000 is the jail's account alice")):
+        said = keys_command(ldap, "login-wide", user, uid, (1, 70000))
+        assert (said.returncode, said.stdout) == (0, "") and why in said.stderr, said
+        login = ssh_as(user, keys[user][0], port, "id")
+        assert login.returncode == 255 and "Permission denied (publickey)" in login.stderr, (user, login)
+    # With the range the API accepts, SlurmUser's uid is refused before the files are read.
+    said = keys_command(ldap, "login-wide", MALLORY, names.SLURM_UID)
+    assert said.stdout == "" and "uid %d is outside idRange 1000..60000" % names.SLURM_UID in said.stderr
+    dora = wait_until(lambda: (lambda r: r.returncode == 0 and r)(ssh_as(DORA, keys["dora"][0], port, "id -u")), 60,
+                      "dora through login-wide", lambda: ldap.logs("login-wide"))
+    assert dora.stdout.split() == [str(DORA_UID)]
 
 
 @pytest.mark.parametrize("change, reason", [

@@ -21,6 +21,7 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import accounts
 
 FIELD = "spec.identity.ldap"
 
@@ -168,6 +169,39 @@ def dn_problem(dn):
     return None
 
 
+# An LDAP URI in parts (schema.LDAP_URI_PATTERN), and an installer's pattern of them: its host may be *.domain.
+_URI_PARTS = re.compile(r"(ldaps?)://((\*\.)?[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+                        r"(:([0-9]{1,5}))?/?")
+DEFAULT_PORTS = {"ldap": 389, "ldaps": 636}
+
+
+def uri_pattern_parts(uri, wildcard=True):
+    """``(scheme, host, port)`` of an LDAP URI (lowercase; the scheme's port when it names none), or None when it is
+    none; ``wildcard``: its host may be ``*.domain``."""
+    found = _URI_PARTS.fullmatch(uri)
+    if not found or (found.group(3) and not wildcard):
+        return None
+    scheme, host, port = found.group(1).lower(), found.group(2).lower(), found.group(6)
+    port = int(port) if port else DEFAULT_PORTS[scheme]
+    return (scheme, host, port) if 1 <= port <= 65535 else None
+
+
+def uri_allowed(uri, allowed):
+    """Whether the directory ``uri`` is one of the installer's ``allowed`` URIs (normalized): the same scheme and
+    port, the same host or one under its ``*.domain``. Any when ``allowed`` is empty."""
+    if not allowed:
+        return True
+    parts = uri_pattern_parts(uri, wildcard=False)
+    if parts is None:
+        return False
+    for entry in allowed:
+        scheme, host, port = uri_pattern_parts(entry)
+        if (scheme, port) == parts[:1] + parts[2:] and (
+                parts[1] == host or (host.startswith("*.") and parts[1].endswith(host[1:]))):
+            return True
+    return False
+
+
 def _uri_problem(uri):
     port = re.search(r":([0-9]+)/?$", uri)
     if port and not 1 <= int(port.group(1)) <= 65535:
@@ -175,8 +209,24 @@ def _uri_problem(uri):
     return None
 
 
+def id_range_problem(id_range):
+    """Why the directory may not give the ids of ``idRange`` (None when it may): the images' own accounts (root,
+    the system accounts, SlurmUser, nobody) are never the directory's, whatever a directory says."""
+    low, high = id_range.get("min", schema.DIRECTORY_ID_MIN), id_range.get("max", schema.DIRECTORY_ID_MAX)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high)) or low > high:
+        return None  # the schema's and the CEL rule's to say
+    held = accounts.system_ids_in(low, high)
+    if not held:
+        return None
+    return ("Invalid value: %d..%d holds ids of the images' own accounts (%s): a directory could make its users "
+            "root, SlurmUser or a system account; keep it within %d..%d, or above %d" % (
+                low, high, ", ".join(held), accounts.SYSTEM_ID_MAX + 1, min(accounts.HIGH_IDS) - 1,
+                max(accounts.HIGH_IDS)))
+
+
 def rules(cluster_spec, errors):
-    """Append the problems of ``spec.identity`` that CEL does not judge (RFC 4514 names, URI ports)."""
+    """Append the problems of ``spec.identity`` that CEL does not judge (RFC 4514 names, URI ports, the images' own
+    ids in idRange)."""
     ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap")
     if not isinstance(ldap, dict):
         return
@@ -190,6 +240,10 @@ def rules(cluster_spec, errors):
         if problem:
             errors.append(SpecError("%s.%s" % (FIELD, key), "Invalid value: %r: not a distinguished name (RFC 4514): "
                                     "%s" % (value, problem)))
+    id_range = ldap.get("idRange")
+    problem = id_range_problem(id_range) if isinstance(id_range, dict) else None
+    if problem:
+        errors.append(SpecError(FIELD + ".idRange", problem))
 
 
 # ------------------------------------------------------------------------------------------------ the condition

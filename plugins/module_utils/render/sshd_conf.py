@@ -38,10 +38,11 @@ _OWNED = (
 # UsePAM: no without a directory (keys only, nothing for PAM to do). With a directory (spec.identity): yes, for one
 # thing only: the PAM session, opened as root before sshd chroots it, makes a first login's home in the jail (the
 # login image's /etc/pam.d/sshd: no PAM authentication, keys only). And the keys a directory user has there, read
-# through the pod's sssd as nobody (soperator-authorized-keys: only for the directory's account, never for a local
-# account of the same name), after the jail's authorized_keys files.
+# through the pod's sssd as nobody, after the jail's authorized_keys files: soperator-authorized-keys prints them only
+# for the directory's account of the name, whose uid and gids are in idRange (its last two arguments) and none of
+# them a local account's of the jail.
 _DIRECTORY_KEYS = (
-    ("AuthorizedKeysCommand", names.AUTHORIZED_KEYS_COMMAND + " %u %U"),
+    ("AuthorizedKeysCommand", names.AUTHORIZED_KEYS_COMMAND + " %u %U {min} {max}"),
     ("AuthorizedKeysCommandUser", "nobody"),
 )
 
@@ -75,7 +76,8 @@ def render_sshd_config(cluster):
     lines.extend(_line(key, value if value is not None else ("yes" if directory else "no"), "spec.login")
                  for key, value in _OWNED)
     if directory:
-        lines.extend(_line(key, value, "spec.identity") for key, value in _DIRECTORY_KEYS)
+        id_range = cluster["spec"]["identity"]["ldap"]["idRange"]
+        lines.extend(_line(key, value.format(**id_range), "spec.identity") for key, value in _DIRECTORY_KEYS)
     defaults = [key for key, _value in SSHD_DEFAULTS]
     lines.extend(_line(key, overrides.get(key, value), "spec.login.sshdConfig.%s" % key)
                  for key, value in SSHD_DEFAULTS)

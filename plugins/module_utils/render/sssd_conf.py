@@ -18,6 +18,7 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.identity import FIELD, KEY_FIELDS
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import accounts
 
 DOMAIN = "directory"
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
@@ -76,9 +77,9 @@ def render_sssd_conf(cluster, ssh=False):
              _line("domains", DOMAIN),
              "",
              "[nss]",
-             # root is the images' own, never the directory's (and outside the id range anyway).
-             _line("filter_users", "root"),
-             _line("filter_groups", "root"),
+             # The images' own accounts are never the directory's, by name (as by id: idRange holds none of theirs).
+             _line("filter_users", ", ".join(accounts.USERS)),
+             _line("filter_groups", ", ".join(accounts.GROUPS)),
              ""]
     if ssh:
         lines += ["[ssh]", ""]
