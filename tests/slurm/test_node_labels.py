@@ -10,7 +10,7 @@ features, ``scontrol reconfigure``.
 from __future__ import annotations
 
 import pytest
-from cloud_cluster import CloudCluster, CloudConfig, node_name
+from cloud_cluster import CloudCluster, CloudConfig, Partition, node_name
 from prerequisites import require_root
 from resources import make_cluster, make_nodeset
 from slurm_cluster import running, wait_for
@@ -40,10 +40,11 @@ class DynamicCluster(CloudCluster):
 class Converge:
     """One reconcile against the real slurmctld: observe, plan (pure), act as the adapter does."""
 
-    def __init__(self, c: CloudCluster, cluster_spec: dict, nodeset_spec: dict):
+    def __init__(self, c: CloudCluster, cluster_spec: dict, nodeset_spec: dict, others: tuple[str, ...] = ()):
         self.c = c
         self.cluster = specs.validate_cluster(make_cluster(cluster_spec, uid="c-uid"))
         self.nodeset = specs.validate_nodeset(make_nodeset("cpu", nodeset_spec, uid="n-uid"))
+        self.others = [specs.validate_nodeset(make_nodeset(n, {}, uid="n-uid-" + n)) for n in others]
         self.labels: dict[str, dict[str, str]] = dict((f"node-{i}", {}) for i in range(4))
         self.reconfigures = 0
         self.features_set = 0
@@ -62,7 +63,7 @@ class Converge:
                                   for h, lab in self.labels.items())}
 
     def plan(self) -> model.Plan:
-        ctx = model.Context(self.cluster, [self.nodeset], [], {}, self.observed(), 0)
+        ctx = model.Context(self.cluster, [self.nodeset] + self.others, [], {}, self.observed(), 0)
         p = model.Plan()
         p.nodesets["cpu"] = {}
         node_labels.plan_topology(p, ctx, {"cpu": len(NODES)})
@@ -203,3 +204,33 @@ def test_a_bad_label_value_is_refused_and_nothing_changes(tree):
     assert (c.root / "etc/slurm/topology.conf").read_text() == text
     assert c.node("demo-cpu-3")["AvailableFeatures"] == features
     assert len(p.label_events) == 2
+
+
+def partition_nodes(c: CloudCluster, partition: str) -> list[str]:
+    out = c.run(["scontrol", "show", "partition", partition, "-o"]).check().stdout
+    nodes = next(w.split("=", 1)[1] for w in out.split() if w.startswith("Nodes="))
+    return [] if nodes == "(null)" else c.expand(nodes)
+
+
+def test_a_label_naming_another_nodeset_never_puts_the_node_into_its_partitions():
+    """slurm.conf's NodeSet=gpu Feature=gpu takes every node with the feature gpu into NodeSet gpu's partitions (the
+    control: set by hand, after a reconfigure); a label giving a cpu worker that feature is refused by the planner."""
+    require_root("real-Slurm tests: namespaces, chroot and mounts")
+    config = CloudConfig(cloud_sets=[], dynamic_sets=["cpu", "gpu"], power={},
+                         partitions=[Partition("cpus", "cpu", "Default=YES MaxTime=INFINITE State=UP"),
+                                     Partition("gpus", "gpu")])
+    with running(DynamicCluster(config)) as c:
+        c.start_node("demo-cpu-0", dynamic_conf=DYNAMIC)
+        wait_for(lambda: c.state("demo-cpu-0") == "idle", 30, "demo-cpu-0 idle")
+        conv = Converge(c, {}, {"featureLabelPrefix": PREFIX}, others=("gpu",))
+        conv.labels["node-0"] = {PREFIX + "gpu": "true", PREFIX + "ib": "true"}
+        p = conv.converge()
+        assert c.node("demo-cpu-0")["AvailableFeatures"] == "cpu,ib"
+        assert any("NodeSet gpu" in m for _set, m in p.label_events), p.label_events
+        c.reconfigure().check()
+        wait_for(lambda: c.state("demo-cpu-0") == "idle", 30, "demo-cpu-0 idle after the reconfigure")
+        assert partition_nodes(c, "gpus") == [] and partition_nodes(c, "cpus") == ["demo-cpu-0"]
+        # The control: the feature the planner refused, set by hand, moves the node into gpus.
+        c.run(scontrol.features_update("demo-cpu-0", ["cpu", "ib", "gpu"])).check()
+        c.reconfigure().check()
+        wait_for(lambda: partition_nodes(c, "gpus") == ["demo-cpu-0"], 30, "demo-cpu-0 in partition gpus")
