@@ -52,7 +52,8 @@ POPULATE_IMAGE = names.default_image("populateJail")
 
 
 # Capability numbers (linux/capability.h) of the names the manifests use.
-_CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7,
+_CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6,
+                "SETUID": 7,
                 "SETPCAP": 8,
                 "NET_BIND_SERVICE": 10, "SYS_CHROOT": 18, "SYS_ADMIN": 21, "SYS_NICE": 23, "SYS_RESOURCE": 24,
                 "AUDIT_WRITE": 29, "SETFCAP": 31}
