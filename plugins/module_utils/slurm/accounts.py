@@ -35,7 +35,7 @@ USERS = (
     # ours, at fixed ids (images/*/Containerfile)
     "slurm", "munge", "sshd", "mysql", "slurmrestd", "openldap",
     # the packages'
-    "sssd",
+    "systemd-network", "sssd", "restic-rest-server",
 )
 GROUPS = (
     # Debian's base-passwd
@@ -45,7 +45,7 @@ GROUPS = (
     # ours, at fixed ids (images/*/Containerfile)
     "slurm", "munge", "mysql", "slurmrestd", "openldap",
     # the packages'
-    "_ssh", "sssd",
+    "systemd-journal", "systemd-network", "_ssh", "sssd", "restic-rest-server",
 )
 
 
