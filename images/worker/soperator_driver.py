@@ -11,7 +11,11 @@ files (drivers differ per node, and a job user writes there). So, as root in slu
      the container in both its legacy hook and its CDI ``update-ldcache`` hook) whose names are the driver's
      (:func:`is_driver_library`), and those in ``/usr/local/nvidia/lib64`` (GKE's layout, which has no cache entry);
      each resolved to its file, kept only when it is an ELF object of this machine's class and architecture (no 32-bit
-     compatibility copies). Tools: :data:`TOOLS` in :data:`TOOL_DIRS`.
+     compatibility copies). Tools: :data:`TOOLS` in :data:`TOOL_DIRS`, each an ELF program of this machine's class
+     too; a small shell wrapper (``/usr/bin/nvidia-smi`` that sets LD_LIBRARY_PATH and execs
+     ``/usr/local/nvidia/bin/nvidia-smi``) is followed to the program it execs (:func:`wrapped_program`), else
+     skipped with a log line: a script cannot run in the jail (no shell of the node there, and it names paths outside
+     the jail).
   2. Binds each file (no copy) at ``DRIVER_DIR/lib/<its name>`` and ``DRIVER_DIR/bin/<tool>``, read-only, with the
      other names the cache listed for it (``libcuda.so.1``) as relative links. ``DRIVER_DIR`` is in the container's
      own ``/run``, which the jail plugin binds into every task (read-only, with every mount below it): each task sees
@@ -51,7 +55,11 @@ NOBODY = 65534
 # The driver's tools a job may call; the jail image links /usr/local/bin/<tool> to DRIVER_DIR/bin/<tool>.
 TOOLS = ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",
          "nvidia-cuda-mps-server")
+# /usr/bin: the container toolkit's place (legacy hook and CDI); /usr/local/nvidia/bin: GKE's layout, and machines
+# whose /usr/bin tools are wrappers around it (an H200 machine of this project's: tests/unit/fixtures/driver).
 TOOL_DIRS = ("/usr/bin", "/usr/local/nvidia/bin", "/usr/sbin")
+# A wrapper is read only when it is this small, a regular file no one but its owner may write.
+WRAPPER_MAX_BYTES = 4096
 UNCACHED_LIBRARY_DIRS = ("/usr/local/nvidia/lib64",)
 LDCONFIG = ("/sbin/ldconfig", "/usr/sbin/ldconfig")
 # The jail's loader configuration: refresh rebuilds the cache when one of these changed.
@@ -91,6 +99,32 @@ def elf_identity(header):
         return None
     order = "<" if header[5] == 1 else ">"
     return header[4], header[5], struct.unpack(order + "H", header[18:20])[0]
+
+
+def wrapped_program(text, tool):
+    """The program a shell wrapper of ``tool`` execs: the absolute path after ``exec`` (``env`` and environment
+    assignments before it allowed, the path quoted or not) whose last component is ``tool``; None unless exactly one
+    such line exists and it names a fixed path (no expansion or substitution in it)."""
+    found = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words or words[0] != "exec":
+            continue
+        rest = words[1:]
+        if rest[:1] == ["env"] or rest[:1] == ["/usr/bin/env"]:
+            rest = rest[1:]
+        rest = [w for w in rest if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", w)]
+        if not rest:
+            continue
+        target = rest[0]
+        if len(target) > 2 and target[0] == target[-1] and target[0] in "'\"":
+            target = target[1:-1]  # a quoted fixed path is the same path
+        if re.fullmatch(r"(/[A-Za-z0-9._+-]+)+", target) and posixpath.basename(target) == tool \
+                and ".." not in target.split("/"):
+            found.append(target)
+        else:
+            return None
+    return found[0] if len(found) == 1 else None
 
 
 def plan(libraries, tools):
@@ -146,22 +180,60 @@ def _identity(path):
         return None
 
 
-def cached_driver_names():
-    """The driver's library names the container's loader cache lists, in its order, with their paths."""
-    res = _run([ldconfig(), "-p"])
-    if res.returncode != 0:
-        raise DriverError("ldconfig -p exited %d: %s" % (res.returncode, res.stderr.strip()))
-    return [(name, path) for name, path in parse_ldconfig(res.stdout) if is_driver_library(name)]
+def cached_driver_names(listing=None):
+    """The driver's library names a loader cache lists (this container's, ``ldconfig -p``, unless ``listing`` is
+    given), in its order, with their paths."""
+    if listing is None:
+        res = _run([ldconfig(), "-p"])
+        if res.returncode != 0:
+            raise DriverError("ldconfig -p exited %d: %s" % (res.returncode, res.stderr.strip()))
+        listing = res.stdout
+    return [(name, path) for name, path in parse_ldconfig(listing) if is_driver_library(name)]
 
 
-def discover():
-    """([(name, file)] of the driver's libraries, [(name, file)] of its tools) in this container."""
-    entries = cached_driver_names()
+def _native():
+    return _identity(os.path.realpath(sys.executable)) or _identity("/proc/self/exe")
+
+
+def _tool_program(root, directory, tool, native):
+    """The ELF program for ``tool`` found in ``directory`` (below ``root``): the file itself, or the program its shell
+    wrapper execs; None, with a log line for a file that is there but no program."""
+    path = _in(root, posixpath.join(directory, tool))
+    real = os.path.realpath(path)
+    if not (os.path.isfile(real) and os.access(real, os.X_OK)):
+        return None
+    if _identity(real) == native:
+        return real
+    try:
+        st = os.stat(real)
+        with open(real, "rb") as f:
+            head = f.read(WRAPPER_MAX_BYTES + 1)
+    except OSError as exc:
+        log("%s: not used (%s)" % (path, exc))
+        return None
+    target = None
+    if head.startswith(b"#!") and len(head) <= WRAPPER_MAX_BYTES and stat.S_ISREG(st.st_mode) \
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        target = wrapped_program(head.decode("utf-8", "replace"), tool)
+    program = os.path.realpath(_in(root, target)) if target else None
+    if program and os.path.isfile(program) and _identity(program) == native:
+        log("%s is a script: exposing the program it execs, %s" % (path, target))
+        return program
+    log("%s: not an ELF program of this machine%s: skipped" % (
+        path, "" if not head.startswith(b"#!") else ", and no program it execs could be read from it"))
+    return None
+
+
+def discover(root="/", listing=None):
+    """([(name, file)] of the driver's libraries, [(name, file)] of its tools) in this container; ``root`` and
+    ``listing`` (an ``ldconfig -p`` text, with paths inside ``root``) stand for another machine's in tests."""
+    entries = [(name, _in(root, path)) for name, path in cached_driver_names(listing)]
     for directory in UNCACHED_LIBRARY_DIRS:
-        if os.path.isdir(directory):
-            entries += [(name, os.path.join(directory, name)) for name in sorted(os.listdir(directory))
+        folder = _in(root, directory)
+        if os.path.isdir(folder):
+            entries += [(name, os.path.join(folder, name)) for name in sorted(os.listdir(folder))
                         if is_driver_library(name)]
-    native = _identity(os.path.realpath(sys.executable)) or _identity("/proc/self/exe")
+    native = _native()
     libraries = []
     for name, path in entries:
         real = os.path.realpath(path)
@@ -170,9 +242,9 @@ def discover():
     tools = []
     for tool in TOOLS:
         for directory in TOOL_DIRS:
-            real = os.path.realpath(os.path.join(directory, tool))
-            if os.path.isfile(real) and os.access(real, os.X_OK):
-                tools.append((tool, real))
+            program = _tool_program(root, directory, tool, native)
+            if program:
+                tools.append((tool, program))
                 break
     return libraries, tools
 

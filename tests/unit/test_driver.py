@@ -174,3 +174,95 @@ def test_a_real_drivers_loader_cache_lists_libcuda_and_nvml(name):
     """`ldconfig -p` recorded by hack/gpu-check.sh on a machine with the NVIDIA driver."""
     found = [n for n, _path in driver.parse_ldconfig(recorded(name)["stdout"]) if driver.is_driver_library(n)]
     assert "libcuda.so.1" in found and "libnvidia-ml.so.1" in found
+
+
+# The driver tools' wrappers of the H200 machine the GPU check ran on: /usr/bin/nvidia-smi and the others are #!/bin/sh
+# scripts that exec the programs in /usr/local/nvidia/bin with LD_LIBRARY_PATH set (recorded verbatim).
+RECORDED_WRAPPER = recorded("nvidia-h200-wrapper.yaml")["stdout"]
+def wrapper(tool):
+    """The recorded wrapper as it is for ``tool``: the other tools' wrappers are the same with their names."""
+    return RECORDED_WRAPPER.replace("nvidia-smi", tool)
+
+
+def test_the_recorded_wrapper_is_followed_to_its_program():
+    assert driver.wrapped_program(RECORDED_WRAPPER, "nvidia-smi") == "/usr/local/nvidia/bin/nvidia-smi"
+
+
+@pytest.mark.parametrize("text,expected", [
+    (wrapper("nvidia-smi"), "/usr/local/nvidia/bin/nvidia-smi"),
+    ("#!/bin/sh\nexec env LD_LIBRARY_PATH=/opt/nv/lib \"/opt/nv/bin/nvidia-smi\" \"$@\"\n", "/opt/nv/bin/nvidia-smi"),
+    ("#!/bin/sh\n# exec /elsewhere/nvidia-smi\nexec LANG=C /opt/nv/bin/nvidia-smi  # the program\n",
+     "/opt/nv/bin/nvidia-smi"),
+    ("#!/bin/sh\nexec $NVIDIA_ROOT/bin/nvidia-smi \"$@\"\n", None),  # an expansion: not a fixed path
+    ("#!/bin/sh\nexec /usr/local/nvidia/bin/other-tool \"$@\"\n", None),  # another program's name
+    ("#!/bin/sh\nexec /opt/a/nvidia-smi\nexec /opt/b/nvidia-smi\n", None),  # two: which one runs depends on the shell
+    ("#!/bin/sh\nexec /opt/../usr/bin/nvidia-smi\n", None),
+    ("#!/bin/sh\n/usr/local/nvidia/bin/nvidia-smi \"$@\"\n", None),  # no exec: the script stays in between
+    ("#!/bin/sh\nexec sh -c /usr/local/nvidia/bin/nvidia-smi\n", None),
+])
+def test_a_wrapper_is_followed_only_to_the_one_fixed_program_it_execs(text, expected):
+    assert driver.wrapped_program(text, "nvidia-smi") == expected
+
+
+def _elf_header_of(path):
+    with open(path, "rb") as f:
+        return f.read(64)
+
+
+def _machine(tmp_path, listing_name="nvidia-h200-ldconfig-p.yaml"):
+    """The recorded machine's driver files below tmp_path: every driver library its `ldconfig -p` lists, as an ELF
+    file of this machine's class (the header is all discovery reads); its tools as programs in /usr/local/nvidia/bin
+    and wrapper scripts in /usr/bin."""
+    header = _elf_header_of(os.path.realpath(driver.sys.executable))
+    listing = recorded(listing_name)["stdout"]
+    for name, path in driver.parse_ldconfig(listing):
+        if driver.is_driver_library(name):
+            target = tmp_path / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(header)
+    for tool in driver.TOOLS:
+        program = tmp_path / "usr/local/nvidia/bin" / tool
+        program.parent.mkdir(parents=True, exist_ok=True)
+        program.write_bytes(header)
+        program.chmod(0o755)
+        script = tmp_path / "usr/bin" / tool
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(wrapper(tool))
+        script.chmod(0o755)
+    return listing
+
+
+def test_discovery_on_the_h200_machines_layout_exposes_the_elf_programs_not_their_wrappers(tmp_path, capsys):
+    listing = _machine(tmp_path)
+    libraries, tools = driver.discover(str(tmp_path), listing)
+    assert dict(tools) == dict((tool, str(tmp_path / "usr/local/nvidia/bin" / tool)) for tool in driver.TOOLS)
+    found = dict(libraries)
+    assert found["libcuda.so.1"] == str(tmp_path / "usr/local/nvidia/lib64/libcuda.so.1")
+    assert found["libnvidia-ml.so.1"] == str(tmp_path / "usr/local/nvidia/lib64/libnvidia-ml.so.1")
+    todo = driver.plan(libraries, tools)
+    assert todo["tools"]["nvidia-smi"].endswith("/usr/local/nvidia/bin/nvidia-smi")
+    assert "libcuda.so.1" in set(todo["libraries"]) | set(todo["links"])
+    said = capsys.readouterr().err
+    assert "%s/usr/bin/nvidia-smi is a script: exposing the program it execs, /usr/local/nvidia/bin/nvidia-smi" % (
+        tmp_path) in said
+
+
+def test_a_script_that_cannot_be_followed_is_skipped_for_the_next_directory(tmp_path, capsys):
+    _machine(tmp_path)
+    (tmp_path / "usr/bin/nvidia-smi").write_text("#!/bin/sh\nexec \"$NVIDIA_BIN/nvidia-smi\" \"$@\"\n")
+    tools = dict(driver.discover(str(tmp_path), "")[1])
+    assert tools["nvidia-smi"] == str(tmp_path / "usr/local/nvidia/bin/nvidia-smi")
+    assert "no program it execs could be read from it: skipped" in capsys.readouterr().err
+    (tmp_path / "usr/local/nvidia/bin/nvidia-smi").unlink()
+    assert "nvidia-smi" not in dict(driver.discover(str(tmp_path), "")[1])
+
+
+def test_a_writable_wrapper_or_a_foreign_program_is_never_exposed(tmp_path, capsys):
+    _machine(tmp_path)
+    (tmp_path / "usr/bin/nvidia-smi").chmod(0o777)  # anyone could point it elsewhere: not read
+    (tmp_path / "usr/local/nvidia/bin/nvidia-smi").write_bytes(b"\x7fELF\x01\x01\x01" + b"\x00" * 9 + b"\x02\x00"
+                                                              + b"\x03\x00")  # a 32-bit i386 program
+    assert "nvidia-smi" not in dict(driver.discover(str(tmp_path), "")[1])
+    said = capsys.readouterr().err
+    assert "usr/bin/nvidia-smi: not an ELF program of this machine, and no program it execs" in said
+    assert "usr/local/nvidia/bin/nvidia-smi: not an ELF program of this machine: skipped" in said
