@@ -45,6 +45,9 @@ test: deps venv binaries collection ## everything CI runs: lint, unit, integrati
 unit: venv collection ## fast unit tests only (no cluster)
 	$(PY) -m pytest -q tests/unit
 
+gpu-check-bundle: deps ## stage 7 of hack/gpu-check.sh: real Slurm + the jail plugin as one archive in .gpu-check/
+	python3 hack/gpu_slurm.py bundle
+
 bench: deps venv binaries collection ## benchmarks: figures printed, nothing asserted about time
 	$(PY) bench/bench_localcluster.py
 	$(PY) bench/bench_collection.py
@@ -52,4 +55,4 @@ bench: deps venv binaries collection ## benchmarks: figures printed, nothing ass
 	python3 tests/slurm/bench_spank.py --runs 50
 	$(PY) tests/slurm/bench_elastic.py --runs 3
 
-.PHONY: help collection deps venv binaries demo images cluster-up cluster-down test unit bench
+.PHONY: help collection deps venv binaries demo images cluster-up cluster-down test unit gpu-check-bundle bench

@@ -19,20 +19,29 @@
 #                 result checked); then the same program without the node's cache must NOT find libcuda
 #   6 health      the worker image's health program's GPU checks (and DCGM's when dcgmi exists) on the real
 #                 nvidia-smi with the product's default thresholds: a healthy GPU passes every check
-# OUT/report.txt has every stage's output and time; the exit status is 0 only when every stage passed.
+#   7 slurm       the product's real Slurm 24.11 on the GPU (hack/gpu_slurm.py run): slurmctld and one dynamic slurmd
+#                 from the archive `make gpu-check-bundle` builds (.gpu-check/slurm-rootfs.tar.xz), configured by the
+#                 collection's own rendering, started as the worker starts it after its `soperator-driver expose`,
+#                 stage 3's jail at /mnt/jail: GRES at the first registration, a CUDA step in the jail through the jail
+#                 plugin, the device cgroup, the health program as slurmd's HealthCheckProgram
+# OUT/report.txt has every stage's output and time, and for a failed stage the command that failed and its exit
+# status; the exit status is 0 only when every stage passed.
 #
 # Usage: hack/gpu-check.sh [OUT]        OUT: default $OUT (set by the device tool), else ./gpu-check-out
+#   GPU_CHECK_SLURM_ARCHIVE   stage 7's archive (default: .gpu-check/slurm-rootfs.tar.xz in this checkout)
 #
-# With the device tool (a session whose task was lent a GPU machine), from the repository root, nothing to carry:
-#   run(command='bash hack/gpu-check.sh "$OUT"', timeout_s=600)
-# It takes about a minute. Then copy the recorded fixtures (files_at/.../fixtures/gpu/*.yaml and fixtures/driver/*.yaml)
-# into tests/unit/fixtures/gpu and tests/unit/fixtures/driver: the unit tests check every fixture whose source is
-# hack/gpu-check.sh (docs/gpu.md, "The check on a real GPU").
-set -euo pipefail
+# With the device tool (a session whose task was lent a GPU machine), from the repository root: first, here,
+# `make gpu-check-bundle` (the archive, ~50 MiB, into the ignored .gpu-check/), then
+#   run(command='bash hack/gpu-check.sh "$OUT"', carry=['.gpu-check'], timeout_s=600)
+# It takes about two minutes. Then copy the recorded fixtures (files_at/.../fixtures/gpu/*.yaml and
+# fixtures/driver/*.yaml) into tests/unit/fixtures/gpu and tests/unit/fixtures/driver: the unit tests check every
+# fixture whose source is hack/gpu-check.sh (docs/gpu.md, "The check on a real GPU").
+set -Eeuo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=$(realpath -m "${1:-${OUT:-./gpu-check-out}}")
 REPORT=$OUT/report.txt
+SLURM_ARCHIVE=$(realpath -m "${GPU_CHECK_SLURM_ARCHIVE:-$REPO/.gpu-check/slurm-rootfs.tar.xz}")
 
 say() { printf 'gpu-check: %s\n' "$*" | tee -a "$REPORT" >&2; }
 die() {
@@ -75,7 +84,8 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
 
 cleanup() {
   umount -R "$ROOTP/run" 2>/dev/null || true
-  if findmnt -rn -o TARGET | grep -q "^$WORK"; then
+  # Whole outputs read (no grep -q, head, awk exit): with pipefail an early reader's writer dies of SIGPIPE (141).
+  if [ -n "$(findmnt -rn -o TARGET | grep "^$WORK" || true)" ]; then
     say "left $WORK in place: something is still mounted below it"
   else
     rm -rf "$WORK"
@@ -84,17 +94,23 @@ cleanup() {
 trap cleanup EXIT
 
 # stage N NAME FUNCTION: run it (errexit holds: in the background, not in an `if`), its output into the report;
-# PASS or FAIL with its time.
+# PASS or FAIL with its time. A command that ends the stage is named, with its exit status and line, in the report
+# and on the FAIL line (the ERR trap, inherited by the stage's functions through set -E): no stage ends silently.
 stage() {
   _n=$1 _name=$2
   shift 2
   printf '\n=== stage %s %s\n' "$_n" "$_name" >>"$REPORT"
   _t=$(date +%s.%N)
-  "$@" >>"$REPORT" 2>&1 &
+  _why=$WORK/why-$_n
+  (
+    # shellcheck disable=SC2154  # _rc is set by the trap itself
+    trap '_rc=$?; printf "line %s: \`%s\` exited %s\n" "$LINENO" "$BASH_COMMAND" "$_rc" | tee -a "$_why"' ERR
+    "$@"
+  ) >>"$REPORT" 2>&1 &
   if wait $!; then
     _v=PASS
   else
-    _v=FAIL
+    _v="FAIL${_why:+$(test -s "$_why" && printf ': %s' "$(head -n 1 "$_why")")}"
     failed+=("$_n $_name")
   fi
   say "stage $_n $_name: $_v ($(elapsed "$_t")s)"
@@ -128,7 +144,8 @@ copy_path() {
 copy_closure() {
   for _f in "$@"; do
     copy_path "$_f"
-    ldd "$_f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r _lib; do
+    # ldd refuses some files (a static one, another architecture's): nothing to copy for them
+    { ldd "$_f" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r _lib; do
       if is_driver_file "$_lib"; then continue; fi
       copy_path "$_lib"
     done
@@ -170,24 +187,25 @@ plan = json.load(sys.stdin)
 print("\n".join(list(plan["libraries"].values()) + list(plan["tools"].values())))')
   for f in $drv_files; do copy_closure_deps "$f"; done
   for lib in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1; do
-    p=$(ldconfig -p | awk -v n="$lib" '$1 == n && /x86-64|AArch64/ {print $NF; exit}')
+    p=$(ldconfig -p | awk -v n="$lib" '$1 == n && /x86-64|AArch64/ && !p {p = $NF} END {print p}')
     [ -z "$p" ] || copy_path "$p"
   done
   cp -p /etc/ld.so.conf "$J/etc/ld.so.conf" 2>/dev/null || echo 'include /etc/ld.so.conf.d/*.conf' >"$J/etc/ld.so.conf"
   cp -p /etc/ld.so.conf.d/*.conf "$J/etc/ld.so.conf.d/" 2>/dev/null || true
   chroot "$J" /sbin/ldconfig
   ln -sfn /run/soperator/nvidia/bin/nvidia-smi "$J/usr/local/bin/nvidia-smi"  # as the jail image links it
+  echo "image=gpu-check" >"$J/.soperator-populated"  # as the populate Job marks a jail (the health program reads it)
   cp -p "$REPO/hack/gpu_check.py" "$J/opt/gpu-check/gpu_check.py"
   echo "$py" >"$WORK/python"
   found=$(find "$J" -xdev \( -name 'libcuda*' -o -name 'libnvidia-*' -o -name 'nvidia-smi' \) ! -type l -print)
   [ -z "$found" ] || { echo "driver files in the jail: $found"; return 1; }
   echo "jail: $(du -sh "$J" | cut -f1), python $py, ldconfig $ldconfig_bin; no driver file in it"
-  chroot "$J" /sbin/ldconfig -p | head -n 1
+  chroot "$J" /sbin/ldconfig -p | sed -n 1p
 }
 
 # copy_closure_deps FILE: only what FILE loads (not FILE: the driver's files never go into the jail).
 copy_closure_deps() {
-  ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r _lib; do
+  { ldd "$1" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r _lib; do
     if is_driver_file "$_lib"; then continue; fi
     copy_path "$_lib"
   done
@@ -226,7 +244,7 @@ job() {
   echo "--- ldconfig -p in the jail, with the node's cache"
   listing=$(in_jail yes 65534:65534 /sbin/ldconfig -p)
   echo "$listing" | grep -E 'libcuda|libnvidia' || true
-  echo "$listing" | grep -q 'libcuda.so.1 .*=> /run/soperator/nvidia/lib/' || { echo "FAIL: libcuda.so.1 not listed"; ok=1; }
+  grep -q 'libcuda.so.1 .*=> /run/soperator/nvidia/lib/' <<<"$listing" || { echo "FAIL: libcuda.so.1 not listed"; ok=1; }
   echo "--- nvidia-smi in the jail, as nobody"
   if ! in_jail yes 65534:65534 /usr/local/bin/nvidia-smi | tee "$OUT/nvidia-smi-in-jail.txt"; then
     echo "FAIL: nvidia-smi as nobody; as root:"
@@ -247,6 +265,16 @@ health() {
   python3 "$REPO/hack/gpu_check.py" health "$NGPUS"
 }
 
+# ------------------------------------------------------------------------------------------------- 7 slurm
+slurm() {
+  if [ ! -f "$SLURM_ARCHIVE" ]; then
+    echo "no $SLURM_ARCHIVE: run \`make gpu-check-bundle\` where the project builds, and send .gpu-check with the" \
+      "checkout (the device tool: carry=['.gpu-check'])"
+    return 1
+  fi
+  python3 "$REPO/hack/gpu_slurm.py" run "$SLURM_ARCHIVE" "$J" "$(cat "$WORK/python")"
+}
+
 stage 2 record record
 stage 3 jail build_jail
 if [[ " ${failed[*]:-} " != *" 3 jail "* ]]; then
@@ -256,6 +284,7 @@ else
   say "stage 4 expose, stage 5 job: SKIPPED (no jail)"
 fi
 stage 6 health health
+if [[ " ${failed[*]:-} " != *" 3 jail "* ]]; then stage 7 slurm slurm; else say "stage 7 slurm: SKIPPED (no jail)"; fi
 say "total $(elapsed "$t_all")s; report: $REPORT; fixtures: $OUT/fixtures"
 if [ "${#failed[@]}" -gt 0 ]; then die 1 "failed: ${failed[*]}"; fi
 say "every stage passed"

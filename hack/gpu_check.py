@@ -9,10 +9,13 @@
                               expected, default thresholds: exit 0 only when every check passes
     gpu_check.py cuda         (in the jail, as a job) the CUDA driver API through libcuda.so.1, found by the loader:
                               a PTX kernel adds two vectors on GPU 0; the result is checked on the host side
+    gpu_check.py devopen PATH...   (in the jail, as a job) open each device file read-write: `PATH ok` or the errno's
+                              name (EPERM: the job's device cgroup denies it)
 """
 
 import ctypes
 import datetime
+import errno
 import os
 import re
 import socket
@@ -110,7 +113,7 @@ def record(out):
     model, driver = first[0], first[1]
     count = len(names.splitlines())
     slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-    when = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     source = "hack/gpu-check.sh on %s (%d x %s, driver %s, %s)" % (socket.gethostname(), count, model, driver, when)
     commands = [
         ("gpu", "%s-health-query-gpu.yaml" % slug,
@@ -138,13 +141,21 @@ def record(out):
 
 
 # ------------------------------------------------------------------------------------------------ health
-def product_gpu_checks(count):
-    """The health program's settings of a NodeSet with ``count`` GPUs and every default, rendered by the
-    collection's pure core as the cluster's ConfigMap carries them."""
+def import_collection():
+    """This checkout importable as ``ansible_collections.soperator.slurm`` (a link in a temporary directory: the
+    machine has only what was sent to it, no collection installed)."""
+    if any(os.path.isdir(os.path.join(p, "ansible_collections", "soperator", "slurm")) for p in sys.path if p):
+        return
     base = tempfile.mkdtemp(prefix="gpu-check-collection-")
     os.makedirs(os.path.join(base, "ansible_collections", "soperator"))
     os.symlink(ROOT, os.path.join(base, "ansible_collections", "soperator", "slurm"))
     sys.path.insert(0, base)
+
+
+def product_gpu_checks(count):
+    """The health program's settings of a NodeSet with ``count`` GPUs and every default, rendered by the
+    collection's pure core as the cluster's ConfigMap carries them."""
+    import_collection()
     from ansible_collections.soperator.slurm.plugins.module_utils.api import spec  # noqa: E402
     from ansible_collections.soperator.slurm.plugins.module_utils.render import health as render_health  # noqa: E402
     api = "slurm.soperator.dev/v1alpha1"
@@ -237,9 +248,11 @@ def cuda():
         print("cuda: %s" % exc)
         return 1
     path = _loaded_from("libcuda.so")
-    print("cuda: driver API %d.%d, %d device(s), device 0 %s; vadd of %d floats on the GPU: %s; libcuda from %s" % (
-        version.value // 1000, version.value % 1000 // 10, count.value, name.value.decode(), N,
-        "all correct" if not bad else "%d WRONG (first at %d: %r)" % (len(bad), bad[0], c[bad[0]]), path))
+    print("cuda: driver API %d.%d, %d device(s), device 0 %s; vadd of %d floats on the GPU: %s; libcuda from %s; "
+          "CUDA_VISIBLE_DEVICES=%s" % (
+              version.value // 1000, version.value % 1000 // 10, count.value, name.value.decode(), N,
+              "all correct" if not bad else "%d WRONG (first at %d: %r)" % (len(bad), bad[0], c[bad[0]]), path,
+              os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")))
     return 0 if not bad else 1
 
 
@@ -255,6 +268,17 @@ def _loaded_from(prefix):
     return "?"
 
 
+def devopen(paths):
+    """Open each device file as a CUDA program would (read-write): ``PATH ok`` or ``PATH <errno name>``."""
+    for path in paths:
+        try:
+            os.close(os.open(path, os.O_RDWR))
+            print("%s ok" % path)
+        except OSError as exc:
+            print("%s %s" % (path, errno.errorcode.get(exc.errno, exc.errno)))
+    return 0
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "record":
         record(argv[1])
@@ -263,6 +287,8 @@ def main(argv):
         return health_check(int(argv[1]))
     if argv == ["cuda"]:
         return cuda()
+    if len(argv) >= 2 and argv[0] == "devopen":
+        return devopen(argv[1:])
     sys.stderr.write(__doc__)
     return 2
 

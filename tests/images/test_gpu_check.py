@@ -15,10 +15,11 @@ The stand-ins (tests/standin_driver.py, built here with gcc in a temporary direc
 Needs root (mounts, chroot), like the script itself.
 """
 
+import csv
+import io
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import standin_driver
@@ -26,6 +27,9 @@ import yaml
 from prerequisites import require_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "hack"))
+import gpu_check  # noqa: E402  (the check's Python parts: the health program's query)
+
 SCRIPT = os.path.join(ROOT, "hack", "gpu-check.sh")
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "gpu")
 
@@ -35,38 +39,63 @@ def _root():
     require_root("mounts and chroot, as the script")
 
 
+# nvidia-smi's answers, fixed when it is built (it runs in slurmd's container and in the jail too, where no file of the
+# test's is): the summary (its own line, from libnvidia-ml), -L, and recorded real outputs for the arguments the
+# check and the health program give (an H100's --query-gpu columns in the order asked, an A100's -q -x).
 SMI_C = r"""
 #include <stdio.h>
-#include <unistd.h>
+#include <string.h>
 const char *standin_nvml(void);
+static const char *answers[][2] = {
+ANSWERS
+};
 int main(int argc, char **argv) {
-    if (argc > 1) { execv(SERVE, argv); perror(SERVE); return 127; }
-    printf("nvidia-smi stand-in (%s)\n", standin_nvml());
-    return 0;
+    char args[4096] = "";
+    if (argc == 1) { printf("nvidia-smi stand-in (%s)\n", standin_nvml()); return 0; }
+    for (int i = 1; i < argc; i++) {
+        if (strlen(args) + strlen(argv[i]) + 2 > sizeof(args)) return 2;
+        if (i > 1) strcat(args, " ");
+        strcat(args, argv[i]);
+    }
+    for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++)
+        if (!strcmp(args, answers[i][0])) { fputs(answers[i][1], stdout); return 0; }
+    printf("nvidia-smi stand-in: no recording for %s\n", args);
+    return 2;
 }
 """
-# Serves recorded real outputs: --query-gpu=<fields> in the order asked (the H100's), -q -x (the A100's).
-SERVE_PY = r"""
-import csv, io, sys, yaml
-def load(name):
-    with open(FIXTURES + "/" + name) as f:
+# The driver's tool as the H200 machine has it: a wrapper in /usr/bin around the program in /usr/local/nvidia/bin.
+WRAPPER = ("#!/bin/sh\nLD_LIBRARY_PATH=/usr/local/nvidia/lib64\nexport LD_LIBRARY_PATH\n"
+           "exec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n")
+BUS = "0000:00:09.0"
+INFORMATION = standin_driver.information(BUS, 0)
+
+
+def recorded(name):
+    with open(os.path.join(FIXTURES, name)) as f:
         return yaml.safe_load(f)["stdout"]
-args = sys.argv[1:]
-if args == ["-q", "-x"]:
-    sys.stdout.write(load("a100-sxm4-v12-q-x.yaml"))
-    sys.exit(0)
-asked = [a[len("--query-gpu="):].split(",") for a in args if a.startswith("--query-gpu=")]
-if not asked:
-    sys.stdout.write("nvidia-smi stand-in: no recording for %s\n" % args)
-    sys.exit(2)
-rows = list(csv.reader(io.StringIO(load("h100-query-gpu.yaml")), skipinitialspace=True))
-header = [h.strip().split(" [")[0] for h in rows[0]]
-cols = [header.index(f) for f in asked[0]]
-first = 0 if "--format=csv" in args else 1
-for row in rows[first:]:
-    sys.stdout.write(", ".join(row[c].strip() for c in cols) + "\n")
-"""
-INFORMATION = standin_driver.information("0000:00:09.0", 0)
+
+
+def query(fields, header):
+    """The H100 recording's columns ``fields``, in that order, as nvidia-smi --query-gpu prints them."""
+    rows = list(csv.reader(io.StringIO(recorded("h100-query-gpu.yaml")), skipinitialspace=True))
+    names = [h.strip().split(" [")[0] for h in rows[0]]
+    cols = [names.index(f) for f in fields]
+    return "".join(", ".join(row[c].strip() for c in cols) + "\n" for row in rows[0 if header else 1:])
+
+
+def answers():
+    health = gpu_check._load_health()
+    return {
+        "-L": "GPU 0: %s (UUID: GPU-00000000-0000-0000-0000-000000000000)\n" % standin_driver.MODEL,
+        "-q -x": recorded("a100-sxm4-v12-q-x.yaml"),
+        "--query-gpu=name,driver_version --format=csv,noheader": query(["name", "driver_version"], False),
+        "--query-gpu=%s --format=csv" % ",".join(health.QUERY_FIELDS): query(health.QUERY_FIELDS, True),
+    }
+
+
+def c_string(text):
+    return '"%s"' % "".join(c if " " <= c <= "~" and c not in '"\\?' else "\\%03o" % ord(c)
+                            for c in text)
 
 
 def cc(*argv):
@@ -76,43 +105,70 @@ def cc(*argv):
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
     base = tmp_path_factory.mktemp("standin-driver")
-    lib, bin_dir = base / "lib", base / "bin"
-    lib.mkdir()
-    bin_dir.mkdir()
+    lib, bin_dir, program = base / "lib", base / "bin", base / "usr-local" / "nvidia" / "bin"
+    for d in (lib, bin_dir, program):
+        d.mkdir(parents=True)
     standin_driver.build_libraries(str(lib))
-    serve = base / "serve.py"
-    serve.write_text("#!%s\nFIXTURES = %r\n%s" % (sys.executable, FIXTURES, SERVE_PY))
-    serve.chmod(0o755)
-    (base / "smi.c").write_text(SMI_C)
-    cc('-DSERVE="%s"' % serve, "-o", str(bin_dir / "nvidia-smi"), str(base / "smi.c"),
+    table = ",\n".join("{%s, %s}" % (c_string(k), c_string(v)) for k, v in answers().items())
+    (base / "smi.c").write_text(SMI_C.replace("ANSWERS", table))
+    cc("-o", str(program / "nvidia-smi"), str(base / "smi.c"),
        str(lib / ("libnvidia-ml.so.%s" % standin_driver.VERSION)))
+    (bin_dir / "nvidia-smi").write_text(WRAPPER)
+    (bin_dir / "nvidia-smi").chmod(0o755)
     # This machine's loader cache plus the stand-ins, as a driver's installer leaves it.
     subprocess.run(["ldconfig", "-C", str(base / "ld.so.cache"), str(lib)], check=True, capture_output=True)
     return base
 
 
-def test_every_stage_passes_with_a_stand_in_driver(standin, tmp_path):
+@pytest.fixture(scope="module")
+def archive():
+    """Stage 7's archive, as `make gpu-check-bundle` builds it (cached)."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "hack", "gpu_slurm.py"), "bundle"], check=True,
+                         capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL).stdout
+    return os.path.join(ROOT, ".gpu-check", "slurm-rootfs.tar.xz"), out
+
+
+# What the NVIDIA driver and its installer leave on a GPU machine, in the test's own mount namespace: the procfs and
+# sysfs entries of one GPU, its device files (a /dev of its own: no driver answers them), the loader cache with the
+# libraries, the program in /usr/local/nvidia/bin and its wrapper in /usr/bin.
+GPU_MACHINE = """\
+set -e
+mount -t tmpfs -o mode=555 tmpfs /proc/driver
+mkdir -p /proc/driver/nvidia/gpus/$BUS
+printf '%s' "$INFORMATION" > /proc/driver/nvidia/gpus/$BUS/information
+mount -t tmpfs -o mode=755 tmpfs /sys/bus/pci/drivers
+mkdir -p /sys/bus/pci/drivers/nvidia/$BUS
+cat /sys/devices/system/cpu/online > /sys/bus/pci/drivers/nvidia/$BUS/local_cpulist
+mount -t tmpfs -o mode=755 tmpfs /dev
+for n in "null 1 3" "zero 1 5" "full 1 7" "random 1 8" "urandom 1 9" "tty 5 0" "nvidia0 195 0" "nvidiactl 195 255"; do
+  set -- $n; mknod -m 666 /dev/$1 c $2 $3
+done
+mkdir /dev/pts /dev/shm && mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts && ln -s pts/ptmx /dev/ptmx
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+ln -s /proc/self/fd /dev/fd && ln -s fd/0 /dev/stdin && ln -s fd/1 /dev/stdout && ln -s fd/2 /dev/stderr
+mount --bind -o ro "$STANDIN/ld.so.cache" /etc/ld.so.cache
+mount -t overlay overlay -o lowerdir="$STANDIN/bin":/usr/bin /usr/bin
+mount -t overlay overlay -o lowerdir="$STANDIN/usr-local":/usr/local /usr/local
+exec bash "$SCRIPT" "$OUT"
+"""
+
+
+def test_every_stage_passes_with_a_stand_in_driver(standin, archive, tmp_path):
     out = tmp_path / "out"
     before = open("/etc/ld.so.cache", "rb").read()
-    script = textwrap.dedent("""\
-        set -e
-        mount -t tmpfs -o mode=555 tmpfs /proc/driver
-        mkdir -p /proc/driver/nvidia/gpus/0000:00:09.0
-        printf '%s' "$INFORMATION" > /proc/driver/nvidia/gpus/0000:00:09.0/information
-        mount --bind -o ro "$STANDIN/ld.so.cache" /etc/ld.so.cache
-        mount -t overlay overlay -o lowerdir="$STANDIN/bin":/usr/bin /usr/bin
-        exec bash "$SCRIPT" "$OUT"
-        """)
-    res = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-                         env=dict(os.environ, INFORMATION=INFORMATION, STANDIN=str(standin), SCRIPT=SCRIPT,
-                                  OUT=str(out)),
-                         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    res = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", GPU_MACHINE],
+                         env=dict(os.environ, INFORMATION=INFORMATION, BUS=BUS, STANDIN=str(standin), SCRIPT=SCRIPT,
+                                  OUT=str(out), GPU_CHECK_SLURM_ARCHIVE=archive[0]),
+                         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     report = (out / "report.txt").read_text() if (out / "report.txt").exists() else ""
     print(res.stderr)
     assert res.returncode == 0, res.stdout + res.stderr + report
-    for n, name in ((1, "preflight"), (2, "record"), (3, "jail"), (4, "expose"), (5, "job"), (6, "health")):
+    for n, name in ((1, "preflight"), (2, "record"), (3, "jail"), (4, "expose"), (5, "job"), (6, "health"),
+                    (7, "slurm")):
         assert "stage %d %s: PASS" % (n, name) in res.stderr
     assert res.stderr.rstrip().endswith("every stage passed")
+    # The tool is the program, not its wrapper (the H200 machine's layout).
+    assert "/usr/bin/nvidia-smi is a script: exposing the program it execs, /usr/local/nvidia/bin/nvidia-smi" in report
     # In the jail, as nobody: the loader found libcuda through the node's cache, in the driver's directory; the
     # kernel's result checked; nvidia-smi ran; without the node's cache no libcuda.
     assert "vadd of 1048576 floats on the GPU: all correct; libcuda from /run/soperator/nvidia/lib/" in report
@@ -132,6 +188,17 @@ def test_every_stage_passes_with_a_stand_in_driver(standin, tmp_path):
     assert doc["stdout"].splitlines()[0].startswith("index, pci.bus_id, persistence_mode")
     listing = yaml.safe_load((out / "fixtures" / "driver" / "nvidia-h100-80gb-hbm3-ldconfig-p.yaml").read_text())
     assert "libcuda.so.1 (libc6,x86-64) => %s/lib/libcuda.so.1" % standin in listing["stdout"]
+    # Stage 7, real Slurm: GRES at the first registration with the type Slurm derives from the model, idle with no
+    # reason; the CUDA step in the jail through the plugin with one GPU; the device cgroup; the health program.
+    slurm = report[report.index("=== stage 7 slurm"):]
+    assert "Slurm's type: nvidia_h100_80gb_hbm3" in slurm
+    for step in ("Gres=gpu:nvidia_h100_80gb_hbm3:1 at the first registration", "the node idle with no reason",
+                 "the CUDA program computed on the GPU in the jail", "the step was given one GPU",
+                 "nvidia-smi -L lists exactly the one GPU given",
+                 "a step without --gres cannot open /dev/nvidia0 (EPERM)", "a step with --gres=gpu:1 may open",
+                 "drained by the health program: soperator: health", "resumed by the health program"):
+        assert "ok: " + step in slurm, step
+    assert "FAIL" not in slurm and "stage summary: every step passed" in slurm
     # Nothing left behind: no mount, the machine's loader cache untouched.
     assert open("/etc/ld.so.cache", "rb").read() == before
     assert "gpu-check." not in open("/proc/self/mountinfo").read()

@@ -62,3 +62,64 @@ def test_the_cuda_program_says_when_the_loader_finds_no_libcuda():
         pytest.skip("this machine has a working libcuda.so.1")
     assert res.returncode == 3, res.stdout + res.stderr
     assert res.stdout.startswith("cuda: libcuda.so.1 not found by the loader")
+
+
+# ------------------------------------------------------------------------------------------------ stage 7's parts
+import gpu_slurm  # noqa: E402
+import standin_driver  # noqa: E402
+
+
+@pytest.mark.parametrize("model,expected", [("NVIDIA H200", "nvidia_h200"),
+                                            ("NVIDIA H100 80GB HBM3", "nvidia_h100_80gb_hbm3"),
+                                            ("NVIDIA A100-SXM4-80GB", "nvidia_a100-sxm4-80gb")])
+def test_the_gres_type_is_slurms_name_of_the_model(model, expected):
+    assert gpu_slurm.slurm_gpu_type(model) == expected
+
+
+def test_the_drivers_information_file_gives_the_model_and_the_minor():
+    assert gpu_slurm.parse_information(standin_driver.information("0000:00:09.0", 3)) == (
+        "NVIDIA H100 80GB HBM3", "3")
+
+
+def test_the_single_host_slurm_conf_rewrites_the_named_keys_and_appends_the_rest():
+    conf = "# Generated\nSlurmctldHost=c-0(c-0.svc)\nSlurmctldPort=6817\n# SlurmdPort=1 (a comment)\nSlurmdPort=6818\n"
+    out = gpu_slurm.single_host(conf, {"SlurmctldHost": "h(127.0.0.1)", "SlurmdPort": 4000}, ["SlurmdDebug=debug"])
+    assert out.splitlines() == ["# Generated", "SlurmctldHost=h(127.0.0.1)", "SlurmctldPort=6817",
+                                "# SlurmdPort=1 (a comment)", "SlurmdPort=4000", "",
+                                "# gpu-check: one host instead of the pod network", "SlurmdDebug=debug"]
+    with pytest.raises(ValueError, match="no HealthCheckInterval line"):
+        gpu_slurm.single_host(conf, {"HealthCheckInterval": 5}, [])
+
+
+def test_container_args_expand_their_env_as_the_kubelet_does():
+    assert gpu_slurm.expand(["-N", "$(SLURMD_NODENAME)", "--conf", "$(PARAMS)", "$(UNSET)"],
+                            {"SLURMD_NODENAME": "n-0", "PARAMS": "Gres=gpu:h200:1 Feature=gpu"}) == [
+        "-N", "n-0", "--conf", "Gres=gpu:h200:1 Feature=gpu", "$(UNSET)"]
+
+
+def test_a_nodes_reason_is_read_whole_without_slurms_stamp():
+    line = ("NodeName=n-0 Arch=x86_64 State=IDLE+DRAIN Reason=soperator: health: gpu: 1 of 2 GPUs visible "
+            "[root@2026-11-28T20:20:20] Comment=(null)")
+    assert gpu_slurm.node_reason(line) == "soperator: health: gpu: 1 of 2 GPUs visible"
+    assert gpu_slurm.node_reason("NodeName=n-0 State=IDLE") == ""
+
+
+def test_the_controllers_the_product_constraints_need_are_read_from_cgroup_v2(tmp_path):
+    controllers = tmp_path / "cgroup.controllers"
+    controllers.write_text("cpu io memory pids\n")
+    assert gpu_slurm.missing_controllers(str(controllers)) == ["cpuset"]
+    controllers.write_text("cpuset cpu io memory pids\n")
+    assert gpu_slurm.missing_controllers(str(controllers)) == []
+    assert gpu_slurm.missing_controllers(str(tmp_path / "absent")) == []  # cgroup v1: nothing to say
+
+
+def test_the_stage_runs_what_the_collection_renders_for_a_gpu_nodeset():
+    r = gpu_slurm.rendered("nvidia_h200", 1)
+    assert r["node"] == "gpucheck-gpu-0"
+    assert r["args"][:3] == ["/usr/sbin/slurmd", "-D", "-Z"] and "--conf-server" in r["args"]
+    assert r["env"]["SLURMD_CONF_PARAMS"] == "Gres=gpu:nvidia_h200:1 Feature=gpu"
+    assert "AutoDetect=nvidia" in r["files"]["gres.conf"]
+    assert "ConstrainDevices=yes" in r["files"]["cgroup.conf"]
+    assert "spank_chroot.so jail=/mnt/jail bind=/run/soperator/nvidia/ld.so.cache" in r["files"]["plugstack.conf"]
+    assert "HealthCheckProgram=/usr/local/sbin/soperator-health-check" in r["files"]["slurm.conf"]
+    assert yaml.safe_load(r["health"])["checks"]["gpu"]["count"] == 1
