@@ -217,6 +217,40 @@ def test_identity_ready_every_pod_with_its_sidecar_and_the_password_nowhere(ldap
     assert BIND_PASSWORD not in described
 
 
+def _ready(pod):
+    return bool(pod) and any(c["type"] == "Ready" and c["status"] == "True"
+                             for c in pod["status"].get("conditions", []))
+
+
+def test_a_login_pod_is_ready_only_once_its_sessions_have_slurm_conf(ldap):
+    """The cold e2e's sbatch in a login session once found no slurm.conf ("resolve_ctls_from_dns_srv ... Could not
+    establish a configuration source"): the pod was Ready while its sackd, started before slurmctld answered, waited
+    out its 10 s between fetches, and the jail's /etc/slurm (-> /run/slurm/conf, sackd's) led to an empty directory.
+    Here a new login pod starts while slurmctld is away: it is not Ready and its sshd not started while sackd retries;
+    once slurmctld is back it turns Ready, and its sessions have slurm.conf from that moment."""
+    login = ldap.get("pod", "ldap-login-0")["metadata"]["uid"]
+    ldap.kubectl("scale", "statefulset", "ldap-controller", "-n", NAMESPACE, "--replicas=0")
+    try:
+        wait_until(lambda: ldap.get("pod", "ldap-controller-0") is None, 120, "the controller gone", ldap.explain)
+        ldap.kubectl("delete", "pod", "-n", NAMESPACE, "ldap-login-0", "--wait=false")
+        wait_until(lambda: (lambda p: p and p["metadata"]["uid"] != login)(ldap.get("pod", "ldap-login-0")), 120,
+                   "the new login pod", ldap.explain)
+        wait_until(lambda: "Retrying in 10 seconds" in ldap.kubectl(
+            "logs", "-n", NAMESPACE, "ldap-login-0", "-c", "sackd", check=False).stdout, 120,
+            "the new login pod's sackd retrying its fetch", ldap.explain)
+        pod = ldap.get("pod", "ldap-login-0")
+        assert pod["metadata"]["uid"] != login and not _ready(pod), pod["status"]
+        sshd = [c for c in pod["status"].get("containerStatuses", []) if c["name"] == "sshd"]
+        assert not sshd or "running" not in sshd[0]["state"], sshd
+    finally:
+        ldap.kubectl("scale", "statefulset", "ldap-controller", "-n", NAMESPACE, "--replicas=1")
+    wait_until(lambda: _ready(ldap.get("pod", "ldap-login-0")), 300, "the login pod Ready", ldap.explain)
+    found = ldap.jail("test -s /etc/slurm/slurm.conf && echo present")
+    assert found.stdout.strip() == "present", found.stdout + found.stderr
+    wait_until(lambda: all(ldap.sinfo().get(n) == "idle" for n in ("ldap-cpu-0", "ldap-cpu-1")), 240,
+               "ldap workers idle again", ldap.explain)
+
+
 def test_a_directory_user_logs_in_over_ssh_with_her_directory_key(ldap):
     # dora is nobody's local account: not in the jail's files, nor in any image's (the daemons' are the jail's).
     for name in (DORA, str(DORA_UID)):
