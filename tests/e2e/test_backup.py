@@ -277,7 +277,8 @@ def test_a_restore_never_goes_through_a_symlink_a_user_put_in_its_way(bk):
     assert refused.returncode != 0 and "exists; a restore goes into a new directory" in refused.stdout, \
         refused.stdout[-3000:]
     assert bk.system_manifest() == before
-    # Without the link: staged where no user reaches, handed over complete, with the snapshot's owner and mode.
+    # Without the link: staged where no user reaches, handed over complete, with the snapshot's owner and mode. The
+    # same request again: its failed Job is replaced.
     assert bk.jail("rm /srv/users/alice/restored").returncode == 0
     bk.playbook("jail-restore.yml", request)
     assert bk.system_manifest() == before

@@ -113,8 +113,10 @@ def backups(engine, jail, tmp_path_factory):  # noqa: F811
         for name in [""] + dirs + files:
             os.chown(os.path.join(top, name), ALICE, ALICE)
     os.chmod(alice, 0o700)
+    os.setxattr(alice, "user.owner", b"alice")
     b = Backups(docker, jail, str(tmp_path_factory.mktemp("backups")))
     try:
+        b.alice_mtime = os.lstat(alice).st_mtime_ns
         code, report = b.backup()
         assert code == 0 and report["result"] == "Succeeded" and report["unreadable"] == 0, report
         yield b
@@ -153,6 +155,7 @@ def test_a_restore_into_the_users_tree_is_handed_over_complete_with_the_snapshot
     restored = os.path.join(root, "srv/users/alice/restored")
     st = os.lstat(restored)
     assert stat.S_ISDIR(st.st_mode) and (st.st_uid, stat.S_IMODE(st.st_mode)) == (ALICE, 0o700)
+    assert st.st_mtime_ns == backups.alice_mtime and os.getxattr(restored, "user.owner") == b"alice"  # the snapshot's
     with open(os.path.join(restored, "proj", "notes")) as f:
         assert f.read() == "alice's notes\n"
     private = os.lstat(os.path.join(restored, "private"))

@@ -85,25 +85,33 @@ DIR_0700 = (1 << 31) | 0o700  # Go's os.FileMode of a 0700 directory, as restic 
 
 
 class Restic(object):
-    """restic for :func:`program.restore`: ``restore`` writes ``files`` into its --target (``during`` runs first),
-    ``ls`` answers the source's node (alice's 0700 directory)."""
+    """restic for :func:`program.restore`: ``restore`` makes, in its --target, the entry --include names as restic
+    would (alice's 0700 directory with an attribute and a time, a file in it; ``during`` runs first), or writes into
+    --target itself without --include; ``ls`` answers the source's node."""
 
     def __init__(self, during=None):
-        self.targets, self.during = [], during
+        self.targets, self.calls, self.during = [], [], during
 
     def __call__(self, args, env, capture=True):
+        self.calls.append(args)
         if args[0] == "restore":
             target = args[args.index("--target") + 1]
             self.targets.append(target)
             if self.during:
                 self.during(target)
-            with open(os.path.join(target, "notes"), "w") as f:
+            top = os.path.join(target, args[args.index("--include") + 1].lstrip("/")) if "--include" in args \
+                else target
+            os.makedirs(top, exist_ok=True)
+            with open(os.path.join(top, "notes"), "w") as f:
                 f.write("restored\n")
+            os.chown(top, 1001, 1001)
+            os.chmod(top, 0o700)
+            os.setxattr(top, "user.owner", b"alice")
+            os.utime(top, ns=(0, program.epoch_ns("2026-01-02T03:04:05.5Z")))
             return 0, '{"message_type":"summary","files_restored":1,"bytes_restored":9}\n', ""
         if args[0] == "ls":
             node = {"struct_type": "node", "path": args[-1], "uid": 1001, "gid": 1001, "mode": DIR_0700,
-                    "atime": "2026-01-02T03:04:05Z", "mtime": "2026-01-02T03:04:05.5Z",
-                    "extended_attributes": [{"name": "user.owner", "value": "YWxpY2U="}]}
+                    "atime": "2026-01-02T03:04:05Z", "mtime": "2026-01-02T03:04:05.5Z"}
             return 0, json.dumps(node) + "\n", ""
         raise AssertionError(args)
 
@@ -137,7 +145,7 @@ def restore(jail, source="/home/alice", target="/home/alice/restored"):
 
 
 def test_a_restore_into_a_directory_is_staged_where_no_user_reaches_and_handed_over_complete(jail, monkeypatch):
-    def during(target):  # what restic sees while it writes
+    def during(target):  # what restic is told, and what exists while it writes
         assert target.startswith(jail + program.STAGING + "/")
         staging = os.stat(jail + program.STAGING)
         assert staging.st_uid == 0 and stat.S_IMODE(staging.st_mode) == 0o700
@@ -146,6 +154,9 @@ def test_a_restore_into_a_directory_is_staged_where_no_user_reaches_and_handed_o
     monkeypatch.setattr(program, "restic", restic)
     report = restore(jail)
     assert report["result"] == "Succeeded" and report["files"] == 1
+    # restic restores alice's directory itself, from its parent: its owner, mode, times and attributes are restic's.
+    assert restic.calls == [["restore", "--json", "latest:%s/home" % jail, "--target", restic.targets[0],
+                             "--include", "/alice"]]
     st = os.lstat(jail + "/home/alice/restored")
     assert stat.S_ISDIR(st.st_mode) and (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1001, 1001, 0o700)
     assert st.st_mtime_ns == program.epoch_ns("2026-01-02T03:04:05.5Z")
