@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Build the pinned Kubernetes control plane, kubectl, etcd and kwok from the Go module proxy.
 # Cached under ${SOPERATOR_CACHE:-~/.cache/soperator}/<component>-<version>/bin; a cached build is reused.
-# Usage: hack/build-binaries.sh [control-plane|node|ansible-operator|slurm-exporter|versitygw|all]
+# Usage: hack/build-binaries.sh [control-plane|node|kind|ansible-operator|slurm-exporter|versitygw|all]
 #   node = what `hack/localcluster.py up --real-node` needs: kubelet, kube-proxy, CoreDNS (a build with only
 #   the plugins we use, hack/realnode/coredns/main.go) and the static pause binary (hack/realnode/pause.c).
+#   kind = what the kind node image (hack/kind.sh) is made of: the kind binary, kubeadm, kubelet, kubectl, crictl,
+#   the control plane and kube-proxy, and etcd and CoreDNS at the versions this kubeadm deploys (it is asked:
+#   `kubeadm config images list`), CoreDNS with the plugins kubeadm's Corefile uses (hack/kind/coredns/main.go).
 #   slurm-exporter = our Prometheus exporter for Slurm (exporter/), which the exporter image carries; prints its path.
 #   versitygw = an S3-compatible server (posix backend), the jail backup tests' S3 repository; prints its path.
 set -euo pipefail
@@ -20,6 +23,8 @@ kwok_dir=$cache/kwok-$KWOK_VERSION
 coredns_dir=$cache/coredns-$COREDNS_VERSION
 ansible_operator_dir=$cache/ansible-operator-$ANSIBLE_OPERATOR_VERSION
 versitygw_dir=$cache/versitygw-$VERSITYGW_VERSION
+kind_dir=$cache/kind-$KIND_VERSION
+crictl_dir=$cache/crictl-$CRICTL_VERSION
 # The pause binary is our own source: keyed by its hash, so an edit rebuilds it.
 pause_dir=$cache/pause-$(sha256sum "$here/realnode/pause.c" | cut -c1-12)
 kubeget_dir=$cache/kubeget-$(sha256sum "$here/realnode/kubeget/main.go" | cut -c1-12)
@@ -69,16 +74,17 @@ build_k8s() {
   echo "built: ${missing[*]} -> $out"
 }
 
-build_etcd() {
-  [ -x "$etcd_dir/bin/etcd" ] && { echo "cached: etcd in $etcd_dir/bin"; return 0; }
+build_etcd() {  # build_etcd [VERSION DIR]: the local cluster's etcd, or the one a kubeadm deploys
+  local version=${1:-$ETCD_VERSION} dir=${2:-$etcd_dir}
+  [ -x "$dir/bin/etcd" ] && { echo "cached: etcd in $dir/bin"; return 0; }
   # etcd's server module has replace directives too: build it as a dependency of a wrapper module.
   local work; work=$(mktemp -d)
-  printf 'module soperator.local/etcdbuild\ngo 1.23\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$work/go.mod"
-  mkdir -p "$etcd_dir/bin"
-  (cd "$work" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 &&
-   go build -trimpath -ldflags "-s -w" -o "$etcd_dir/bin/etcd" go.etcd.io/etcd/server/v3)
+  printf 'module soperator.local/etcdbuild\ngo 1.23\nrequire go.etcd.io/etcd/server/v3 %s\n' "$version" >"$work/go.mod"
+  mkdir -p "$dir/bin"
+  (cd "$work" && go get "go.etcd.io/etcd/server/v3@$version" >/dev/null 2>&1 &&
+   go build -trimpath -ldflags "-s -w" -o "$dir/bin/etcd" go.etcd.io/etcd/server/v3)
   rm -rf "$work"
-  echo "built: etcd -> $etcd_dir/bin"
+  echo "built: etcd -> $dir/bin"
 }
 
 build_kwok() {
@@ -104,17 +110,18 @@ build_ansible_operator() {
   echo "built: ansible-operator -> $ansible_operator_dir/bin"
 }
 
-build_coredns() {
-  [ -x "$coredns_dir/bin/coredns" ] && { echo "cached: coredns in $coredns_dir/bin"; return 0; }
+build_coredns() {  # build_coredns [VERSION DIR MAIN]: the real node's CoreDNS, or the kind node's
+  local version=${1:-$COREDNS_VERSION} dir=${2:-$coredns_dir} main=${3:-$here/realnode/coredns/main.go}
+  [ -x "$dir/bin/coredns" ] && { echo "cached: coredns in $dir/bin"; return 0; }
   local work; work=$(mktemp -d)
-  cp "$here/realnode/coredns/main.go" "$work/"
+  cp "$main" "$work/main.go"
   printf 'module soperator.local/corednsbuild\ngo 1.25.0\nrequire github.com/coredns/coredns %s\n' \
-    "$COREDNS_VERSION" >"$work/go.mod"
-  mkdir -p "$coredns_dir/bin"
-  (cd "$work" && go get "github.com/coredns/coredns@$COREDNS_VERSION" >/dev/null 2>&1 && go mod tidy >/dev/null 2>&1 &&
-   go build -trimpath -ldflags "-s -w" -o "$coredns_dir/bin/coredns" .)
+    "$version" >"$work/go.mod"
+  mkdir -p "$dir/bin"
+  (cd "$work" && go get "github.com/coredns/coredns@$version" >/dev/null 2>&1 && go mod tidy >/dev/null 2>&1 &&
+   go build -trimpath -ldflags "-s -w" -o "$dir/bin/coredns.tmp" . && mv "$dir/bin/coredns.tmp" "$dir/bin/coredns")
   rm -rf "$work"
-  echo "built: coredns -> $coredns_dir/bin"
+  echo "built: coredns -> $dir/bin"
 }
 
 build_pause() {
@@ -165,6 +172,44 @@ build_versitygw() {
   echo "$versitygw_dir/versitygw"
 }
 
+build_kind() {
+  [ -x "$kind_dir/bin/kind" ] && { echo "cached: kind in $kind_dir/bin"; return 0; }
+  mkdir -p "$kind_dir/bin"
+  GOBIN="$kind_dir/bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"
+  echo "built: kind -> $kind_dir/bin"
+}
+
+build_crictl() {
+  [ -x "$crictl_dir/bin/crictl" ] && { echo "cached: crictl in $crictl_dir/bin"; return 0; }
+  mkdir -p "$crictl_dir/bin"
+  GOBIN="$crictl_dir/bin" go install -trimpath -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+  echo "built: crictl -> $crictl_dir/bin"
+}
+
+# The image tag kubeadm deploys for NAME (etcd, coredns/coredns, pause), asked of the pinned kubeadm itself.
+kubeadm_tag() {
+  "$k8s_dir/bin/kubeadm" config images list --kubernetes-version "$KUBERNETES_VERSION" 2>/dev/null |
+    sed -n "s#^registry.k8s.io/$1:##p"
+}
+
+# etcd and CoreDNS at the versions kubeadm deploys (etcd's tag is <version>-<image revision>): their directories.
+kind_addon_dirs() {
+  local etcd_v coredns_v
+  etcd_v=v$(kubeadm_tag etcd); etcd_v=${etcd_v%-*}
+  coredns_v=$(kubeadm_tag coredns/coredns)
+  if [ "$etcd_v" = v ] || [ -z "$coredns_v" ]; then echo "kubeadm names no etcd/CoreDNS image" >&2; exit 1; fi
+  echo "$etcd_v $cache/etcd-$etcd_v"
+  echo "$coredns_v $cache/coredns-kubeadm-$coredns_v-$(sha256sum "$here/kind/coredns/main.go" | cut -c1-12)"
+}
+
+build_kind_addons() {
+  local etcd coredns
+  { read -r -a etcd; read -r -a coredns; } < <(kind_addon_dirs)
+  build_etcd "${etcd[@]}"
+  build_coredns "${coredns[@]}" "$here/kind/coredns/main.go"
+}
+
 case $what in
   control-plane)
     build_k8s "$k8s_dir/bin" kube-apiserver kube-controller-manager kube-scheduler kubectl
@@ -175,6 +220,16 @@ case $what in
     build_coredns
     build_pause
     build_kubeget ;;
+  kind)
+    build_k8s "$k8s_dir/bin" kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kubeadm
+    build_kind_addons
+    build_kind
+    build_crictl
+    build_pause ;;
+  kind-dirs)  # where `kind` put them (nothing is built): one directory per line, for hack/kind/node-image.sh
+    echo "$k8s_dir/bin"
+    kind_addon_dirs | while read -r _ dir; do echo "$dir/bin"; done
+    echo "$kind_dir/bin"; echo "$crictl_dir/bin"; echo "$pause_dir" ;;
   ansible-operator)
     build_ansible_operator ;;
   slurm-exporter)
@@ -182,5 +237,5 @@ case $what in
   versitygw)
     build_versitygw ;;
   all) "$0" control-plane; "$0" node ;;
-  *) echo "usage: $0 [control-plane|node|ansible-operator|slurm-exporter|versitygw|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [control-plane|node|kind|ansible-operator|slurm-exporter|versitygw|all]" >&2; exit 2 ;;
 esac
