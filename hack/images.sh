@@ -24,6 +24,8 @@
 #   SLURM_APT_SOURCE     an extra apt source line for the Slurm packages (default: none, the base's own)
 #   SLURM_APT_KEY        path of the armored key of that source (copied into the build context)
 #   SLURM_VERSION        pin the Slurm packages to this Debian version (default: the newest available)
+#   SOPERATOR_ENGINE     which of the project's engines: `images` (default) or `kind`, a second one that runs only
+#                        kind clusters (hack/kind.sh), so that stopping the image builds' engine never stops them
 #
 # Needs root. Debian packages docker.io (dockerd, containerd, runc), debootstrap, zstd, iptables are installed
 # when missing. Builds use the classic builder (DOCKER_BUILDKIT=0): Docker 20.10 here has no buildx.
@@ -37,18 +39,24 @@ SUITE=trixie
 # Bump when the base recipe changes in a way the variables below do not show.
 BASE_RECIPE=2
 
-# The engine: every path is our own, so it never meets another Docker or containerd on the host.
-ENGINE_DATA=$CACHE_ROOT/docker
-ENGINE_RUN=/run/soperator-docker
+# The engine: every path is our own, so it never meets another Docker or containerd on the host. Each of the
+# project's engines has its own paths, bridge, address pool (of its default bridge and user-defined networks),
+# cgroup parent and iptables rule tag.
+# The kind engine's runtime is runc behind hack/kind/runc-bounded: kind's --privileged nodes would otherwise ask
+# Docker 20.10 for capabilities this host's root lacks.
+case ${SOPERATOR_ENGINE:-images} in
+  images) ENGINE_SUFFIX="" BRIDGE=soperator0 BRIDGE_ADDR=172.31.255.1/24 POOL=172.31.0.0/16 RUNTIME=(runc) ;;
+  kind) ENGINE_SUFFIX=-kind BRIDGE=soperator1 BRIDGE_ADDR=172.30.255.1/24 POOL=172.30.0.0/16
+    RUNTIME=(soperator-runc --add-runtime "soperator-runc=$ROOT/hack/kind/runc-bounded") ;;
+  *) echo "images: unknown SOPERATOR_ENGINE=$SOPERATOR_ENGINE (images or kind)" >&2; exit 2 ;;
+esac
+ENGINE_DATA=$CACHE_ROOT/docker$ENGINE_SUFFIX
+ENGINE_RUN=/run/soperator-docker$ENGINE_SUFFIX
 ENGINE_SOCK=$ENGINE_RUN/docker.sock
 ENGINE_PID=$ENGINE_RUN/dockerd.pid
-ENGINE_LOG=$CACHE_ROOT/dockerd.log
-BRIDGE=soperator0
-BRIDGE_ADDR=172.31.255.1/24
-# Address pool of the engine's networks (the default bridge above and user-defined networks).
-POOL=172.31.0.0/16
-CGROUP_PARENT=soperator-docker
-RULE_TAG=soperator-images
+ENGINE_LOG=$CACHE_ROOT/dockerd$ENGINE_SUFFIX.log
+CGROUP_PARENT=soperator-docker$ENGINE_SUFFIX
+RULE_TAG=soperator-images$ENGINE_SUFFIX
 export DOCKER_HOST=unix://$ENGINE_SOCK
 # Debian's client (the docker.io package), whatever else is first on PATH.
 DOCKER=/usr/bin/docker
@@ -131,7 +139,7 @@ engine_start() {
     --data-root "$ENGINE_DATA" --exec-root "$ENGINE_RUN/exec" --pidfile "$ENGINE_PID" -H "$DOCKER_HOST" \
     --bridge "$BRIDGE" --default-address-pool "base=$POOL,size=24" --iptables=false --ip-masq=false \
     --cgroup-parent "/$CGROUP_PARENT" --exec-opt native.cgroupdriver=cgroupfs --storage-driver overlay2 \
-    --default-runtime runc >>"$ENGINE_LOG" 2>&1 </dev/null 9>&- &
+    --default-runtime "${RUNTIME[@]}" >>"$ENGINE_LOG" 2>&1 </dev/null 9>&- &
   local i
   for ((i = 0; i < 60; i++)); do
     engine_up && { log "dockerd ready"; return 0; }
@@ -366,8 +374,8 @@ cmd_list() {
 }
 
 main() {
-  (($#)) || { sed -n '2,29p' "$0"; exit 2; }
-  [[ $1 == -h || $1 == --help ]] && { sed -n '2,29p' "$0"; exit 0; }
+  (($#)) || { sed -n '2,31p' "$0"; exit 2; }
+  [[ $1 == -h || $1 == --help ]] && { sed -n '2,31p' "$0"; exit 0; }
   [[ $1 == list ]] && { cmd_list; exit 0; }
   [[ $1 == archives ]] && { cmd_archives; exit 0; }
   [[ $1 == env ]] && { echo "export DOCKER_HOST=$DOCKER_HOST"; exit 0; }
@@ -376,7 +384,7 @@ main() {
   # One user of the engine's lifecycle at a time (builds, tests). A caller that holds the lock for longer (the
   # operator image build) says so, and its nested calls go on under its lock.
   if [[ ${SOPERATOR_IMAGES_LOCK_HELD:-} != 1 ]]; then
-    exec 9>"$CACHE_ROOT/.images.lock"
+    exec 9>"$CACHE_ROOT/.images$ENGINE_SUFFIX.lock"
     flock 9
   fi
   local was_up=0 stop_at_end=0 cmd
