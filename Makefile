@@ -33,6 +33,9 @@ demo: deps venv binaries collection ## local Kubernetes + the CPU example cluste
 cluster-up: deps binaries ## start the local Kubernetes (loopback only, kwok nodes)
 	python3 hack/localcluster.py up
 
+kind: deps ## kind, kubectl and the kind node image, built here from local parts (cached; hack/kind.sh)
+	hack/kind.sh build
+
 images: deps ## container images (cached), saved to ~/.cache/soperator/images
 	hack/images.sh build save
 
@@ -55,4 +58,4 @@ bench: deps venv binaries collection ## benchmarks: figures printed, nothing ass
 	python3 tests/slurm/bench_spank.py --runs 50
 	$(PY) tests/slurm/bench_elastic.py --runs 3
 
-.PHONY: help collection deps venv binaries demo images cluster-up cluster-down test unit gpu-check-bundle bench
+.PHONY: help collection deps venv binaries demo kind images cluster-up cluster-down test unit gpu-check-bundle bench
