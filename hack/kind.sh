@@ -86,6 +86,10 @@ cmd_up() {
     return 0
   fi
   docker image inspect "$image" >/dev/null 2>&1 || die "no node image $image in the engine (run: make kind)"
+  # kind binds the host's /lib/modules into every node; Docker creates it where it is missing (these VMs have
+  # none). Remembered, so that the last `down` removes it again.
+  mkdir -p "$state_root"
+  [[ -e /lib/modules ]] || touch "$state_root/.created-lib-modules"
   mkdir -p "$dir/shared"
   cluster_config "$dir" >"$dir/cluster.yaml"
   log "kind create cluster --name $name --image $image --config $dir/cluster.yaml --kubeconfig $dir/kubeconfig"
@@ -132,6 +136,10 @@ cmd_down() {
   if exists "$name"; then "$kind" delete cluster --name "$name" --kubeconfig "$state_root/$name/kubeconfig"; fi
   # The shared directory holds what the cluster's pods wrote (root's files among them).
   rm -rf "${state_root:?}/$name"
+  if [[ -f $state_root/.created-lib-modules ]] && [[ -z $("$kind" get clusters 2>/dev/null) ]]; then
+    rmdir /lib/modules 2>/dev/null || true
+    rm -f "$state_root/.created-lib-modules"
+  fi
 }
 
 cmd=${1:-}
