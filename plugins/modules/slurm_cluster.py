@@ -174,6 +174,37 @@ options:
         type: list
         elements: str
         default: []
+      allowed_backup_endpoints:
+        description:
+          - Where the jail's backups may go (C(spec.jail.backup.repository)), which read every user's files and whose
+            password the cluster's author holds. URLs an S3 repository's C(endpoint/bucket/prefix) or a REST
+            repository's C(url) must equal or be below, at a path boundary (C(https://s3.example.com),
+            C(https://backup.example.com:8000/jails)); scheme, host and port as written. A C(claim) repository stays in
+            the cluster's namespace and is always allowed. Any endpoint when empty.
+        type: list
+        elements: str
+        default: []
+      allowed_directory_uris:
+        description:
+          - Directories a cluster may take its users from (C(spec.identity.ldap.uris)), as LDAP URIs whose host may
+            be C(*.example.com) for any host under that domain (C(ldaps://ldap.example.org),
+            C(ldaps://*.example.org:1636)). The scheme must be the same; a URI without a port allows the scheme's
+            own only (389, 636). A directory says who every user is. Any directory when empty.
+        type: list
+        elements: str
+        default: []
+      allow_plain_ldap:
+        description:
+          - Whether a directory may be read over plain LDAP (an C(ldap://) URI without C(tls.startTLS)). Nothing
+            authenticates its answers, so anyone on the path could hand the cluster users of their own.
+        type: bool
+        default: false
+      min_directory_id:
+        description:
+          - The lowest uid and gid a directory may give (C(spec.identity.ldap.idRange.min) at or above it), e.g.
+            above the jail's own users. Unset, 1000; never lower, nor SlurmUser's 64030 or nobody's 65534 (no
+            C(idRange) may hold the images' own accounts' ids, whatever the policy).
+        type: int
   delete_volumes:
     description:
       - With O(state=absent), delete the jail and spool claims. Unset, the SlurmCluster's
@@ -368,6 +399,10 @@ def argument_spec():
             allow_privileged_programs=dict(type="bool", default=True),
             allowed_program_prefixes=dict(type="list", elements="str"),
             allowed_database_hosts=dict(type="list", elements="str", default=[]),
+            allowed_backup_endpoints=dict(type="list", elements="str", default=[]),
+            allowed_directory_uris=dict(type="list", elements="str", default=[]),
+            allow_plain_ldap=dict(type="bool", default=False),
+            min_directory_id=dict(type="int"),
         )),
         delete_volumes=dict(type="bool"),
         delete_secrets=dict(type="bool"),

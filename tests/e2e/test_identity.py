@@ -359,6 +359,26 @@ def test_with_the_directory_down_she_still_works_and_a_new_user_works_once_it_is
     wait_until(lambda: ldap.sidecar_status("ldap-controller-0").startswith("Ready"), 120, "Ready again")
 
 
+def test_a_directory_the_policy_does_not_allow_is_refused_before_anything_is_written(ldap):
+    """The installer allows only its own directory: the SlurmCluster's (ldaps://directory) is refused naming the field
+    and the policy key, and the change the definition carried (a label of the SlurmCluster) is written nowhere."""
+    cluster = ldap.get("slurmcluster", "ldap")
+    docs = ldap.definition()
+    docs[0]["metadata"].setdefault("labels", {})["e2e.soperator.dev/probe"] = "policy"
+    refused = ldap.site(docs, wait=False, check=False, extra={
+        "soperator_policy": {"allowed_directory_uris": ["ldaps://ldap.corp.example.com"]}})
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "spec.identity.ldap.uris[0]: directory ldaps://directory is not allowed by " \
+        "the installer's policy" in said and "(allowed_directory_uris)" in said, said[-3000:]
+    after = ldap.get("slurmcluster", "ldap")
+    assert after["metadata"]["resourceVersion"] == cluster["metadata"]["resourceVersion"], after["metadata"]
+    # Allowed, the same definition goes through (the label is written); then back as the example has it.
+    ldap.site(docs, wait=False, extra={"soperator_policy": {"allowed_directory_uris": ["ldaps://directory"]}})
+    assert ldap.get("slurmcluster", "ldap")["metadata"]["labels"]["e2e.soperator.dev/probe"] == "policy"
+    ldap.site(ldap.definition(), wait=False)
+    assert "e2e.soperator.dev/probe" not in (ldap.get("slurmcluster", "ldap")["metadata"].get("labels") or {})
+
+
 def test_a_wrong_bind_password_is_a_condition_naming_the_field_not_a_crash_loop(ldap):
     wrong = 'wrong e2e#pw;="y'
     before = ldap.pods_state()

@@ -16,7 +16,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.cluster
-POLICY = {"allowed_registries": ["docker.io/soperator"]}
+POLICY = {"allowed_registries": ["docker.io/soperator"], "allowed_backup_endpoints": ["https://s3.example.com"]}
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,7 @@ def jobs(kubectl, namespace):
     ("a password Secret not marked for the cluster", {"password_mark": ""}, "spec.jail.backup.passwordSecretRef.name"),
     ("a password Secret marked for another cluster", {"password_mark": "other"},
      "spec.jail.backup.passwordSecretRef.name"),
+    ("a repository elsewhere", {"endpoint": "https://jails.evil.example"}, "spec.jail.backup.repository.s3.endpoint"),
 ])
 def test_a_restore_the_policy_or_the_marks_refuse_fails_naming_the_field_before_a_job_exists(
         crds, kubeconfig, collections_path, kubectl, namespace, case, stored, field):

@@ -28,6 +28,24 @@ of a resource cannot loosen it. Keys (all optional):
 ``allowed_database_hosts``
     Hosts an External accounting database may be at (``spec.accounting.database.host``): a host name or address,
     or ``*.example.com`` for any host under that domain. Default: empty, any host.
+``allowed_backup_endpoints``
+    Where the jail's backups may go (``spec.jail.backup.repository``): URLs an S3 repository's address
+    (``endpoint/bucket/prefix``) or a REST repository's ``url`` must equal or be below, at a path boundary
+    (``https://s3.example.com``, ``https://backup.example.com:8000/jails``; scheme, host and port as written). The
+    backups read every user's files and the cluster's author holds the repository's password, so a repository is where
+    the whole jail can be read. A ``claim`` repository stays in the cluster's namespace and is always allowed. Default:
+    empty, any endpoint.
+``allowed_directory_uris``
+    Directories a cluster may take its users from (``spec.identity.ldap.uris``): LDAP URIs, whose host may be
+    ``*.example.com`` for any host under that domain; a URI without a port allows the scheme's own (389, 636)
+    only (``ldaps://ldap.example.org``, ``ldaps://*.example.org:1636``). A directory says who every user is: its
+    author could otherwise hand the cluster users of their own. Default: empty, any directory.
+``allow_plain_ldap``
+    Whether a directory may be read over plain LDAP (an ``ldap://`` URI without ``tls.startTLS``): nothing
+    authenticates its answers, so anyone on the path could hand the cluster users of their own. Default: false.
+``min_directory_id``
+    The lowest uid and gid a directory may give (``spec.identity.ldap.idRange.min`` at or above it), e.g. above the
+    jail's own users. Default: 1000; never below (the images' system accounts are there).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,17 +55,21 @@ __metaclass__ = type
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
+from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 
 KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
-        "allowed_database_hosts")
+        "allowed_database_hosts", "allowed_backup_endpoints", "allowed_directory_uris", "allow_plain_ldap",
+        "min_directory_id")
 DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
-            "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": []}
+            "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": [],
+            "allowed_backup_endpoints": [], "allowed_directory_uris": [], "allow_plain_ldap": False,
+            "min_directory_id": schema.DIRECTORY_ID_MIN}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
 _DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
+_ENDPOINT = re.compile(schema.BACKUP_URL_PATTERN.strip("^$"))
 NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["properties"]["command"]["default"]
 # Who sets the policy, for the error messages.
 WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
@@ -85,7 +107,68 @@ def normalize(policy):
     if not isinstance(hosts, list) or not all(isinstance(h, str) and _DB_HOST.fullmatch(h) for h in hosts):
         raise ValueError("allowed_database_hosts must be a list of host names or addresses, or *.domain")
     result["allowed_database_hosts"] = [h.lower() for h in hosts]
+    endpoints = result["allowed_backup_endpoints"]
+    if not isinstance(endpoints, list) or not all(
+            isinstance(e, str) and _ENDPOINT.fullmatch(e) and not _dotted(e) for e in endpoints):
+        raise ValueError("allowed_backup_endpoints must be a list of http(s) URLs without credentials or '.' "
+                         "components (https://s3.example.com, https://backup.example.com:8000/jails)")
+    result["allowed_backup_endpoints"] = [_url_key(e) for e in endpoints]
+    _normalize_directory(result)
     return result
+
+
+def _normalize_directory(result):
+    uris = result["allowed_directory_uris"]
+    if not isinstance(uris, list) or not all(isinstance(u, str) and identity.uri_pattern_parts(u) for u in uris):
+        raise ValueError("allowed_directory_uris must be a list of LDAP URIs (ldaps://ldap.example.org, "
+                         "ldaps://*.example.org:1636): ldap:// or ldaps://, a host, address or *.domain, an optional "
+                         "port, nothing else")
+    result["allowed_directory_uris"] = [u.lower().rstrip("/") for u in uris]
+    if not isinstance(result["allow_plain_ldap"], bool):
+        raise ValueError("allow_plain_ldap must be a boolean")
+    lowest = result["min_directory_id"]
+    if isinstance(lowest, bool) or not isinstance(lowest, int) or identity.id_range_problem(
+            {"min": lowest, "max": lowest}) or lowest > schema.DIRECTORY_ID_LIMIT:
+        raise ValueError("min_directory_id must be a uid and gid no image's account has (%d or above, up to %d; "
+                         "not SlurmUser's or nobody's)" % (schema.DIRECTORY_ID_MIN, schema.DIRECTORY_ID_LIMIT))
+
+
+def _dotted(url):
+    """Whether the path of ``url`` has a '.' or '..' component (or one spelled with %-escapes): it would leave the
+    prefix it seems to be below."""
+    path = url.split("://", 1)[-1].partition("/")[2]
+    return any(c in (".", "..") or "%" in c for c in path.split("/"))
+
+
+def _url_key(url):
+    """``url`` as compared: scheme and host lowercased, no trailing '/'."""
+    scheme, dummy, rest = url.partition("://")
+    authority, dummy, path = rest.partition("/")
+    return ("%s://%s/%s" % (scheme.lower(), authority.lower(), path)).rstrip("/")
+
+
+def backup_repository_address(cluster):
+    """``(field, address)`` of where a validated cluster's backups go (an S3 repository's endpoint/bucket/prefix, a
+    REST repository's url), or None: no backups, or a claim of the namespace."""
+    backup = cluster["spec"]["jail"].get("backup") or {}
+    repository = backup.get("repository") or {}
+    if "s3" in repository:
+        s3 = repository["s3"]
+        return ("spec.jail.backup.repository.s3.endpoint", "%s/%s/%s" % (
+            s3["endpoint"].rstrip("/"), s3["bucket"], s3.get("prefix") or cluster["metadata"]["name"]))
+    if "rest" in repository:
+        return "spec.jail.backup.repository.rest.url", repository["rest"]["url"]
+    return None
+
+
+def backup_endpoint_allowed(address, allowed):
+    """Whether the repository ``address`` equals or is below one of ``allowed`` (normalized), at a path boundary."""
+    if not allowed:
+        return True
+    if _dotted(address):
+        return False
+    key = _url_key(address)
+    return any(key == a or key.startswith(a + "/") for a in allowed)
 
 
 def database_host_allowed(host, allowed):
@@ -138,12 +221,45 @@ def check(cluster, nodesets, policy):
         errors.append(SpecError("spec.accounting.database.host", "database host %s is not allowed by %s: "
                                 "allowed hosts: %s" % (database["host"], WHERE,
                                                        ", ".join(policy["allowed_database_hosts"]))))
+    repository = backup_repository_address(cluster)
+    if repository is not None and not backup_endpoint_allowed(repository[1], policy["allowed_backup_endpoints"]):
+        errors.append(SpecError(repository[0], "backup repository %s is not allowed by %s: the backups send every "
+                                "user's files there; allowed: %s (allowed_backup_endpoints)" % (
+                                    repository[1], WHERE, ", ".join(policy["allowed_backup_endpoints"]))))
+    errors.extend(_directory_errors(spec, policy))
     registries = policy["allowed_registries"]
     for path, image in _images(cluster, nodesets):
         if not image_allowed(image, registries):
             errors.append(SpecError(path, "image %s (%s) is not from a registry allowed by %s: %s"
                                     % (image, qualified_image(image), WHERE, ", ".join(registries))))
     errors.extend(_program_errors(spec, policy))
+    return errors
+
+
+def _directory_errors(spec, policy):
+    """A directory's URIs the policy does not allow, plain LDAP unless allowed, an idRange below its lowest id."""
+    ldap = (spec.get("identity") or {}).get("ldap")
+    if not ldap:
+        return []
+    errors = []
+    allowed = policy["allowed_directory_uris"]
+    start_tls = bool((ldap.get("tls") or {}).get("startTLS"))
+    for index, uri in enumerate(ldap["uris"]):
+        path = "%s.uris[%d]" % (identity.FIELD, index)
+        if not identity.uri_allowed(uri, allowed):
+            errors.append(SpecError(path, "directory %s is not allowed by %s: the directory says who every user is; "
+                                    "allowed directories: %s (allowed_directory_uris)" % (uri, WHERE,
+                                                                                          ", ".join(allowed))))
+        elif uri.lower().startswith("ldap://") and not start_tls and not policy["allow_plain_ldap"]:
+            errors.append(SpecError(path, "directory %s is plain LDAP (no tls.startTLS): nothing authenticates its "
+                                    "answers, anyone on the path could hand the cluster users of their own; %s does "
+                                    "not allow it (allow_plain_ldap: false): use ldaps:// or tls.startTLS"
+                                    % (uri, WHERE)))
+    low = ldap["idRange"]["min"]
+    if low < policy["min_directory_id"]:
+        errors.append(SpecError(identity.FIELD + ".idRange.min", "%d is below the lowest id %s lets a directory give, "
+                                "%d (min_directory_id): the ids below are the jail's own users'" % (
+                                    low, WHERE, policy["min_directory_id"])))
     return errors
 
 

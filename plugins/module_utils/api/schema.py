@@ -601,10 +601,11 @@ IDENTITY_RULES = {
     "starttls": "tls.startTLS is for ldap:// URIs (an ldaps:// URI is TLS from the start)",
     "id_range": "idRange.min must not exceed idRange.max",
 }
-# Users and groups a directory may give: ids in this range (Debian's UID_MIN..UID_MAX for people). The system
-# accounts of the images and the jail (root 0, munge 990, sshd 991, slurm 64030, nobody 65534) are outside it.
+# Users and groups a directory may give: ids in this range (Debian's UID_MIN..UID_MAX for people). The images' own
+# accounts (slurm/accounts.py: 0..999, slurm 64030, nobody 65534) are outside it, and no idRange may hold them.
 DIRECTORY_ID_MIN = 1000
 DIRECTORY_ID_MAX = 60000
+DIRECTORY_ID_LIMIT = 2147483647  # the highest uid Linux and Slurm both take as a user's (2^31 - 1)
 PATTERN_HINTS.update({
     LDAP_URI_PATTERN: "an LDAP URI: ldap:// or ldaps://, a host or address, an optional port, nothing else",
     DN_PATTERN: "a distinguished name such as ou=people,dc=example,dc=org, on one line, no '?' (write \3f)",
@@ -647,11 +648,12 @@ def _identity_schema():
                   "sshPublicKeyAttribute": _s("The attribute of a user's SSH public keys (openssh-lpk's sshPublicKey).",
                                               maxLength=MAX_SHORT, pattern=LDAP_ATTRIBUTE_PATTERN,
                                               default="sshPublicKey"),
-                  "idRange": _o("The uids and gids taken from the directory; users and groups outside are ignored "
-                                "(the images' system accounts are outside the default).", {
-                                    "min": _i("Lowest id.", minimum=1, maximum=2147483647,
+                  "idRange": _o("The uids and gids taken from the directory; users and groups outside are ignored. "
+                                "It may not hold the images' own accounts' ids (0-999, SlurmUser's 64030, nobody's "
+                                "65534), and the installer's policy may set its lowest id.", {
+                                    "min": _i("Lowest id.", minimum=1, maximum=DIRECTORY_ID_LIMIT,
                                               default=DIRECTORY_ID_MIN),
-                                    "max": _i("Highest id.", minimum=1, maximum=2147483647,
+                                    "max": _i("Highest id.", minimum=1, maximum=DIRECTORY_ID_LIMIT,
                                               default=DIRECTORY_ID_MAX),
                                     # The default names both ends: the API server judges a default by the rules
                                     # as it is written (a rule over {} has no min to read: the CRD is refused).
@@ -1228,6 +1230,14 @@ def nodeset_schema():
                        _s("A Kubernetes node name.", maxLength=253), 65000),
             "workerNodes": _m("spec.placement.everyNode: each worker (Slurm node = pod name) and the Kubernetes "
                               "node it is for.", _s("A Kubernetes node name.", maxLength=253), 65000),
+            "podBackoff": _m("spec.placement.everyNode: each worker whose pods failed in a row (the kubelet refused "
+                             "them): made again at once after the first failure, then after 10 s, 20 s, ... at most "
+                             "5 min. Forgotten once a pod of it is ready.", _o("A worker's failures.", {
+                                 "failures": _i("Pods failed in a row.", minimum=1),
+                                 "retryAt": _s("When its next pod is made; the failed pod is kept until then "
+                                               "(RFC 3339).", format="date-time"),
+                                 "uid": _s("The failed pod counted last.", maxLength=128),
+                             }), 65000),
             "conditions": _conditions_schema(),
         },
     }

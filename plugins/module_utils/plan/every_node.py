@@ -19,7 +19,10 @@ deleted on a cordoned node comes back there (Slinky's #259: a DaemonSet-like pod
 * a cordoned node keeps its worker; ``spec.healthChecks.kubernetesNodes.drainCordoned`` drains it (projection.py);
 * a changed pod template rolls like a StatefulSet's (``rolls.roll_pods``: drained, replaced once idle, resumed);
 * a worker's pod that failed (the kubelet refused it: not enough CPU or memory on the node) is deleted and made again,
-  its reason in the NodeSet's status.
+  its reason in the NodeSet's status; with backoff (:func:`retry_delay`): the first failure is replaced at once, each
+  next one in a row waits twice as long, up to ``RETRY_CAP``, the failed pod kept (its reason to see) until then. The
+  failures in a row are counted in the NodeSet's ``status.podBackoff`` (a pass has no other memory), and forgotten
+  once the worker's pod is ready or its node no longer wants one.
 
 The Kubernetes nodes are read by the converge (a list: cluster-scoped, the opt-in ``operator_read_nodes``); without
 them nothing is made or removed and the NodeSet's status says why. Removals need Slurm (to drain first).
@@ -30,7 +33,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import values
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection, rolls
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
     REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, drain_timeout, name, nodeset_pods,
@@ -44,6 +47,10 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.worker impo
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 FAILED_NAMED = 5  # failed pods a NodeSet's status names
 UNMATCHED = "every-node NodeSet (its Kubernetes node no longer matches)"  # the DrainTimeoutExpired Event's words
+# A failed worker pod is made again at once, then after 10 s, 20 s, ... at most 5 min while its pods keep failing:
+# a node that cannot take the worker (its CPU or memory taken) is not asked every pass.
+RETRY_FIRST = 10
+RETRY_CAP = 300
 
 
 def node_facts(node):
@@ -103,6 +110,24 @@ def _failed(pod):
     return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
+def retry_delay(failures):
+    """Seconds a worker whose pods failed ``failures`` times in a row waits before its next pod: 0 after the first
+    failure, then RETRY_FIRST doubling, at most RETRY_CAP."""
+    if failures <= 1:
+        return 0
+    return min(RETRY_CAP, RETRY_FIRST * 2 ** min(failures - 2, 16))
+
+
+def backoff(entry, pod, now):
+    """The ``status.podBackoff`` entry of a worker whose pod ``pod`` failed, given its ``entry`` before (None: no
+    failure in a row): a failure counted once per pod (by its uid), whichever pass sees it first."""
+    uid = pod["metadata"].get("uid")
+    if entry and entry.get("uid") == uid and durations.epoch_of(entry.get("retryAt")) is not None:
+        return entry
+    failures = int((entry or {}).get("failures") or 0) + 1
+    return {"failures": failures, "retryAt": durations.iso(now + retry_delay(failures)), "uid": uid}
+
+
 def _template_hash(pod):
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TEMPLATE_HASH)
 
@@ -149,8 +174,8 @@ def forget(p, ctx, nodeset, keep):
     return busy
 
 
-def facts(want, pods, slurm, problem=None, failed=()):
-    """A NodeSet's status facts (see scale.nodeset_facts) for an every-node set."""
+def facts(want, pods, slurm, problem=None, failed=(), retries=None):
+    """A NodeSet's status facts (see scale.nodeset_facts) for an every-node set; ``retries``: its podBackoff."""
     live = [pods[n] for n in sorted(pods) if not deleting(pods[n])]
     counts, serving = projection.node_counts(sorted(set(want) | set(pods)), slurm or {})
     result = {"statefulset": None, "everyNode": True, "leaving": False, "nodes": sorted(set(want) | set(pods)),
@@ -164,6 +189,8 @@ def facts(want, pods, slurm, problem=None, failed=()):
         result["problem"] = problem
     if failed:
         result["unschedulable"] = list(failed)[:FAILED_NAMED]
+    if retries is not None:
+        result["podBackoff"] = retries
     return result
 
 
@@ -190,8 +217,12 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
     budget -= len(want)
     maintenance = ctx.spec["maintenance"]
     failed, moving, waiting = [], [], []
+    before = (nodeset.get("status") or {}).get("podBackoff") or {}
+    retries, retry_in = {}, []
     for pod_name, node in sorted(want.items()):
         pod = pods.get(pod_name)
+        if before.get(pod_name) and not (pod is not None and pod_ready(pod)):
+            retries[pod_name] = before[pod_name]  # failures in a row, until a pod of it is ready
         if pod is None:
             if not maintenance:
                 p.create_pods.append(render_pod(nodeset, node))
@@ -200,8 +231,15 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
             moving.append(pod_name)
         elif _failed(pod) and not maintenance:
             status = pod.get("status") or {}
-            failed.append("%s: %s" % (pod_name, (status.get("message") or status.get("reason") or "failed")[:200]))
-            p.delete_pods.append((pod_name, pod["metadata"].get("uid")))  # made again on a later pass
+            entry = retries[pod_name] = backoff(before.get(pod_name), pod, ctx.now)
+            left = durations.epoch_of(entry["retryAt"]) - ctx.now
+            failed.append("%s: %s" % (pod_name, (status.get("message") or status.get("reason") or "failed")[:200])
+                          + ("; made again in %d s (%d failures in a row)" % (round(left), entry["failures"])
+                             if left > 0 else ""))
+            if left > 0:
+                retry_in.append(left)  # the failed pod is kept until then: its reason stays to see
+            else:
+                p.delete_pods.append((pod_name, pod["metadata"].get("uid")))  # made again on a later pass
     for pod_name, pod in sorted(pods.items()):
         if pod_name in want or maintenance:  # in maintenance every worker goes anyway (maintenance_waiting)
             continue
@@ -225,7 +263,7 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
         problem = ("%d matching node(s) get no worker: spec.slurm.maxNodeCount (%d) is reached (%s)"
                    % (len(over), ctx.spec["slurm"]["maxNodeCount"], ", ".join(over[:5])))
         p.deferred.append("NodeSet %s: %s" % (set_name, problem))
-    p.nodesets[set_name] = facts(want, pods, ctx.slurm, problem, failed)
+    p.nodesets[set_name] = facts(want, pods, ctx.slurm, problem, failed, retries if retries or before else None)
     if not maintenance:
         mine = dict((n, pods.get(n)) for n in want)
         updated = set(n for n, pod in mine.items() if pod is not None and _template_hash(pod) == template_hash)
@@ -237,7 +275,9 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
                    set_name, ", ".join(sorted(waiting)),
                    "waiting for slurmctld to answer (to drain first)" if ctx.slurm is None else "draining"))
     if failed:
-        p.wait(REQUEUE_DRAINING, "NodeSet %s: pods failed: %s" % (set_name, "; ".join(failed[:FAILED_NAMED])))
+        # Looked at again when the first retry is due, or soon after a failed pod deleted now (made again then).
+        due = [max(1, round(left)) for left in retry_in] + ([REQUEUE_DRAINING] if len(retry_in) < len(failed) else [])
+        p.wait(min(due), "NodeSet %s: pods failed: %s" % (set_name, "; ".join(failed[:FAILED_NAMED])))
     elif moving:
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: workers being made or replaced: %s" % (
             set_name, ", ".join(sorted(moving))))

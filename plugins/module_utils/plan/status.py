@@ -238,7 +238,7 @@ def nodeset_status(old, obj, plan, facts, selector, now):
                 status[key] = facts[key]
         if "labelsRefused" in facts:
             status["labelsRefused"] = facts["labelsRefused"]
-        for key in ("labelFeatures", "pins", "workerNodes"):
+        for key in ("labelFeatures", "pins", "workerNodes", "podBackoff"):
             if key in facts:
                 # A merge patch: a worker no longer listed is removed by null.
                 gone = dict((n, None) for n in ((old or {}).get(key) or {}) if n not in facts[key])

@@ -1,13 +1,16 @@
 """spec.jail.backup: defaults, every refusal names its field (the schema, the CEL twins, the cron check, a repository
-on the jail), the Secrets it takes only when marked for the cluster, and what a restore may ask."""
+on the jail), the Secrets it takes only when marked for the cluster, where the installer lets it go
+(allowed_backup_endpoints), and what a restore may ask."""
 
 import pytest
 from resources import make_cluster
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api import references, restore, schema, spec, values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import restore as plan_restore
 
 S3 = {"s3": {"endpoint": "https://s3.example.com:9000", "bucket": "jails", "credentialsSecretRef": {"name": "s3"}}}
 
@@ -121,3 +124,81 @@ def test_a_bad_restore_request_names_its_variable(snapshot, path, into, var):
 def test_a_cluster_without_backups_has_nothing_to_restore():
     assert [p.path for p in restore.restore_problems(stored(with_backup=False), "latest", "", "/r")] == [
         "jail_restore_cluster"]
+
+
+def test_restore_into_the_staging_directory_is_refused():
+    # No jail path starts with a dot: the staging directory is never one (the program refuses it too).
+    for into in (names.RESTORE_STAGING, names.RESTORE_STAGING + "/x"):
+        assert [p.path for p in restore.restore_problems(stored(), "latest", "/home/alice", into)] == [
+            "jail_restore_into"]
+
+
+# --- where the backups may go: the installer's allowed_backup_endpoints --------------------------------------------
+REST = {"rest": {"url": "https://backup.example.com:8000/jails/demo"}}
+
+
+def judged(repository, allowed):
+    """The cluster's errors under a policy allowing ``allowed`` endpoints: {path: message}."""
+    policy = policies.normalize({"allowed_backup_endpoints": allowed})
+    try:
+        spec.validate_cluster_with_nodesets(cluster(repository=repository), [], policy=policy)
+    except SpecErrors as e:
+        return dict((err.path, str(err)) for err in e.errors)
+    return {}
+
+
+@pytest.mark.parametrize("repository,allowed", [
+    (S3, []),
+    (S3, ["https://s3.example.com:9000"]),
+    (S3, ["https://S3.Example.com:9000/"]),
+    (S3, ["https://s3.example.com:9000/jails"]),
+    (S3, ["https://s3.example.com:9000/jails/demo"]),  # the prefix defaults to the cluster's name
+    (REST, ["https://backup.example.com:8000/jails"]),
+    (REST, ["https://other.example.com", "https://backup.example.com:8000"]),
+    ({"claim": {"claimName": "repo"}}, ["https://s3.example.com"]),  # a claim of the namespace: always
+])
+def test_an_allowed_repository(repository, allowed):
+    assert judged(repository, allowed) == {}
+
+
+@pytest.mark.parametrize("repository,allowed,field", [
+    (S3, ["https://s3.example.com"], "spec.jail.backup.repository.s3.endpoint"),  # another port
+    (S3, ["http://s3.example.com:9000"], "spec.jail.backup.repository.s3.endpoint"),  # another scheme
+    (S3, ["https://s3.example.com:9000/other"], "spec.jail.backup.repository.s3.endpoint"),
+    (S3, ["https://s3.example.com:9000/jails/demo2"], "spec.jail.backup.repository.s3.endpoint"),
+    ({"s3": dict(S3["s3"], endpoint="https://s3.example.com.evil.example:9000")}, ["https://s3.example.com"],
+     "spec.jail.backup.repository.s3.endpoint"),
+    (REST, ["https://backup.example.com:8000/jail"], "spec.jail.backup.repository.rest.url"),  # a boundary
+    ({"rest": {"url": "https://backup.example.com:8000/jails/../x"}}, ["https://backup.example.com:8000/jails"],
+     "spec.jail.backup.repository.rest.url"),
+    ({"rest": {"url": "https://backup.example.com:8000/jails/%2e%2e/x"}}, ["https://backup.example.com:8000/jails"],
+     "spec.jail.backup.repository.rest.url"),
+])
+def test_a_repository_the_installer_does_not_allow_is_refused_naming_its_field(repository, allowed, field):
+    found = judged(repository, allowed)
+    assert list(found) == [field] and "(allowed_backup_endpoints)" in found[field]
+    assert "is not allowed by the installer's policy" in found[field] and allowed[0].rstrip("/") in found[field]
+
+
+@pytest.mark.parametrize("bad", [["s3.example.com"], ["https://user:pw@s3.example.com"], ["https://x/../y"],
+                                 ["https://x/a%2fb"], ["ftp://x"], "https://x"])
+def test_a_malformed_endpoint_in_the_policy_is_refused(bad):
+    with pytest.raises(ValueError, match="allowed_backup_endpoints"):
+        policies.normalize({"allowed_backup_endpoints": bad})
+
+
+def test_the_converge_applies_it():
+    policy = policies.normalize({"allowed_backup_endpoints": ["https://elsewhere.example.com"]})
+    with pytest.raises(SpecErrors) as e:
+        converge.plan(cluster(), [], {"statefulsets": {}, "pods": {}, "slurm": None}, 0, policy=policy)
+    assert [err.path for err in e.value.errors] == ["spec.jail.backup.repository.s3.endpoint"]
+
+
+def test_a_restore_applies_it_too():
+    obj = cluster()
+    obj["status"] = {"phase": "Ready"}
+    mark = {names.LABEL_BACKUP_SECRET: "demo"}
+    policy = policies.normalize({"allowed_backup_endpoints": ["https://elsewhere.example.com"]})
+    with pytest.raises(SpecErrors) as e:
+        plan_restore.restore_job(obj, {"pw": mark, "s3": mark}, policy, "latest", "/home/alice", "/restore/alice")
+    assert [err.path for err in e.value.errors] == ["spec.jail.backup.repository.s3.endpoint"]

@@ -10,6 +10,7 @@ from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, every_node, model, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
@@ -55,10 +56,13 @@ def table(*lines):
 HASH = render.every_node_pods(make_cluster(), [make_nodeset("cpu", EVERY)])[0]["cpu"]
 
 
-def plan(k8s_nodes, pods=(), slurm=None, spec=EVERY, cluster_spec=None, leaving=(), observed=None):
+def plan(k8s_nodes, pods=(), slurm=None, spec=EVERY, cluster_spec=None, leaving=(), observed=None, status=None,
+         now=NOW):
     obs = dict({"pods": dict((p["metadata"]["name"], p) for p in pods), "slurm": slurm, "k8s_nodes": k8s_nodes},
                **(observed or {}))
-    ctx = context(cluster_spec=cluster_spec, nodesets=(("cpu", spec),), leaving=leaving, observed=obs)
+    ctx = context(cluster_spec=cluster_spec, nodesets=(("cpu", spec),), leaving=leaving, observed=obs, now=now)
+    if status is not None:
+        (ctx.every_node + ctx.every_node_leaving)[0]["status"] = status
     p = model.Plan()
     hashes, render_pod = render.every_node_pods(ctx.cluster, ctx.every_node)
     every_node.plan_every_node(p, ctx, hashes, render_pod)
@@ -257,6 +261,74 @@ def test_a_failed_pod_is_replaced_and_its_reason_shown():
     failed["status"]["message"] = "Pod was rejected: Node didn't have enough resource: cpu"
     p, dummy = plan(k8s("k1"), [failed], table(slurm_line("k1")))
     assert p.delete_pods == [(worker("k1"), "uid-k1")] and "enough resource" in p.nodesets["cpu"]["unschedulable"][0]
+
+
+def test_the_retry_delay_doubles_from_ten_seconds_after_the_first_failure_up_to_five_minutes():
+    assert [every_node.retry_delay(n) for n in range(1, 10)] == [0, 10, 20, 40, 80, 160, 300, 300, 300]
+    assert every_node.retry_delay(10 ** 6) == every_node.RETRY_CAP
+
+
+def refused(node, uid):
+    failed = pod(node, phase="Failed", ready=False)
+    failed["metadata"]["uid"] = uid
+    failed["status"]["message"] = "Pod was rejected: Node didn't have enough resource: cpu"
+    return failed
+
+
+def backoff(failures, retry_at, uid):
+    return {"podBackoff": {worker("k1"): {"failures": failures, "retryAt": iso(retry_at), "uid": uid}}}
+
+
+def test_a_first_failure_is_replaced_at_once_and_counted():
+    p, dummy = plan(k8s("k1"), [refused("k1", "u1")], table(slurm_line("k1")))
+    assert p.delete_pods == [(worker("k1"), "u1")] and p.requeue_after == model.REQUEUE_DRAINING
+    assert p.nodesets["cpu"]["podBackoff"] == {worker("k1"): {"failures": 1, "retryAt": iso(NOW), "uid": "u1"}}
+
+
+def test_a_failure_in_a_row_keeps_the_failed_pod_until_its_retry_and_looks_again_then():
+    p, dummy = plan(k8s("k1"), [refused("k1", "u2")], table(slurm_line("k1")), status=backoff(1, NOW - 30, "u1"))
+    assert p.delete_pods == [] and p.create_pods == [] and p.requeue_after == 10
+    assert p.nodesets["cpu"]["podBackoff"][worker("k1")] == {"failures": 2, "retryAt": iso(NOW + 10), "uid": "u2"}
+    assert "made again in 10 s (2 failures in a row)" in p.nodesets["cpu"]["unschedulable"][0]
+
+
+def test_a_failed_pod_seen_again_is_not_counted_again_and_goes_when_its_retry_is_due():
+    status = backoff(3, NOW + 40, "u3")
+    p, dummy = plan(k8s("k1"), [refused("k1", "u3")], table(slurm_line("k1")), status=status, now=NOW + 15)
+    assert p.delete_pods == [] and p.requeue_after == 25
+    assert p.nodesets["cpu"]["podBackoff"] == status["podBackoff"]
+    p, dummy = plan(k8s("k1"), [refused("k1", "u3")], table(slurm_line("k1")), status=status, now=NOW + 40)
+    assert p.delete_pods == [(worker("k1"), "u3")] and p.nodesets["cpu"]["podBackoff"] == status["podBackoff"]
+
+
+def test_the_next_pod_is_made_at_once_and_the_count_kept_until_a_pod_is_ready():
+    status = backoff(7, NOW - 1, "u7")
+    p, dummy = plan(k8s("k1"), [], table(slurm_line("k1")), status=status)
+    assert [m["metadata"]["name"] for m in p.create_pods] == [worker("k1")]
+    assert p.nodesets["cpu"]["podBackoff"] == status["podBackoff"]
+    p, dummy = plan(k8s("k1"), [pod("k1", ready=False, phase="Pending")], table(slurm_line("k1")), status=status)
+    assert p.nodesets["cpu"]["podBackoff"] == status["podBackoff"]
+    # The eighth failure waits the cap.
+    p, dummy = plan(k8s("k1"), [refused("k1", "u8")], table(slurm_line("k1")), status=status)
+    assert p.nodesets["cpu"]["podBackoff"][worker("k1")]["failures"] == 8 and p.requeue_after == every_node.RETRY_CAP
+
+
+def test_a_ready_pod_resets_the_count_and_the_status_forgets_it():
+    status = backoff(5, NOW - 1, "u5")
+    p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1")), status=status)
+    assert p.nodesets["cpu"]["podBackoff"] == {}
+    written = st.nodeset_status(status, ctx.every_node[0], p, p.nodesets["cpu"], None, iso(NOW))
+    assert written["podBackoff"] == {worker("k1"): None}  # a merge patch removes it
+    p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1")), status={})
+    assert "podBackoff" not in st.nodeset_status({}, ctx.every_node[0], p, p.nodesets["cpu"], None, iso(NOW))
+    # A failure after that is a first one again: replaced at once.
+    p, dummy = plan(k8s("k1"), [refused("k1", "u6")], table(slurm_line("k1")), status={"podBackoff": {}})
+    assert p.delete_pods == [(worker("k1"), "u6")]
+
+
+def test_a_node_that_no_longer_wants_a_worker_forgets_its_count():
+    p, dummy = plan(k8s("k1", labels={"k1": {}}), [], table(slurm_line("k1")), status=backoff(4, NOW + 60, "u4"))
+    assert p.nodesets["cpu"]["podBackoff"] == {}
 
 
 def test_max_node_count_caps_the_workers_and_says_so():
