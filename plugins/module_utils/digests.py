@@ -9,7 +9,7 @@ its canonical JSON (keys sorted, no spaces, non-ASCII as itself), so equal value
 order of their keys.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -17,15 +17,15 @@ import hashlib
 import json
 
 
-def canonical_json(value):
+def canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def of_text(text):
+def of_text(text: str) -> str:
     """sha256 (hex) of ``text`` (UTF-8)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def of_value(value):
+def of_value(value: object) -> str:
     """sha256 (hex) of the canonical JSON of ``value``."""
     return of_text(canonical_json(value))

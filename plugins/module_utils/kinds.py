@@ -8,11 +8,11 @@ A test checks that the renderer produces no kind missing here, so a new kind can
 teardown or the RBAC.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
-from collections import namedtuple
+from typing import Dict, List, NamedTuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 
@@ -21,7 +21,17 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 # deletion policy says so. optional: a kind of another project's CRD, used only where the cluster serves it (the
 # apply adapter and teardown skip kinds not served); the operator does not cache it (a watch on a kind not served
 # would fail), so it reconciles them on its runs only.
-Kind = namedtuple("Kind", "group version kind plural data optional")
+class Kind(NamedTuple):
+    group: str
+    version: str
+    kind: str
+    plural: str
+    data: bool
+    optional: bool
+
+
+# A rule of a Role (rbac.authorization.k8s.io/v1 PolicyRule): apiGroups, resources, verbs.
+Rule = Dict[str, List[str]]
 
 OWNED = (
     Kind("apps", "v1", "StatefulSet", "statefulsets", False, False),
@@ -43,36 +53,36 @@ OWNED = (
 POD = Kind("", "v1", "Pod", "pods", False, False)
 
 
-def api_version(kind):
+def api_version(kind: Kind) -> str:
     return "%s/%s" % (kind.group, kind.version) if kind.group else kind.version
 
 
-def applied():
+def applied() -> tuple[Kind, ...]:
     """Kinds a converge applies and prunes, and the operator caches: every cluster has them."""
     return tuple(k for k in OWNED if not k.data and not k.optional)
 
 
-def optional_applied():
+def optional_applied() -> tuple[Kind, ...]:
     """Applied kinds of other projects' CRDs: applied and pruned where the cluster serves them."""
     return tuple(k for k in OWNED if not k.data and k.optional)
 
 
-def data():
+def data() -> tuple[Kind, ...]:
     """Kinds that hold data: never pruned."""
     return tuple(k for k in OWNED if k.data)
 
 
-def optional_names():
+def optional_names() -> tuple[str, ...]:
     """Names of the optional kinds (those the adapter checks the cluster serves before rendering them)."""
     return tuple(k.kind for k in OWNED if k.optional)
 
 
-def prune_kinds():
+def prune_kinds() -> list[str]:
     """``apiVersion/Kind`` strings, as the apply adapter takes them (it skips kinds the cluster does not serve)."""
     return ["%s/%s" % (api_version(k), k.kind) for k in applied() + optional_applied()]
 
 
-def by_name(kind_name):
+def by_name(kind_name: str) -> Kind:
     for kind in OWNED + (POD,):
         if kind.kind == kind_name:
             return kind
@@ -81,21 +91,21 @@ def by_name(kind_name):
 
 # Cluster-scoped and opt-in (operator_read_nodes): Kubernetes node state projected into Slurm
 # (spec.healthChecks.kubernetesNodes), and the runtime's watch of Nodes that brings a cordon to the converge at once.
-NODE_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+NODE_RULES: list[Rule] = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
 # ... and, opt-in on its own (operator_cordon_nodes), cordoning the node of a worker that stays unhealthy.
-NODE_CORDON_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+NODE_CORDON_RULES: list[Rule] = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
 
 
-def operator_rules(allow_data_deletion=False):
+def operator_rules(allow_data_deletion: bool = False) -> list[Rule]:
     """The RBAC rules the operator needs in a namespace it watches: exactly what the roles and the runtime call."""
     cr_plurals = [names.CLUSTER_PLURAL, names.NODESET_PLURAL]
-    rules = [
+    rules: list[Rule] = [
         {"apiGroups": [names.GROUP], "resources": cr_plurals, "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [names.GROUP], "resources": [p + "/status" for p in cr_plurals],
          "verbs": ["get", "patch", "update"]},
         {"apiGroups": [names.GROUP], "resources": [p + "/finalizers" for p in cr_plurals], "verbs": ["update"]},
     ]
-    grouped = {}
+    grouped: dict[tuple[str, bool], list[str]] = {}
     for kind in applied() + optional_applied():
         grouped.setdefault((kind.group, kind.optional), []).append(kind.plural)
     for group, optional in sorted(grouped):
@@ -104,7 +114,7 @@ def operator_rules(allow_data_deletion=False):
             "get", "list", "watch", "create", "patch", "delete"]
         rules.append({"apiGroups": [group], "resources": sorted(grouped[(group, optional)]), "verbs": verbs})
     data_verbs = ["get", "create"] + (["delete"] if allow_data_deletion else [])
-    data_grouped = {}
+    data_grouped: dict[str, list[str]] = {}
     for kind in data():
         data_grouped.setdefault(kind.group, []).append(kind.plural)
     for group in sorted(data_grouped):
