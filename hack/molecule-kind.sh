@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # molecule's `kind` scenario (make test's last stage; molecule/kind): kind from local parts (make kind), the
-# project's images (make images), then `molecule test -s kind`.
+# project's images (make images), then `molecule test -s kind`, then the README's "Try it on kind" lines as written
+# (tests/kind).
 #
 # Docker: the engine DOCKER_HOST names or the system's, else the project's own engine for kind, which root starts
 # (hack/kind.sh) and this script stops again if it started it. The scenario is skipped only where Docker cannot
@@ -47,4 +48,8 @@ export SOPERATOR_KIND_DIR=${SOPERATOR_KIND_DIR:-$HOME/.local/state/soperator/kin
 export PATH="$root/.venv/bin:$PATH"
 molecule_started=$SECONDS
 molecule test -s kind
-echo "molecule kind scenario passed: molecule $((SECONDS - molecule_started)) s, $((SECONDS - started)) s in all"
+echo "molecule kind scenario passed in $((SECONDS - molecule_started)) s"
+echo "=== the README's \"Try it on kind\" lines, as written in a new shell ==="
+readme_started=$SECONDS
+python -m pytest -q -ra -p no:cacheprovider tests/kind
+echo "README lines passed in $((SECONDS - readme_started)) s; this stage took $((SECONDS - started)) s in all"

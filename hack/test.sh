@@ -131,5 +131,5 @@ $py -m pytest -q -ra -s -p no:cacheprovider --durations=30 tests/e2e
 stage "molecule default scenario (real Slurm on the real node)"
 K8S_AUTH_KUBECONFIG=${real_dir:+$real_dir/kubeconfig} molecule test -s default
 
-stage "molecule kind scenario"
+stage "molecule kind scenario, then the README's kind lines (kind from local parts: docs/kind.md)"
 hack/molecule-kind.sh

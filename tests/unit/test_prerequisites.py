@@ -8,7 +8,7 @@ import prerequisites
 import pytest
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL_COMPONENT_SUITES = ("realnode", "slurm", "login", "images", "e2e", "integration")
+REAL_COMPONENT_SUITES = ("realnode", "slurm", "login", "images", "e2e", "integration", "kind")
 
 
 def test_under_ci_a_missing_root_fails_naming_what_for():
