@@ -162,7 +162,8 @@ def validate_cluster_with_nodesets(cluster, nodesets, collection_version=names.C
         label = ((nodeset or {}).get("metadata") or {}).get("name") if isinstance(nodeset, dict) else None
         prefix = "nodesets[%s]" % (label or index)
         try:
-            checked.append(validate_nodeset(nodeset, old_nodesets.get(label)))
+            # a name that is no string (refused: metadata.name) has no stored object, and may not be hashable
+            checked.append(validate_nodeset(nodeset, old_nodesets.get(label) if isinstance(label, str) else None))
         except SpecErrors as exc:
             errors.extend(SpecError("%s.%s" % (prefix, e.path) if e.path else prefix, e.message)
                           for e in exc.errors)

@@ -280,6 +280,13 @@ def test_a_nodeset_name_ending_like_an_ordinal():
     assert "nodesets[cpu-0].metadata.name" in errors
 
 
+@pytest.mark.parametrize("name", [["cpu"], {"cpu": 1}, 5])
+def test_a_nodeset_name_that_is_no_string_is_a_field_error_never_a_crash(name):
+    """A definition's NodeSet named by a list or a mapping (unhashable) was a TypeError, not the user's field."""
+    errors = refused(None, [make_nodeset(name)])
+    assert errors == {"nodesets[%s].metadata.name" % (name,): "Required value"}
+
+
 # --- transition rules: immutable fields -----------------------------------------------------------------------
 def test_cluster_ref_is_immutable():
     stored = make_nodeset("cpu", cluster="a")
