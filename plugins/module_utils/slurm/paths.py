@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
+
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 
 
@@ -99,3 +101,98 @@ def under(path, tree):
 def overlaps(one, other):
     """One of the two paths is the other or below it."""
     return under(one, other) or under(other, one)
+
+
+# Files slurm-base writes (every image and the jail has them): the Slurm client paths each login and worker pod binds
+# over the jail's (soperator-entrypoint's complete_jail), the Slurm version, the jail image's name; and the mark the
+# populate Job leaves in a populated jail.
+JAIL_SLURM_PATHS_FILE = "/etc/soperator/jail-slurm-paths"
+SLURM_VERSION_FILE = "/etc/soperator/slurm-version"
+JAIL_IMAGE_FILE = "/etc/soperator/jail-image"
+JAIL_POPULATED = "/.soperator-populated"
+# The NVIDIA driver's tools a job may call: the jail image links each /usr/local/bin/<tool> to
+# names.GPU_DRIVER_DIR/bin/<tool> (soperator_driver.TOOLS and images/jail/Containerfile; a unit test keeps them equal).
+GPU_DRIVER_TOOLS = ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",
+                    "nvidia-cuda-mps-server")
+GPU_DRIVER_TOOL_LINKS_DIR = "/usr/local/bin"
+
+# What the product owns in the jail, each with why: paths every login and worker pod binds its own files over (the
+# Slurm clients and plugins, munge's and Slurm's runtime directories, name resolution, the kernel's trees), links the
+# images make and the pods fill (Slurm's configuration, the NVIDIA tools), and the images' own files and marks. An
+# administrator's change to the jail (roles/jail_software) may not write, replace or remove them: the pods would hide
+# it, or a daemon would read it. The Slurm client files the pods bind are also listed in the jail's own
+# JAIL_SLURM_PATHS_FILE (written when slurm-base was built): :func:`jail_owner` takes them as ``image_paths``.
+SLURM_PLUGIN_DIRS = (names.SPANK_CHROOT_PLUGIN.rsplit("/", 1)[0], names.SPANK_CHROOT_PLUGIN.rsplit("/", 1)[0] + "-wlm")
+JAIL_OWNED = (
+    (names.SLURM_CONFIG_DIR, "Slurm's configuration: a link to %s/conf, which each pod's slurmd or sackd fills"
+     % names.SLURM_RUN_DIR),
+    (SLURM_PLUGIN_DIRS[0], "Slurm's plugins, the jail plugin among them: each pod binds its own over them"),
+    (SLURM_PLUGIN_DIRS[1], "Slurm's libraries: each pod binds its own over them"),
+    ("/etc/munge", "munge's: the key lives in the pods' munge sidecars, never in the jail"),
+    ("/var/lib/munge", "munge's"),
+    (names.MUNGE_RUN_DIR, "munge's socket: each pod binds its own, read-only"),
+    ("/run", "each pod's and each node's runtime files: jobs get the node's /run, read-only"),
+    ("/var/run", "a link to /run"),
+    (names.SLURMD_SPOOL, "slurmd's spool: each worker binds its own, read-only"),
+    ("/etc/hosts", "each pod binds its own"),
+    ("/etc/resolv.conf", "each pod binds its own"),
+    ("/etc/hostname", "each pod binds its own"),
+    ("/dev", "the kernel's: each pod and each job binds the node's"),
+    ("/proc", "the kernel's: each pod and each job mounts its own"),
+    ("/sys", "the kernel's: each pod and each job binds the node's, read-only"),
+    ("/etc/soperator", "the images' lists and marks (the jail image's name, the Slurm client paths and version)"),
+    (names.SSS_PIPES_DIR, "sssd's sockets: each pod binds its own, read-only"),
+    (names.NCCL_RESULTS_DIR, "the NCCL check's results"),
+    (JAIL_POPULATED, "the populate Job's mark: without it no pod starts"),
+    (names.RESTORE_STAGING, "where restores are staged"),
+) + tuple((GPU_DRIVER_TOOL_LINKS_DIR + "/" + tool, "a link to where a GPU worker shows its node's driver (%s/bin)"
+           % names.GPU_DRIVER_DIR) for tool in GPU_DRIVER_TOOLS)
+# Debian packages the product owns in the jail: its Slurm and munge (the pods bind their own over the jail's files),
+# and the name service module of a directory (spec.identity). fnmatch patterns (the slurm-base pin's included).
+JAIL_OWNED_PACKAGES = ("slurm*", "libslurm*", "libpmi*", "sackd", "munge", "libmunge*", "libnss-sss")
+
+
+def image_slurm_paths(text):
+    """The paths of the jail's JAIL_SLURM_PATHS_FILE (one absolute path a line, ``#`` comments)."""
+    found = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and line.startswith("/"):
+            found.append(line)
+    return found
+
+
+def normalised(path):
+    """Whether ``path`` is an absolute path with no empty, ``.`` or ``..`` component, no trailing ``/`` (but ``/``
+    itself) and no line break or NUL: the only form :func:`jail_owner` compares."""
+    if not isinstance(path, str) or not path.startswith("/") or any(c in path for c in "\n\r\x00"):
+        return False
+    return path == "/" or all(part not in ("", ".", "..") for part in path[1:].split("/"))
+
+
+def jail_owner(path, image_paths=(), replacing=False):
+    """Why ``path`` (normalised, absolute) of the jail is the product's, or None. A path is refused when it is an
+    owned path or lies below one; with ``replacing`` (the path is removed, or replaced by a link or another
+    directory) also when an owned path lies below it."""
+    why_listed = "a Slurm client file each pod binds its own over (%s)" % JAIL_SLURM_PATHS_FILE
+    owned = list(JAIL_OWNED) + [(p, why_listed) for p in image_paths]
+    for owned_path, why in owned:
+        if path == owned_path:
+            return "%s is the product's: %s" % (path, why)
+        if under(path, owned_path):
+            return "%s is in %s, the product's: %s" % (path, owned_path, why)
+    if replacing:
+        for owned_path, why in owned:
+            if under(owned_path, path):
+                return "%s holds %s, the product's: %s" % (path, owned_path, why)
+    return None
+
+
+def owned_package(name):
+    """The pattern of JAIL_OWNED_PACKAGES that Debian package ``name`` (``pkg``, ``pkg=1.0``, ``pkg:amd64``) matches,
+    or None."""
+    base = name.split("=", 1)[0].split(":", 1)[0].strip()
+    for pattern in JAIL_OWNED_PACKAGES:
+        if fnmatch.fnmatchcase(base, pattern):
+            return pattern
+    return None
