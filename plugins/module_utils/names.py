@@ -49,6 +49,7 @@ COMPONENT_EXPORTER = "exporter"  # the Prometheus exporter
 COMPONENT_BACKUP = "jail-backup"  # the jail's restic backups (and their retention step)
 COMPONENT_RESTORE = "jail-restore"  # a restore Job (playbooks/jail-restore.yml)
 COMPONENT_IDENTITY = "identity"  # the sssd configuration (spec.identity)
+COMPONENT_JAIL_ADMIN, MANAGED_BY_JAIL_CONNECTION = "jail-admin", "soperator.slurm.jail"  # render/jail.py admin_job
 
 # The finalizer on SlurmClusters and NodeSets (operator/watches.yaml names it too: a unit test keeps them equal).
 FINALIZER = GROUP + "/finalizer"

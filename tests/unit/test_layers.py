@@ -12,7 +12,8 @@ folders before it, never one after it):
   module_utils, PyYAML), never a module, an action or filter plugin, nor the operator.
 
 The entry points (``plugins/modules``, ``plugins/action`` and its shared base ``plugins/plugin_utils``,
-``plugins/filter``, ``plugins/doc_fragments``) may use all of ``module_utils``.
+``plugins/filter``, ``plugins/doc_fragments``, ``plugins/inventory``, ``plugins/connection``) may use all of
+``module_utils``.
 
 The operator runtime (``operator/soperator_operator``) has layers of its own: its pure modules (decisions: no
 ``kubernetes``, no Ansible, no I/O module) may import only each other and the collection's pure core; its adapters
@@ -41,7 +42,7 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 VOCABULARY = ("names", "kinds", "digests", "types")
 ORDER = ("vocabulary", "slurm", "api", "render", "plan", "k8s")
 PURE = ("vocabulary", "slurm", "api", "render", "plan")
-ENTRY_FOLDERS = ("modules", "action", "plugin_utils", "filter", "doc_fragments")
+ENTRY_FOLDERS = ("modules", "action", "plugin_utils", "filter", "doc_fragments", "inventory", "connection")
 NO_IO = {"os", "subprocess", "time", "random", "secrets", "socket", "uuid", "threading", "multiprocessing", "signal",
          "shutil", "tempfile", "asyncio", "select", "urllib", "http", "ssl"}
 CLOCK_CALLS = {"now", "utcnow", "today", "monotonic", "perf_counter", "urandom"}

@@ -122,3 +122,14 @@ def dynamic_client(params):
         return DynamicClient(api)
     except Exception as e:  # discovery of /version and /api fails when the API is unreachable
         raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))
+
+
+def api_client(params):
+    """A ``kubernetes.client.ApiClient`` for the auth options in ``params``, without discovery (the jail connection and
+    the jails inventory know their resources: ``access.table()``)."""
+    if KUBERNETES_IMPORT_ERROR:
+        raise KubernetesError("the kubernetes Python library is missing on the Ansible controller (pip install "
+                              "kubernetes)")
+    api = k8s_client_lib.ApiClient(configuration(params))
+    api.user_agent = USER_AGENT
+    return api

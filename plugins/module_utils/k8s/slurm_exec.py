@@ -42,6 +42,7 @@ except ImportError:  # the module reports the missing library before a Kubernete
 # Epoch seconds in scontrol's times (the Reason's `[user@time]`): no time zone to guess.
 SCONTROL = ["env", "SLURM_TIME_FORMAT=%s", "scontrol"]
 DEFAULT_COMMAND_TIMEOUT = 60
+STDIN_CHUNK = 1 << 20
 
 
 class SlurmError(Exception):
@@ -79,26 +80,33 @@ class KubernetesExecTransport(object):
     ``api``: a ``kubernetes.client.ApiClient`` (the request is built here: the generated ``CoreV1Api`` imports
     every core model, tens of MiB in each process that holds it), or a ``CoreV1Api``."""
 
-    def __init__(self, api, namespace, pod, container="slurmctld", timeout=DEFAULT_COMMAND_TIMEOUT):
+    def __init__(self, api, namespace, pod, container="slurmctld", timeout=DEFAULT_COMMAND_TIMEOUT, binary=False):
         self.core_v1 = api
         self.namespace = namespace
         self.pod = pod
         self.container = container
         self.timeout = timeout
+        # bytes in and out (the jail connection's files), else text
+        self.binary = binary
 
     def _open(self, argv, stdin):
         api = self.core_v1
         if hasattr(api, "connect_get_namespaced_pod_exec") or not hasattr(api, "param_serialize"):
             return stream(api.connect_get_namespaced_pod_exec, self.pod, self.namespace,
                           command=list(argv), container=self.container, stdin=stdin is not None, stdout=True,
-                          stderr=True, tty=False, _preload_content=False)
+                          stderr=True, tty=False, _preload_content=False, **self._binary())
         query = [("command", list(argv)), ("container", self.container),
                  ("stdin", "true" if stdin is not None else "false"), ("stdout", "true"), ("stderr", "true"),
                  ("tty", "false")]
         dummy, url, headers, dummy, dummy = api.param_serialize(
             "GET", "/api/v1/namespaces/%s/pods/%s/exec" % (self.namespace, self.pod), header_params={},
             auth_settings=["BearerToken"])
-        return ws_client.WSClient(api.configuration, ws_client.get_websocket_url(url, query), headers, True)
+        return ws_client.WSClient(api.configuration, ws_client.get_websocket_url(url, query), headers, True,
+                                  **self._binary())
+
+    def _binary(self):
+        # Only when asked: kubernetes < 27 has no binary websocket (and no such keyword).
+        return {"binary": True} if self.binary else {}
 
     def __call__(self, argv, stdin=None):
         try:
@@ -112,10 +120,13 @@ class KubernetesExecTransport(object):
                              % (self.namespace, self.pod, self.container, e), command=list(argv))
         try:
             if stdin is not None:
-                ws.write_stdin(stdin)
+                # In pieces: one websocket frame per MiB of a large file.
+                for start in range(0, len(stdin), STDIN_CHUNK):
+                    ws.write_stdin(stdin[start:start + STDIN_CHUNK])
             ws.run_forever(timeout=self.timeout)
             if ws.is_open():
-                return 124, ws.read_stdout(), ws.read_stderr() + "timed out after %ss" % self.timeout
+                late = "timed out after %ss" % self.timeout
+                return 124, ws.read_stdout(), ws.read_stderr() + (late.encode() if self.binary else late)
             rc = ws.returncode
             return (rc if rc is not None else 1), ws.read_stdout(), ws.read_stderr()
         except Exception as e:  # a kubelet that answers exec with something else than a status (kwok's fake)
@@ -277,7 +288,7 @@ def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeo
     if check_mode:
         after = scontrol.simulate_drain(before, to_drain, reason)
         for name in resumed:
-            after[name] = dict(after[name], reason=None, flags=[f for f in after[name]["flags"] if f != "DRAIN"])
+            after[name] = {**after[name], "reason": None, "flags": [f for f in after[name]["flags"] if f != "DRAIN"]}
     else:
         after = nodes
     return {
