@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ansible-test sanity on the collection laid out as ansible_collections/soperator/slurm (no ignore files),
-# then `ansible-galaxy collection build`, an install into a temporary path, and `ansible-doc` of every module.
+# then `ansible-galaxy collection build`, an install into a temporary path, and `ansible-doc` of every module, inventory,
+# connection and filter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -53,5 +54,15 @@ for m in "$dest"/plugins/modules/*.py; do
   name=soperator.slurm.$(basename "$m" .py)
   ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-doc "$name" >/dev/null
   echo "ansible-doc $name: ok"
+done
+# The other plugins with documentation: the jail's inventory and connection, the filters (their .yml files).
+for kind in inventory connection filter; do
+  for p in "$dest"/plugins/$kind/*.py "$dest"/plugins/$kind/*.yml; do
+    [ -e "$p" ] || continue
+    case $kind:$p in filter:*.py) continue ;; esac  # a filter's documentation is its .yml file
+    name=soperator.slurm.$(basename "${p%.*}")
+    ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-doc -t "$kind" "$name" >/dev/null
+    echo "ansible-doc -t $kind $name: ok"
+  done
 done
 ANSIBLE_COLLECTIONS_PATH="$work/installed" ansible-doc -t role -l soperator.slurm | sed 's/^/role: /'
