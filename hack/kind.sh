@@ -31,7 +31,8 @@ workers=${SOPERATOR_KIND_WORKERS:-2}
 log() { printf 'kind: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Point DOCKER_HOST at the engine kind should use (see the header); start the project's when it is the one.
+# Point DOCKER_HOST at the engine kind should use (see the header); start the project's when it is the one, unless
+# told `nostart` (then return 1: a stopped engine holds no running cluster).
 use_engine() {
   if [[ -z ${DOCKER_HOST:-} ]]; then
     if [[ -S /var/run/docker.sock ]] && docker info >/dev/null 2>&1; then return 0; fi
@@ -39,6 +40,7 @@ use_engine() {
   fi
   docker info >/dev/null 2>&1 && return 0
   if [[ $DOCKER_HOST == "$(SOPERATOR_ENGINE=kind "$hack/images.sh" env | sed 's/^export DOCKER_HOST=//')" ]]; then
+    [[ ${1:-} != nostart ]] || return 1
     SOPERATOR_ENGINE=kind "$hack/images.sh" start >/dev/null
   else
     die "no Docker engine answers at $DOCKER_HOST"
@@ -110,7 +112,7 @@ cmd_kubeconfig() {
 
 cmd_status() {
   need_kind
-  use_engine
+  use_engine nostart || die "no kind cluster $1 (the project's kind engine is not running)"
   exists "$1" || die "no kind cluster $1"
   "$kubectl" --kubeconfig "$state_root/$1/kubeconfig" --request-timeout=10s get nodes -o wide
 }
@@ -130,13 +132,13 @@ cmd_load() {
 }
 
 cmd_down() {
-  local name=$1
+  local name=$1 up=1
   need_kind
-  use_engine
-  if exists "$name"; then "$kind" delete cluster --name "$name" --kubeconfig "$state_root/$name/kubeconfig"; fi
+  use_engine nostart || up=0
+  if ((up)) && exists "$name"; then "$kind" delete cluster --name "$name" --kubeconfig "$state_root/$name/kubeconfig"; fi
   # The shared directory holds what the cluster's pods wrote (root's files among them).
   rm -rf "${state_root:?}/$name"
-  if [[ -f $state_root/.created-lib-modules ]] && [[ -z $("$kind" get clusters 2>/dev/null) ]]; then
+  if [[ -f $state_root/.created-lib-modules ]] && { ((!up)) || [[ -z $("$kind" get clusters 2>/dev/null) ]]; }; then
     rmdir /lib/modules 2>/dev/null || true
     rm -f "$state_root/.created-lib-modules"
   fi
