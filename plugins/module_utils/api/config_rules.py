@@ -182,12 +182,12 @@ def program_rules(slurm_conf, sub_mounts, errors):
             advice = "" if use == "written" else " (use a program of the image)"
             errors.append(SpecError(where, "%s %s %s: %s%s" % (key, _USES[use], who, problem, advice)))
     jobcomp = str(slurm_conf.get("JobCompType", ""))
-    use = config_keys.JOBCOMP_LOC_USE.get(jobcomp)
-    if use in ("program", "loaded") and "JobCompLoc" not in slurm_conf:
+    loc_use = config_keys.JOBCOMP_LOC_USE.get(jobcomp)
+    if loc_use in ("program", "loaded") and "JobCompLoc" not in slurm_conf:
         errors.append(SpecError("spec.slurm.slurmConf.JobCompType", "%s needs JobCompLoc (the %s)" % (
-            jobcomp, "script to run" if use == "program" else "librdkafka configuration file")))
+            jobcomp, "script to run" if loc_use == "program" else "librdkafka configuration file")))
     location = str(slurm_conf.get("JobCompLoc", ""))
-    if use == "url" and "@" in location.partition("://")[2].partition("/")[0]:
+    if loc_use == "url" and "@" in location.partition("://")[2].partition("/")[0]:
         errors.append(SpecError("spec.slurm.slurmConf.JobCompLoc", "JobCompLoc carries credentials (user@ in the "
                                 "URL): slurm.conf is served to every node and readable by every user of the jail"))
     for (key, plugin), loaded in sorted(config_keys.CONFIG_DIR_SCRIPT_PLUGINS.items()):

@@ -11,7 +11,7 @@ uid outside the range opens nothing). ``tests/images/test_system_accounts.py`` r
 fails on an account missing here.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -49,16 +49,16 @@ GROUPS = (
 )
 
 
-def system_id(number):
+def system_id(number: int) -> str | None:
     """Whose ``number`` is among the images' accounts (a short description), or None when it is no system id."""
     if number <= SYSTEM_ID_MAX:
         return "a system id (0..%d)" % SYSTEM_ID_MAX
     return HIGH_IDS.get(number)
 
 
-def system_ids_in(low, high):
+def system_ids_in(low: int, high: int) -> list[str]:
     """The images' ids in ``low..high``, described: the system ids as one range, then each high id."""
-    found = []
+    found: list[str] = []
     if low <= SYSTEM_ID_MAX:
         found.append("the system ids %d..%d" % (low, min(high, SYSTEM_ID_MAX)))
     found.extend("%s %d" % (who, number) for number, who in sorted(HIGH_IDS.items()) if low <= number <= high)

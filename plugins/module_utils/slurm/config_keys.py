@@ -8,11 +8,12 @@ let a crafted key inject a line). Keys are matched exactly in their canonical sp
 when only the case differs.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Iterable, Literal, Mapping, Tuple, Union
 
 
 # slurm.conf keys (Slurm 24.05 - 25.05 man page), without node/partition/nodeset lines and owned keys.
@@ -175,7 +176,7 @@ RESTART_KEYS = {
 _RESTART_KEYS_LOWER = dict((k.lower(), k) for k in RESTART_KEYS)
 
 
-def line_key(line):
+def line_key(line: str) -> str | None:
     """The key of one slurm.conf line (the word before its first '='), None for a blank or comment line."""
     text = line.strip()
     if not text or text.startswith("#") or "=" not in text:
@@ -183,7 +184,7 @@ def line_key(line):
     return text.split("=", 1)[0].strip()
 
 
-def restart_lines(slurm_conf):
+def restart_lines(slurm_conf: str) -> str:
     """The lines of ``slurm_conf`` (its text) whose change needs slurmctld restarted (RESTART_KEYS; Slurm's keys are
     case-insensitive): the part of the file the controller's restart hash covers."""
     return "\n".join(line for line in slurm_conf.splitlines()
@@ -281,16 +282,16 @@ OWNED_FILE_KEYS = ("PluginDir", "PlugStackConfig", "Include", "StateSaveLocation
 UNLISTED_PROGRAM_KEYS = ("SlurmctldPrimaryOnProg", "SlurmctldPrimaryOffProg")
 
 
-def plugin_names(value):
+def plugin_names(value: object) -> list[str]:
     """The short names of a comma-separated plugin list: ``job_submit/lua,require_timelimit`` -> lua, ..."""
     return [item.strip().rsplit("/", 1)[-1].lower() for item in str(value).split(",") if item.strip()]
 
 
-def file_keys(slurm_conf):
+def file_keys(slurm_conf: Mapping[str, object]) -> dict[str, tuple[str, str]]:
     """``{key: (use, who)}`` of the raw slurm.conf keys of ``slurm_conf`` that name a file a daemon runs
     (``program``), loads as code or trusted configuration (``loaded``) or writes (``written``), as root or
     SlurmUser; and the user programs (``user``, who: the job's user)."""
-    found = {}
+    found: dict[str, tuple[str, str]] = {}
     for key in slurm_conf:
         if key in PRIVILEGED_PROGRAM_KEYS:
             found[key] = ("program", PRIVILEGED_PROGRAM_KEYS[key])
@@ -304,7 +305,7 @@ def file_keys(slurm_conf):
     return found
 
 
-def suggest(key, allowed):
+def suggest(key: str, allowed: Iterable[str]) -> str | None:
     """The canonical spelling of ``key`` when only its case is wrong, else None."""
     lowered = key.lower()
     for candidate in allowed:
@@ -321,16 +322,20 @@ def suggest(key, allowed):
 U16 = 65534
 U32 = 4294967294
 
+# How a key's value is checked (:func:`check_value`): ("uint", maximum, words also accepted), ("enum", the values),
+# ("list", the values a comma-separated list's items may take).
+ValueRule = Union[Tuple[Literal["uint"], int, Tuple[str, ...]], Tuple[Literal["enum", "list"], Tuple[str, ...]]]
 
-def _uint(maximum=U32, words=()):
+
+def _uint(maximum: int = U32, words: Iterable[str] = ()) -> ValueRule:
     return ("uint", maximum, tuple(words))
 
 
-def _one_of(*values):
+def _one_of(*values: str) -> ValueRule:
     return ("enum", tuple(values))
 
 
-def _plugins(*values):
+def _plugins(*values: str) -> ValueRule:
     """A comma-separated list, each item one of ``values``."""
     return ("list", tuple(values))
 
@@ -338,7 +343,7 @@ def _plugins(*values):
 _YES_NO = ("YES", "NO", "yes", "no", "Yes", "No")
 _LOG_LEVELS = ("quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4", "debug5")
 
-SLURM_CONF_VALUES = {
+SLURM_CONF_VALUES: dict[str, ValueRule] = {
     # seconds, counts, megabytes
     "BatchStartTimeout": _uint(U16), "CompleteWait": _uint(U16), "EioTimeout": _uint(U16),
     "EpilogMsgTime": _uint(), "FirstJobId": _uint(), "GetEnvTimeout": _uint(U16), "GroupUpdateTime": _uint(U16),
@@ -425,13 +430,13 @@ SLURMDBD_CONF_OWNED = {
     "ArchiveTXN": "archiving is not supported (no archive volume)",
     "ArchiveUsage": "archiving is not supported (no archive volume)",
 }
-SLURMDBD_CONF_VALUES = {
+SLURMDBD_CONF_VALUES: dict[str, ValueRule] = {
     "DebugLevel": _one_of(*_LOG_LEVELS), "DebugLevelSyslog": _one_of(*_LOG_LEVELS),
     "CommitDelay": _uint(U16), "MessageTimeout": _uint(U16), "TCPTimeout": _uint(U16),
     "TrackSlurmctldDown": _one_of(*_YES_NO), "TrackWCKey": _one_of(*_YES_NO),
 }
 
-CGROUP_CONF_VALUES = {
+CGROUP_CONF_VALUES: dict[str, ValueRule] = {
     "CgroupPlugin": _one_of("autodetect", "cgroup/v1", "cgroup/v2", "disabled"),
     "ConstrainCores": _one_of(*_YES_NO), "ConstrainDevices": _one_of(*_YES_NO),
     "ConstrainRAMSpace": _one_of(*_YES_NO), "ConstrainSwapSpace": _one_of(*_YES_NO),
@@ -441,19 +446,19 @@ CGROUP_CONF_VALUES = {
 }
 
 
-def check_value(rule, value):
+def check_value(rule: ValueRule, value: object) -> str | None:
     """None when ``value`` fits ``rule`` (an entry of the tables above), else what it must be."""
     text = str(value)
-    kind = rule[0]
-    if kind == "uint":
+    if len(rule) == 3:  # ("uint", maximum, words): only a uint rule has three parts
         maximum, words = rule[1], rule[2]
         # [0-9] spelt out: str.isdigit() also takes other scripts' digits, which int() and Slurm refuse.
         if text in words or (re.fullmatch(r"[0-9]{1,20}", text) and int(text) <= maximum):
             return None
         return "a whole number 0..%d%s" % (maximum, "".join(" or %s" % w for w in words))
+    kind, allowed = rule
     if kind == "enum":
-        return None if text in rule[1] else "one of %s" % ", ".join(rule[1])
+        return None if text in allowed else "one of %s" % ", ".join(allowed)
     items = text.split(",")
-    if items and all(item in rule[1] for item in items):
+    if items and all(item in allowed for item in items):
         return None
-    return "a comma-separated list of %s" % ", ".join(rule[1])
+    return "a comma-separated list of %s" % ", ".join(allowed)

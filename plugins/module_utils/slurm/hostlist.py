@@ -4,19 +4,21 @@
 """Slurm hostlist expressions (``demo-gpu-[0-2,5],login-0``) for the names we give Slurm: pod names ending in an
 ordinal. Pure."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Iterable
 
 _ORDINAL = re.compile(r"^(.*?)([0-9]+)$")
 _GROUP = re.compile(r"^(.*)\[([0-9,\-]+)\]$")
 
 
-def compress(node_names):
+def compress(node_names: Iterable[str]) -> str:
     """A hostlist expression of ``node_names``, sorted by prefix then ordinal (the same set gives the same text)."""
-    by_prefix, plain = {}, []
+    by_prefix: dict[str, list[int]] = {}
+    plain: list[str] = []
     for name in set(node_names):
         m = _ORDINAL.match(name)
         if m and not (len(m.group(2)) > 1 and m.group(2).startswith("0")):
@@ -29,8 +31,9 @@ def compress(node_names):
         if len(numbers) == 1:
             parts.append("%s%d" % (prefix, numbers[0]))
             continue
-        runs, start = [], numbers[0]
-        for prev, cur in zip(numbers, numbers[1:] + [None]):
+        runs: list[str] = []
+        start = numbers[0]
+        for prev, cur in zip(numbers, numbers[1:] + [-1]):  # -1: no ordinal (>= 0) follows the last
             if cur != prev + 1:
                 runs.append("%d" % start if start == prev else "%d-%d" % (start, prev))
                 start = cur
@@ -38,9 +41,10 @@ def compress(node_names):
     return ",".join(parts)
 
 
-def _split_top(expression):
+def _split_top(expression: str) -> list[str]:
     """Split at the commas outside brackets."""
-    parts, depth, current = [], 0, ""
+    parts: list[str] = []
+    depth, current = 0, ""
     for char in expression:
         if char == "[":
             depth += 1
@@ -56,9 +60,9 @@ def _split_top(expression):
     return parts
 
 
-def expand(expression):
+def expand(expression: str | None) -> list[str]:
     """The names of a hostlist expression with at most one bracket group per item (what Slurm prints for ours)."""
-    found = []
+    found: list[str] = []
     for item in _split_top((expression or "").strip()):
         m = _GROUP.match(item)
         if not m:

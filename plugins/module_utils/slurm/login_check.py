@@ -20,12 +20,15 @@
   a shell.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import base64
 import re
+from typing import Callable, Optional, TypedDict
+
+from ansible_collections.soperator.slurm.plugins.module_utils.types import Spec
 
 CONTAINER = "sshd"
 # sshd's privilege separation user (soperator-entrypoint requires it in the jail's /etc/passwd, which the login
@@ -58,15 +61,24 @@ _SSHD_TITLE = re.compile(r"^sshd(-session)?: ")
 _LINE = re.compile(r"line (\d+): (.*)")
 
 
-def sessions_command():
+class Process(TypedDict):
+    """What the session script says of one process (each None when it said nothing): its parent's pid, its real
+    uid, and its title (printed only for a process of real uid 0)."""
+
+    ppid: Optional[str]
+    uid: Optional[str]
+    title: Optional[str]
+
+
+def sessions_command() -> list[str]:
     return ["sh", "-c", SESSIONS_SCRIPT, "soperator-login-sessions", PRIVSEP_USER]
 
 
-def parse_processes(stdout):
+def parse_processes(stdout: str | None) -> tuple[str | None, dict[str, Process]]:
     """(privilege separation uid or None, {pid: {"ppid", "uid", "title"}}) from the session script's output."""
     lines = (stdout or "").splitlines()
     privsep = lines[0].strip() if lines else ""
-    procs = {}
+    procs: dict[str, Process] = {}
     for line in lines[1:]:
         found = _PROC_LINE.match(line)
         if not found:
@@ -82,14 +94,15 @@ def parse_processes(stdout):
     return (privsep if re.fullmatch(r"[0-9]+", privsep) else None), procs
 
 
-def count_sessions(privsep_uid, procs):
+def count_sessions(privsep_uid: str | None, procs: dict[str, Process]) -> int | None:
     """Authenticated sessions among ``procs`` (see the module's docstring); None when the privilege separation
     user is not known (nothing could tell an authenticated connection from one still authenticating)."""
     if privsep_uid is None:
         return None
 
-    def root_titled(entry, pattern):
-        return entry["uid"] == "0" and bool(entry["title"]) and bool(pattern(entry["title"]))
+    def root_titled(entry: Process, pattern: Callable[[str], object]) -> bool:
+        title = entry["title"] or ""
+        return entry["uid"] == "0" and bool(title) and bool(pattern(title))
 
     listeners = set(pid for pid, e in procs.items()
                     if root_titled(e, lambda t: _SSHD_TITLE.match(t) and "[listener]" in t))
@@ -99,20 +112,21 @@ def count_sessions(privsep_uid, procs):
                    if e["ppid"] in connections and e["uid"] is not None and e["uid"] != privsep_uid))
 
 
-def parse_sessions(rc, stdout):
+def parse_sessions(rc: int, stdout: str | None) -> int | None:
     """Open sessions from the script's answer, None when it did not answer as expected."""
     if rc != 0:
         return None
     return count_sessions(*parse_processes(stdout))
 
 
-def sshd_test_command(sshd_config):
+def sshd_test_command(sshd_config: str) -> tuple[list[str], str]:
     """(argv, stdin) that run ``sshd -t`` on ``sshd_config`` in the login container."""
     return (["sh", "-c", SSHD_TEST_SCRIPT, "soperator-sshd-test"],
             base64.b64encode(sshd_config.encode("utf-8")).decode("ascii") + "\n")
 
 
-def sshd_problem(rc, stderr, sshd_config, login_spec):
+def sshd_problem(rc: int, stderr: str | None, sshd_config: str,
+                 login_spec: Spec | None) -> tuple[str, str] | None:
     """None when ``sshd -t`` accepted the config, else (field path, message) naming what sshd refused."""
     if rc == 0:
         return None

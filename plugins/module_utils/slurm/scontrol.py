@@ -5,11 +5,12 @@
 the jobs on given nodes (``squeue``), the node names scontrol may be given, and what a drain makes of a node. Pure:
 the adapter (``k8s/slurm_exec.py``) runs the commands."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Collection, Iterable, List, Mapping, Optional, TypedDict, TypeVar, Union
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import hostlist
 
@@ -37,7 +38,25 @@ class ScontrolParseError(ValueError):
     """``scontrol show node -o`` printed something this parser does not understand."""
 
 
-def validate_node_names(node_names):
+class SlurmNode(TypedDict):
+    """A Slurm node as :func:`parse_show_node` reads it from ``scontrol show node -o`` (see there)."""
+
+    name: str
+    state: str  # the base state, upper case: IDLE, ALLOCATED, MIXED, DOWN, ...
+    flags: List[str]  # upper case: DRAIN, COMPLETING, DYNAMIC_NORM, ...
+    reason: Optional[str]
+    reason_user: Optional[str]
+    reason_time: Union[int, str, None]  # epoch seconds under SLURM_TIME_FORMAT=%s, else as printed
+    cpus_alloc: int
+    busy: bool
+    drain: bool
+    down: bool
+    slurmd_start: Optional[int]
+    features: List[str]
+    active_features: List[str]
+
+
+def validate_node_names(node_names: Collection[str]) -> list[str]:
     """Raise ValueError unless every name is a plain pod name."""
     bad = [n for n in node_names if not isinstance(n, str) or not NODE_NAME_RE.fullmatch(n)]
     if bad:
@@ -45,7 +64,7 @@ def validate_node_names(node_names):
     return list(node_names)
 
 
-def _parse_fields(line):
+def _parse_fields(line: str) -> dict[str, str]:
     """``Key=value`` pairs of one line; values may hold spaces (``OS=Linux 6.1 #1 SMP``), Reason is last."""
     reason = None
     at = line.find(" Reason=")
@@ -54,7 +73,7 @@ def _parse_fields(line):
     if at >= 0:
         reason = line[at:].strip()[len("Reason="):]
         line = line[:at]
-    fields = {}
+    fields: dict[str, str] = {}
     keys = list(_KEY_RE.finditer(line))
     for i, match in enumerate(keys):
         end = keys[i + 1].start() if i + 1 < len(keys) else len(line)
@@ -64,7 +83,7 @@ def _parse_fields(line):
     return fields
 
 
-def _split_reason(raw):
+def _split_reason(raw: str | None) -> tuple[str | None, str | None, int | str | None]:
     """``"soperator: scale-in [root@1795251917]"`` -> (reason, user, time); time is an int for epochs."""
     if raw is None or raw in ("", "(null)", "None"):
         return None, None, None
@@ -75,14 +94,19 @@ def _split_reason(raw):
     return raw[:m.start()].strip() or None, m.group(1), int(when) if re.fullmatch(r"[0-9]+", when) else when
 
 
-def _int(value, default=0):
+_Default = TypeVar("_Default", int, None)
+
+
+def _int(value: str | None, default: _Default) -> int | _Default:
+    if value is None:
+        return default
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return default
 
 
-def parse_show_node(text):
+def parse_show_node(text: str) -> dict[str, SlurmNode]:
     """``scontrol show node -o`` (one line per node) -> ``{name: node}``.
 
     A node is a dict: ``name``, ``state`` (base state, e.g. ``IDLE``), ``flags`` (e.g. ``["DRAIN",
@@ -91,7 +115,7 @@ def parse_show_node(text):
     on it), ``drain`` (DRAIN or FAIL flag), ``down``, ``slurmd_start`` (SlurmdStartTime in epoch seconds under
     ``SLURM_TIME_FORMAT=%s``, else None: when the node's slurmd last registered as started).
     """
-    result = {}
+    result: dict[str, SlurmNode] = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line in _NO_NODES:
@@ -102,7 +126,7 @@ def parse_show_node(text):
         parts = fields["State"].rstrip("*~#!%$@^-").split("+")
         base, flags = parts[0].upper(), [p.upper() for p in parts[1:] if p]
         reason, user, when = _split_reason(fields.get("Reason"))
-        cpus_alloc = _int(fields.get("CPUAlloc"))
+        cpus_alloc = _int(fields.get("CPUAlloc"), 0)
         result[fields["NodeName"]] = {
             "name": fields["NodeName"],
             "state": base,
@@ -121,11 +145,11 @@ def parse_show_node(text):
     return result
 
 
-def _list(value):
-    return [] if value in (None, "", "(null)") else value.split(",")
+def _list(value: str | None) -> list[str]:
+    return [] if value is None or value in ("", "(null)") else value.split(",")
 
 
-def parse_show_topology(text):
+def parse_show_topology(text: str | None) -> dict[str, str]:
     """``scontrol show topology`` -> ``{node: its lowest switch or block}``: where Slurm places each node now
     (a node in no switch is absent). Hostlists expanded (``slurm/hostlist.py``).
 
@@ -134,7 +158,9 @@ def parse_show_topology(text):
     configuration is not available"), but a switch of switches from the nodes it really holds. So a node counts as
     placed only when a switch above the leaves lists it (``render.topology`` always writes one above every leaf);
     a tree of leaves alone places nobody."""
-    leaves, reached, blocks = {}, set(), {}
+    leaves: dict[str, str] = {}
+    reached: set[str] = set()
+    blocks: dict[str, str] = {}
     for line in (text or "").splitlines():
         fields = _parse_fields(line.strip())
         nodes = hostlist.expand(fields.get("Nodes") or "")
@@ -151,7 +177,7 @@ def parse_show_topology(text):
     return placed
 
 
-def features_update(node_name, features):
+def features_update(node_name: str, features: Collection[str]) -> list[str]:
     """argv of the scontrol call that sets a node's features (available and active: no changeable features)."""
     validate_node_names([node_name])
     bad = [f for f in features if not FEATURE_RE.fullmatch(f)]
@@ -171,27 +197,28 @@ done
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+|_\[[0-9,\-%]+\]|\+[0-9]+)?$")
 
 
-def parse_jobs(text, node_names):
+def parse_jobs(text: str | None, node_names: Iterable[str]) -> dict[str, list[str]]:
     """``{node: [job ids]}`` from JOBS_SCRIPT's output; nodes it could not answer for are left out."""
-    jobs = dict((name, []) for name in node_names)
+    jobs: dict[str, list[str] | None] = dict((name, []) for name in node_names)  # None: squeue could not answer
     for line in (text or "").splitlines():
         parts = line.split()
-        if len(parts) != 2 or jobs.get(parts[0]) is None:
+        ids = jobs.get(parts[0]) if len(parts) == 2 else None
+        if ids is None:
             continue
         if parts[1] == "?":
             jobs[parts[0]] = None
-        elif _JOB_ID.match(parts[1]) and parts[1] not in jobs[parts[0]]:
-            jobs[parts[0]].append(parts[1])
+        elif _JOB_ID.match(parts[1]) and parts[1] not in ids:
+            ids.append(parts[1])
     return dict((name, ids) for name, ids in jobs.items() if ids is not None)
 
 
-def simulate_drain(nodes, node_names, reason):
+def simulate_drain(nodes: Mapping[str, SlurmNode], node_names: Iterable[str],
+                   reason: str) -> dict[str, SlurmNode]:
     """What ``scontrol update state=drain`` would make of ``nodes`` (for check mode)."""
     result = dict(nodes)
     for name in node_names:
         if name in result:
-            node = dict(result[name])
-            node.update(drain=True, reason=reason, reason_user=None, reason_time=None,
-                        flags=[f for f in node["flags"] if f != "DRAIN"] + ["DRAIN"])
-            result[name] = node
+            node = result[name]
+            result[name] = {**node, "drain": True, "reason": reason, "reason_user": None, "reason_time": None,
+                            "flags": [f for f in node["flags"] if f != "DRAIN"] + ["DRAIN"]}
     return result

@@ -11,14 +11,16 @@ base64-encoded on the exec's standard input (not its argv: the API server's audi
 fixed script: nothing of them is ever interpreted by a shell.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import base64
 import re
+from typing import Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
+from ansible_collections.soperator.slurm.plugins.module_utils.types import Spec
 
 _PLUGIN = re.compile(r"^[a-z][a-z0-9_]*/[a-z0-9_]+$")
 _PLUGIN_KEY = re.compile(r"(Type|Plugin|Plugins)$")
@@ -51,9 +53,9 @@ _ERRORS = (
 )
 
 
-def plugins(conf_text):
+def plugins(conf_text: str) -> dict[str, str]:
     """{shared object: key} of the plugins a slurm.conf names (``proctrack/cgroup`` -> ``proctrack_cgroup.so``)."""
-    found = {}
+    found: dict[str, str] = {}
     for line in conf_text.splitlines():
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
@@ -67,17 +69,17 @@ def plugins(conf_text):
     return found
 
 
-def command(files):
+def command(files: Mapping[str, str]) -> tuple[list[str], str]:
     """(argv, stdin) that check ``files`` (``{"slurm.conf": text, "cgroup.conf": text, ...}``) in the controller
     container: nothing of the files is in argv."""
-    def b64(name):
+    def b64(name: str) -> str:
         return base64.b64encode(files.get(name, "").encode("utf-8")).decode("ascii")
     return (["sh", "-c", SCRIPT, "soperator-check-config"],
             "%s\n%s\n%s\n" % (b64("slurm.conf"), b64("cgroup.conf"), " ".join(sorted(plugins(files.get(
                 "slurm.conf", ""))))))
 
 
-def field_of(key, cluster_spec):
+def field_of(key: str, cluster_spec: Spec | None) -> str:
     """The SlurmCluster field that sets slurm.conf ``key``."""
     slurm = (cluster_spec or {}).get("slurm") or {}
     keys = list(slurm.get("slurmConf") or {}) + list(config_keys.SLURM_CONF_TYPED)
@@ -91,7 +93,8 @@ def field_of(key, cluster_spec):
     return "spec.slurm"
 
 
-def problem(rc, stderr, files, cluster_spec):
+def problem(rc: int, stderr: str | None, files: Mapping[str, str],
+            cluster_spec: Spec | None) -> tuple[str, str] | None:
     """None when the check passed, else (field path, message) naming what Slurm refused."""
     if rc == 0:
         return None
