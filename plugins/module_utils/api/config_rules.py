@@ -5,21 +5,27 @@
 ``slurm/config_keys.py``, programs and files a daemon runs or loads (never where users write), the NCCL check's
 schedule, partition and command. Pure."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Collection, Iterable, Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path, matches
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import health_enabled
+from ansible_collections.soperator.slurm.plugins.module_utils.types import Spec
 
 
-def check_raw_keys(mapping, path, allowed, owned, typed, what, errors, values=None, refused=None):
+def check_raw_keys(mapping: Mapping[str, object], path: str, allowed: Collection[str], owned: Mapping[str, str],
+                   typed: Mapping[str, str], what: str, errors: Errors,
+                   values: Mapping[str, config_keys.ValueRule] | None = None,
+                   refused: Mapping[str, str] | None = None) -> None:
+    refusals = refused or {}
     for key in sorted(mapping):
         key_path = child_path(path, key)
         rule = (values or {}).get(key)
@@ -29,14 +35,14 @@ def check_raw_keys(mapping, path, allowed, owned, typed, what, errors, values=No
         if problem:
             errors.append(SpecError(key_path, "%s value %r for %s: must be %s" % (what, str(mapping[key]), key,
                                                                                   problem)))
-        if key in (refused or {}):
-            errors.append(SpecError(key_path, "%s key %s is not accepted: %s" % (what, key, refused[key])))
+        if key in refusals:
+            errors.append(SpecError(key_path, "%s key %s is not accepted: %s" % (what, key, refusals[key])))
         elif key in owned:
             errors.append(SpecError(key_path, "%s key %s is set by the operator (%s)" % (what, key, owned[key])))
         elif key in typed:
             errors.append(SpecError(key_path, "%s key %s has a typed field: use %s" % (what, key, typed[key])))
         elif key not in allowed:
-            hint = config_keys.suggest(key, list(allowed) + list(owned) + list(typed) + list(refused or ()))
+            hint = config_keys.suggest(key, list(allowed) + list(owned) + list(typed) + list(refusals))
             errors.append(SpecError(key_path, "unknown %s key %r%s" % (
                 what, key, " (did you mean %s?)" % hint if hint else "")))
 
@@ -44,14 +50,15 @@ def check_raw_keys(mapping, path, allowed, owned, typed, what, errors, values=No
 # The standard cron schedule of a CronJob as the API server parses it (robfig/cron's standard parser): five fields,
 # each a list of '*', N, N-M, optionally /step (N/step is N-max/step), within these bounds; names for months and
 # days of the week. CRON_PATTERN only bounds the characters.
-_CRON_FIELDS = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
-                ("month", 1, 12, dict((m, i + 1) for i, m in enumerate(
-                    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")))),
-                ("day of week", 0, 6, dict((d, i) for i, d in enumerate(
-                    ("sun", "mon", "tue", "wed", "thu", "fri", "sat")))))
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
+    ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
+    ("month", 1, 12, dict((m, i + 1) for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")))),
+    ("day of week", 0, 6, dict((d, i) for i, d in enumerate(
+        ("sun", "mon", "tue", "wed", "thu", "fri", "sat")))))
 
 
-def _cron_number(text, names_of):
+def _cron_number(text: str, names_of: Mapping[str, int]) -> int:
     if text.lower() in names_of:
         return names_of[text.lower()]
     if not re.fullmatch(r"[0-9]{1,9}", text):
@@ -59,7 +66,7 @@ def _cron_number(text, names_of):
     return int(text)
 
 
-def cron_problem(schedule):
+def cron_problem(schedule: str) -> str | None:
     """Why the API server would refuse ``schedule`` as a CronJob's, or None."""
     if "TZ" in schedule:
         return "a time zone (TZ, CRON_TZ) is not allowed in a schedule"
@@ -95,13 +102,13 @@ def cron_problem(schedule):
     return None
 
 
-def health_rules(spec, sub_mounts, errors):
+def health_rules(spec: Spec, sub_mounts: list[tuple[str, str]], errors: Errors) -> None:
     """The NCCL check: a schedule the API server takes, a partition of the cluster, sizes in order, and its command
     (run as SlurmUser on every tested node) not where users write."""
     nccl = (spec.get("healthChecks") or {}).get("nccl") or {}
     path = "spec.healthChecks.nccl"
     schedule = nccl.get("schedule")
-    if matches(schema.CRON_PATTERN, schedule):
+    if isinstance(schedule, str) and matches(schema.CRON_PATTERN, schedule):
         problem = cron_problem(schedule)
         if problem:
             errors.append(SpecError(path + ".schedule", "Invalid value: %r: %s" % (schedule, problem)))
@@ -109,20 +116,22 @@ def health_rules(spec, sub_mounts, errors):
     if nccl.get("partition") and nccl["partition"] not in partitions:
         errors.append(SpecError(path + ".partition", "%r is not a partition of the cluster (%s)"
                                 % (nccl["partition"], ", ".join(str(p) for p in partitions))))
-    sizes = [nccl.get(k) for k in ("minBytes", "maxBytes")]
-    if all(matches(schema.NCCL_SIZE_PATTERN, size) for size in sizes) and _bytes(sizes[0]) > _bytes(sizes[1]):
-        errors.append(SpecError(path + ".minBytes", "minBytes %s is more than maxBytes %s" % tuple(sizes)))
+    low, high = nccl.get("minBytes"), nccl.get("maxBytes")
+    if (isinstance(low, str) and isinstance(high, str) and matches(schema.NCCL_SIZE_PATTERN, low)
+            and matches(schema.NCCL_SIZE_PATTERN, high) and _bytes(low) > _bytes(high)):
+        errors.append(SpecError(path + ".minBytes", "minBytes %s is more than maxBytes %s" % (low, high)))
     command = nccl.get("command")
-    problem = matches(schema.PROGRAM_PATH_PATTERN, command) and where_users_write(command, sub_mounts)
-    if problem:
+    writable = (isinstance(command, str) and matches(schema.PROGRAM_PATH_PATTERN, command)
+                and where_users_write(command, sub_mounts))
+    if writable:
         errors.append(SpecError(path + ".command", "the NCCL check runs its command as SlurmUser (%s) on every "
-                                "tested node: %s" % (names.SLURM_USER, problem)))
+                                "tested node: %s" % (names.SLURM_USER, writable)))
 
 
 BACKUP_INTO_JAIL = "the repository may not be on a volume it backs up (the jail or one of its sub-mounts)"
 
 
-def backup_rules(spec, errors):
+def backup_rules(spec: Spec, errors: Errors) -> None:
     """The jail backup's schedules, as the API server takes a CronJob's; a repository claim that is not the jail's
     (spec.validate_cluster also checks the claim the cluster makes)."""
     jail = spec.get("jail") or {}
@@ -133,16 +142,16 @@ def backup_rules(spec, errors):
         errors.append(SpecError(path + ".repository.claim.claimName", BACKUP_INTO_JAIL))
     for field, schedule in ((path + ".schedule", backup.get("schedule")),
                             (path + ".retention.schedule", (backup.get("retention") or {}).get("schedule"))):
-        problem = matches(schema.CRON_PATTERN, schedule) and cron_problem(schedule)
+        problem = isinstance(schedule, str) and matches(schema.CRON_PATTERN, schedule) and cron_problem(schedule)
         if problem:
             errors.append(SpecError(field, "Invalid value: %r: %s" % (schedule, problem)))
 
 
-def _bytes(size):
+def _bytes(size: str) -> int:
     return int(size.rstrip("KMG")) * 1024 ** ("KMG".find(size[-1]) + 1 if size[-1] in "KMG" else 0)
 
 
-def where_users_write(path, sub_mounts):
+def where_users_write(path: str, sub_mounts: Iterable[tuple[str, str]]) -> str | None:
     """Why ``path`` (absolute) is where users can write, or None. ``sub_mounts``: ``[(field, mount path)]`` of the
     jail's sub-mounts (their volumes are the jobs' to write, and the slurmd container mounts them at the same
     path)."""
@@ -155,7 +164,7 @@ def where_users_write(path, sub_mounts):
     return None
 
 
-def sub_mount_paths_of(jail):
+def sub_mount_paths_of(jail: Spec) -> list[tuple[str, str]]:
     """``[(field, mount path)]`` of the jail's sub-mounts whose paths the schema accepts."""
     return [("spec.jail.subMounts[%d]" % index, sub["mountPath"])
             for index, sub in enumerate(jail.get("subMounts") or ())
@@ -165,7 +174,7 @@ def sub_mount_paths_of(jail):
 _USES = {"program": "runs as", "loaded": "is a file loaded (it may name code) as", "written": "is a file written as"}
 
 
-def program_rules(slurm_conf, sub_mounts, errors):
+def program_rules(slurm_conf: Mapping[str, object], sub_mounts: list[tuple[str, str]], errors: Errors) -> None:
     """Every raw slurm.conf key that makes a daemon run, load or write a file (config_keys.file_keys): an absolute
     path, never where users write; plugins that would load a script soperator cannot render; options naming files
     a daemon trusts."""
@@ -203,7 +212,7 @@ def program_rules(slurm_conf, sub_mounts, errors):
                                     "trusts: %s" % (key, option, reason)))
 
 
-def cluster_rules(spec, errors):
+def cluster_rules(spec: Spec, errors: Errors) -> list[tuple[str, str]]:
     """A SlurmCluster's raw keys (slurm.conf, cgroup.conf, partitions, slurmdbd.conf, sshd_config) and the programs
     and files its slurm.conf and health check make a daemon run or load; returns its sub-mounts as
     ``[(field, mount path)]`` (where users write, for the other rules)."""
@@ -232,7 +241,8 @@ def cluster_rules(spec, errors):
     sub_mounts = sub_mount_paths_of(spec.get("jail") or {})
     program_rules(slurm.get("slurmConf") or {}, sub_mounts, errors)
     program = slurm.get("healthCheckProgram")
-    problem = matches(schema.PROGRAM_PATH_PATTERN, program) and where_users_write(program, sub_mounts)
+    problem = (isinstance(program, str) and matches(schema.PROGRAM_PATH_PATTERN, program)
+               and where_users_write(program, sub_mounts))
     if problem:
         errors.append(SpecError("spec.slurm.healthCheckProgram", "HealthCheckProgram runs as root on every node: "
                                 + problem))

@@ -5,17 +5,23 @@
 applied of it, and what a server-side dry run of those documents says in the user's own terms. Pure.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
+from typing import Iterable, Sequence
+
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster
 
 
-def split_definition(docs, namespace=None):
+def split_definition(docs: Iterable[object] | None,
+                     namespace: str | None = None) -> tuple[SlurmCluster, list[NodeSet]]:
     """The one SlurmCluster of a definition and its NodeSets; any other document is an error that names it."""
-    clusters, nodesets, problems = [], [], []
+    clusters: list[SlurmCluster] = []
+    nodesets: list[NodeSet] = []
+    problems: Errors = []
     for index, doc in enumerate(docs or ()):
         if not isinstance(doc, dict):
             problems.append(SpecError("definition[%d]" % index, "not a mapping"))
@@ -45,7 +51,7 @@ def split_definition(docs, namespace=None):
     return clusters[0], nodesets
 
 
-def direct_converge_errors(nodesets):
+def direct_converge_errors(nodesets: Iterable[NodeSet]) -> Errors:
     """What ``site.yml`` cannot serve when it converges a definition itself (``soperator_converge: direct``): an
     elastic NodeSet, whose pods follow Slurm's power-ups long after the play ended. Errors naming the field."""
     return [SpecError("nodesets[%s].spec.elastic" % (ns.get("metadata") or {}).get("name"),
@@ -55,7 +61,7 @@ def direct_converge_errors(nodesets):
             for ns in nodesets if (ns.get("spec") or {}).get("elastic")]
 
 
-def definition_docs(name, namespace, cluster, nodesets):
+def definition_docs(name: str, namespace: str, cluster: SlurmCluster, nodesets: list[NodeSet]) -> list[KubeObject]:
     """What ``site.yml`` applies of a definition: the namespace, the SlurmCluster and its NodeSets, labelled as the
     cluster's (their status left out)."""
     label = {names.LABEL_CLUSTER: name}
@@ -68,7 +74,8 @@ def definition_docs(name, namespace, cluster, nodesets):
     return docs
 
 
-def definition_refusals(cluster, nodesets, refusals):
+def definition_refusals(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                        refusals: Iterable[KubeObject]) -> Errors:
     """Errors of a dry run of the definition's own documents: the API server's paths are the user's already."""
     errors = []
     for refusal in refusals:

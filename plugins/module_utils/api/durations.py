@@ -8,7 +8,7 @@ The one parser of the collection: a NodeSet's ``drainTimeout``, the watches file
 operator's duration flags all go through it; every timestamp the collection and the operator write is :func:`iso`'s.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -21,7 +21,7 @@ _UNIT = {"ns": 1e-9, "us": 1e-6, u"\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
-def seconds(value):
+def seconds(value: object) -> float:
     """Seconds (a float) in ``value``: a Go duration, or a number of seconds (int, float or digits).
 
     Raises ValueError for anything else, negative values included.
@@ -50,12 +50,12 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # RFC 3339, UTC, as Kubernetes writes its ti
 _EPOCH = datetime.datetime(1970, 1, 1)
 
 
-def iso(epoch):
+def iso(epoch: float) -> str:
     """``epoch`` (seconds, the fraction dropped) as Kubernetes writes a time."""
     return (_EPOCH + datetime.timedelta(seconds=int(epoch))).strftime(TIME_FORMAT)
 
 
-def epoch_of(text):
+def epoch_of(text: object) -> int | None:
     """Epoch seconds of a time :func:`iso` wrote; None when ``text`` is not one."""
     try:
         return calendar.timegm(datetime.datetime.strptime(str(text), TIME_FORMAT).timetuple())

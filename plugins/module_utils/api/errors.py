@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one exception type of the pure core: a bad spec, with the path of the offending field."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Iterable, List
 
 
 class SpecError(ValueError):
@@ -15,7 +17,7 @@ class SpecError(ValueError):
     operator can all report exactly which field is wrong.
     """
 
-    def __init__(self, path, message):
+    def __init__(self, path: str, message: str) -> None:
         self.path = path
         self.message = message
         super(SpecError, self).__init__("%s: %s" % (path, message))
@@ -24,14 +26,18 @@ class SpecError(ValueError):
 class SpecErrors(SpecError):
     """Several SpecError at once, so a user fixes every problem in one pass."""
 
-    def __init__(self, errors):
+    def __init__(self, errors: Iterable[SpecError]) -> None:
         self.errors = list(errors)
         first = self.errors[0]
         super(SpecErrors, self).__init__(first.path, first.message)
         self.args = ("; ".join(str(e) for e in self.errors),)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.args[0]
+
+
+# What every rule of the validator appends to, and what SpecErrors carries: each problem with its field path.
+Errors = List[SpecError]
 
 
 # Why a reconcile failed: the reconciler reports one of these as ``reason`` with its failure, and the operator
@@ -47,7 +53,7 @@ DATA_MISSING = "DataMissing"      # a key Secret is gone while pods run with its
 PERMANENT_REASONS = (INVALID_SPEC, NOT_FOUND)
 
 
-def reason_of_status(status):
+def reason_of_status(status: int | None) -> str:
     """The failure reason of an HTTP status from the API server (0: no answer at all)."""
     if not status:
         return UNAVAILABLE
@@ -64,6 +70,6 @@ def reason_of_status(status):
     return API_ERROR
 
 
-def retryable(reason):
+def retryable(reason: str) -> bool:
     """Whether a failure of this reason may go away by itself (retry with backoff) or needs a spec change."""
     return reason not in PERMANENT_REASONS

@@ -9,14 +9,16 @@ decide where each part of an object comes from, so this module mirrors them: whe
 table here moves with it (tests/unit/module_utils/api/test_fieldmap.py renders objects and maps their fields back).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Any, Iterable, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster, Spec
 
 _POD = "spec.template.spec."
 _CRONJOB_POD = "spec.jobTemplate.spec.template.spec."
@@ -24,7 +26,7 @@ _INDEXED = re.compile(r"^(containers|initContainers|volumes|tolerations)\[([0-9]
 _KEYED = re.compile(r"^nodeSelector(?:\[([^\]]*)\]|\.([A-Za-z0-9_-]+))?(.*)$")
 
 
-def _owner(cluster_name, obj, nodesets):
+def _owner(cluster_name: str, obj: KubeObject, nodesets: Sequence[NodeSet]) -> tuple[str | None, NodeSet | None]:
     """(component, nodeset or None) of a rendered object, from its name."""
     name = obj["metadata"]["name"]
     for ns in nodesets:
@@ -66,13 +68,13 @@ _OWN_PODS = (names.COMPONENT_CONTROLLER, names.COMPONENT_LOGIN, names.COMPONENT_
              names.COMPONENT_DATABASE, names.COMPONENT_REST, names.COMPONENT_EXPORTER)
 
 
-def _root(component, nodeset):
+def _root(component: str | None, nodeset: NodeSet | None) -> str:
     if nodeset is not None:
         return "nodesets[%s].spec" % nodeset["metadata"]["name"]
-    return _ROOTS.get(component, "spec")
+    return _ROOTS.get(component or "", "spec")  # None: a part of no component
 
 
-def _at(spec, path):
+def _at(spec: Spec, path: str) -> Any:  # JSON: whatever the cluster holds there
     """The value at a dotted ``spec.a.b`` path of the cluster (``{}`` when absent)."""
     value: object = {"spec": spec}
     for key in path.split("."):
@@ -80,10 +82,11 @@ def _at(spec, path):
     return value or {}
 
 
-def _placement(cluster, component, nodeset):
+def _placement(cluster: SlurmCluster, component: str | None,
+               nodeset: NodeSet | None) -> tuple[tuple[str | None, Spec], tuple[str, Spec]]:
     """(path, placement) of the component's own placement, and of the cluster-wide one."""
     spec = cluster["spec"]
-    own: tuple
+    own: tuple[str | None, Spec]
     if nodeset is not None:
         own = ("nodesets[%s].spec.placement" % nodeset["metadata"]["name"], nodeset["spec"].get("placement") or {})
     elif component in _OWN_PODS:
@@ -93,7 +96,8 @@ def _placement(cluster, component, nodeset):
     return own, ("spec.placement", spec.get("placement") or {})
 
 
-def _placement_field(cluster, component, nodeset, field):
+def _placement_field(cluster: SlurmCluster, component: str | None, nodeset: NodeSet | None,
+                     field: str) -> str | None:
     (own_path, own), (wide_path, wide) = _placement(cluster, component, nodeset)
     keyed = _KEYED.match(field)
     if keyed:
@@ -119,7 +123,8 @@ def _placement_field(cluster, component, nodeset, field):
     return None
 
 
-def _container_field(cluster, component, nodeset, pod, kind, index, rest):
+def _container_field(cluster: SlurmCluster, component: str | None, nodeset: NodeSet | None, pod: KubeObject,
+                     kind: str, index: int, rest: str) -> str | None:
     containers = pod.get(kind) or []
     name = containers[index].get("name") if index < len(containers) else None
     images = "spec.images."
@@ -148,7 +153,7 @@ def _container_field(cluster, component, nodeset, pod, kind, index, rest):
     return None
 
 
-def _volume(cluster, volume_name):
+def _volume(cluster: SlurmCluster, volume_name: str) -> str | None:
     if volume_name == "jail":
         return "spec.jail"
     for index, sub in enumerate(cluster["spec"]["jail"].get("subMounts") or ()):
@@ -157,7 +162,8 @@ def _volume(cluster, volume_name):
     return None
 
 
-def _pod_field(cluster, component, nodeset, pod, field):
+def _pod_field(cluster: SlurmCluster, component: str | None, nodeset: NodeSet | None, pod: KubeObject,
+               field: str) -> str | None:
     found = _placement_field(cluster, component, nodeset, field)
     if found:
         return found
@@ -174,7 +180,7 @@ def _pod_field(cluster, component, nodeset, pod, field):
     return None
 
 
-def user_field(cluster, nodesets, obj, field):
+def user_field(cluster: SlurmCluster, nodesets: Sequence[NodeSet], obj: KubeObject, field: str | None) -> str:
     """The user's field that made ``field`` of the rendered ``obj`` (validated, defaulted ``cluster`` and
     ``nodesets``): e.g. ``nodesets[cpu].spec.resources.requests``; the part of the spec the object comes from when
     the field itself cannot be told (``nodesets[cpu].spec``, ``spec.login``), ``spec`` at worst."""
@@ -219,7 +225,7 @@ def user_field(cluster, nodesets, obj, field):
     return found or _root(component, nodeset)
 
 
-def _network_field(cluster, component, field):
+def _network_field(cluster: SlurmCluster, component: str | None, field: str) -> str:
     """A NetworkPolicy's peers after the cluster's own pods (slurmrestd: the login and worker pods, first) are
     restApiFrom's, the exporter's are exporterFrom's; the rest is spec.networkPolicies."""
     peer = re.match(r"^spec\.ingress\[0\]\.from\[([0-9]+)\](.*)$", field)
@@ -230,21 +236,21 @@ def _network_field(cluster, component, field):
     return "spec.networkPolicies"
 
 
-def _storage(component, field):
+def _storage(component: str | None, field: str) -> str:
     """The volume a claim (template) comes from: the controller's spool, the database's storage."""
     base = "spec.accounting.database.storage" if component == names.COMPONENT_DATABASE else "spec.controller.spool"
     return base + (".size" if "resources" in field or field.endswith(".size") else ".storageClassName"
                    if "storageClassName" in field else "")
 
 
-def refusal_errors(cluster, nodesets, refusals):
+def refusal_errors(cluster: SlurmCluster, nodesets: Sequence[NodeSet], refusals: Iterable[KubeObject]) -> Errors:
     """SpecErrors-ready problems of the objects the API server refused in a dry run (``k8s/apply.py``'s refusals),
     each naming the user's field, the object and the API server's words."""
     errors = []
     for refusal in refusals:
         obj = refusal["object"]
         what = "%s %s" % (obj["kind"], obj["metadata"]["name"])
-        said = {}  # user field -> what the API server said about it (in its order)
+        said: dict[str, list[str]] = {}  # user field -> what the API server said about it (in its order)
         for cause in refusal.get("causes") or [{"field": "", "message": refusal["message"]}]:
             where = " (%s)" % cause["field"] if cause.get("field") else ""
             said.setdefault(user_field(cluster, nodesets, obj, cause.get("field")), []).append(

@@ -12,16 +12,18 @@ How it runs: every pod of the cluster gets an sssd sidecar (``render/identity.py
 (:data:`STATUS_COMMAND`) and turns it into the condition with :func:`condition`.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Callable, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import accounts
+from ansible_collections.soperator.slurm.plugins.module_utils.types import Spec
 
 FIELD = "spec.identity.ldap"
 
@@ -63,46 +65,46 @@ _KEY_FIELDS = dict(KEY_FIELDS, ldap_default_bind_dn=FIELD + ".bindDN and " + FIE
 _STATUS = re.compile(r"^([A-Z][A-Za-z]+) (-|[a-z_]+) (.*)$")
 
 
-def enabled(cluster_spec):
+def enabled(cluster_spec: Spec | None) -> bool:
     return bool(((cluster_spec or {}).get("identity") or {}).get("ldap"))
 
 
 # ------------------------------------------------------------------------------------------------ CEL twins
-def _error(path, key, message):
+def _error(path: str, key: str, message: str) -> Errors:
     return [SpecError("%s.%s" % (path, key) if key else path, message)]
 
 
-def _bind_pair(ldap, path):
+def _bind_pair(ldap: Spec, path: str) -> Errors:
     if ("bindDN" in ldap) != ("bindPasswordSecretRef" in ldap):
         return _error(path, "", schema.IDENTITY_RULES["bind_pair"])
     return []
 
 
-def _starttls(ldap):
+def _starttls(ldap: Spec) -> bool:
     return bool((ldap.get("tls") or {}).get("startTLS"))
 
 
-def _bind_tls(ldap, path):
+def _bind_tls(ldap: Spec, path: str) -> Errors:
     uris = ldap.get("uris") or []
     if "bindPasswordSecretRef" in ldap and not all(u.startswith("ldaps://") for u in uris) and not _starttls(ldap):
         return _error(path, "bindPasswordSecretRef", schema.IDENTITY_RULES["bind_tls"])
     return []
 
 
-def _starttls_ldap(ldap, path):
+def _starttls_ldap(ldap: Spec, path: str) -> Errors:
     if _starttls(ldap) and not all(u.startswith("ldap://") for u in ldap.get("uris") or []):
         return _error(path, "tls.startTLS", schema.IDENTITY_RULES["starttls"])
     return []
 
 
-def _id_range(id_range, path):
+def _id_range(id_range: Spec, path: str) -> Errors:
     if id_range.get("min", schema.DIRECTORY_ID_MIN) > id_range.get("max", schema.DIRECTORY_ID_MAX):
         return _error(path, "", schema.IDENTITY_RULES["id_range"])
     return []
 
 
 # The twins of spec.identity's CEL rules, by message (api/cel.py's TWINS takes them in).
-TWINS = {
+TWINS: dict[str, Callable[[Spec, str], Errors]] = {
     schema.IDENTITY_RULES["bind_pair"]: _bind_pair,
     schema.IDENTITY_RULES["bind_tls"]: _bind_tls,
     schema.IDENTITY_RULES["starttls"]: _starttls_ldap,
@@ -118,9 +120,10 @@ _HEX = "0123456789abcdefABCDEF"
 _SPECIAL = ',+"\\<>;=# '
 
 
-def _split_unescaped(text, separators):
+def _split_unescaped(text: str, separators: str) -> list[str] | None:
     """``text`` split at every separator that no backslash escapes; None when a backslash ends it."""
-    parts, current, i = [], "", 0
+    parts: list[str] = []
+    current, i = "", 0
     while i < len(text):
         ch = text[i]
         if ch == "\\":
@@ -139,7 +142,7 @@ def _split_unescaped(text, separators):
     return parts
 
 
-def dn_problem(dn):
+def dn_problem(dn: str) -> str | None:
     """Why ``dn`` is no RFC 4514 distinguished name (None when it is one)."""
     rdns = _split_unescaped(dn, ",")
     if rdns is None:
@@ -175,7 +178,7 @@ _URI_PARTS = re.compile(r"(ldaps?)://((\*\.)?[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-
 DEFAULT_PORTS = {"ldap": 389, "ldaps": 636}
 
 
-def uri_pattern_parts(uri, wildcard=True):
+def uri_pattern_parts(uri: str, wildcard: bool = True) -> tuple[str, str, int] | None:
     """``(scheme, host, port)`` of an LDAP URI (lowercase; the scheme's port when it names none), or None when it is
     none; ``wildcard``: its host may be ``*.domain``."""
     found = _URI_PARTS.fullmatch(uri)
@@ -186,7 +189,7 @@ def uri_pattern_parts(uri, wildcard=True):
     return (scheme, host, port) if 1 <= port <= 65535 else None
 
 
-def uri_allowed(uri, allowed):
+def uri_allowed(uri: str, allowed: Sequence[str]) -> bool:
     """Whether the directory ``uri`` is one of the installer's ``allowed`` URIs (normalized): the same scheme and
     port, the same host or one under its ``*.domain``. Any when ``allowed`` is empty."""
     if not allowed:
@@ -195,21 +198,24 @@ def uri_allowed(uri, allowed):
     if parts is None:
         return False
     for entry in allowed:
-        scheme, host, port = uri_pattern_parts(entry)
+        allowed_parts = uri_pattern_parts(entry)
+        if allowed_parts is None:  # not normalized (policy.normalize refuses such an entry): allows nothing
+            continue
+        scheme, host, port = allowed_parts
         if (scheme, port) == parts[:1] + parts[2:] and (
                 parts[1] == host or (host.startswith("*.") and parts[1].endswith(host[1:]))):
             return True
     return False
 
 
-def _uri_problem(uri):
+def _uri_problem(uri: str) -> str | None:
     port = re.search(r":([0-9]+)/?$", uri)
     if port and not 1 <= int(port.group(1)) <= 65535:
         return "port %s is not 1..65535" % port.group(1)
     return None
 
 
-def id_range_problem(id_range):
+def id_range_problem(id_range: Spec) -> str | None:
     """Why the directory may not give the ids of ``idRange`` (None when it may): the images' own accounts (root,
     the system accounts, SlurmUser, nobody) are never the directory's, whatever a directory says."""
     low, high = id_range.get("min", schema.DIRECTORY_ID_MIN), id_range.get("max", schema.DIRECTORY_ID_MAX)
@@ -224,7 +230,7 @@ def id_range_problem(id_range):
                 max(accounts.HIGH_IDS)))
 
 
-def rules(cluster_spec, errors):
+def rules(cluster_spec: Spec | None, errors: Errors) -> None:
     """Append the problems of ``spec.identity`` that CEL does not judge (RFC 4514 names, URI ports, the images' own
     ids in idRange)."""
     ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap")
@@ -247,7 +253,7 @@ def rules(cluster_spec, errors):
 
 
 # ------------------------------------------------------------------------------------------------ the condition
-def parse_status(text):
+def parse_status(text: str | None) -> tuple[str, str | None, str] | None:
     """``(reason, sssd.conf key or None, detail)`` of the sidecar's status file; None when it says nothing usable."""
     line = (text or "").strip().splitlines()[:1]
     found = _STATUS.match(line[0]) if line else None
@@ -259,7 +265,8 @@ def parse_status(text):
     return reason, (None if key == "-" else key), detail
 
 
-def condition(cluster_spec, status_text, why_unknown=None):
+def condition(cluster_spec: Spec, status_text: str | None,
+              why_unknown: str | None = None) -> tuple[str, str, str] | None:
     """``(status, reason, message)`` of ``IdentityReady``, or None when the cluster has no directory.
 
     ``status_text``: the controller's sidecar's status file (None: not read, ``why_unknown`` says why)."""

@@ -5,18 +5,21 @@
 CRD's schema: checked here, so that nothing is applied when a later object would be refused (the converge's
 server-side dry run is the last line: tests/integration/test_validator_property.py holds the two together). Pure."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import ipaddress
+from fractions import Fraction
+from typing import Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import paths
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path, label_key_ok, matches
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, Spec
 
 
 _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -25,7 +28,7 @@ _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 HUGEPAGES_PREFIX = "hugepages-"
 
 
-def _quantity(value):
+def _quantity(value: object) -> Fraction | None:
     """The quantity, or None when it is not one (the schema walk already said so)."""
     try:
         return parse_quantity(value)
@@ -33,7 +36,7 @@ def _quantity(value):
         return None
 
 
-def _resource_kind(name):
+def _resource_kind(name: str) -> str | None:
     """standard | hugepages | extended | None (not a resource a container may ask for)."""
     if name in _STANDARD_RESOURCES:
         return "standard"
@@ -46,13 +49,13 @@ def _resource_kind(name):
     return None
 
 
-def resources_rules(resources, path, errors):
+def resources_rules(resources: object, path: str, errors: Errors) -> None:
     """Container resources as the API server wants them: known names, requests <= limits, extended resources and
     hugepages whole, their request equal to their limit (which must be set), hugepages only with cpu or memory."""
     if not isinstance(resources, dict):
         return
-    requests: dict = resources["requests"] if isinstance(resources.get("requests"), dict) else {}
-    limits: dict = resources["limits"] if isinstance(resources.get("limits"), dict) else {}
+    requests: dict[str, Any] = resources["requests"] if isinstance(resources.get("requests"), dict) else {}
+    limits: dict[str, Any] = resources["limits"] if isinstance(resources.get("limits"), dict) else {}
     kinds = {}
     for section, values in (("requests", requests), ("limits", limits)):
         for name in sorted(values):
@@ -80,26 +83,27 @@ def resources_rules(resources, path, errors):
             errors.append(SpecError(child_path(path + ".requests", name), "must equal the limit %s (%s cannot be "
                                                                           "overcommitted)" % (limits[name], name)))
         if kind == "extended":
-            for section, values in (("requests", requests), ("limits", limits)):
-                if name in values and _quantity(values[name]).denominator != 1:
+            for section, values, quantity in (("requests", requests, request), ("limits", limits, limit)):
+                if name in values and quantity.denominator != 1:
                     errors.append(SpecError(child_path("%s.%s" % (path, section), name), "must be a whole number"))
         else:
-            size = _quantity(name[len(HUGEPAGES_PREFIX):])
+            size = _quantity(name[len(HUGEPAGES_PREFIX):])  # positive: _resource_kind said hugepages
             value = limit if name in limits else request
-            if value <= 0 or (value / size).denominator != 1:
+            if value <= 0 or size is None or (value / size).denominator != 1:
                 errors.append(SpecError(where, "must be a positive whole multiple of the page size %s"
                                         % name[len(HUGEPAGES_PREFIX):]))
             if not any(k in requests or k in limits for k in ("cpu", "memory")):
                 errors.append(SpecError(where, "hugepages need a cpu or memory request or limit too"))
 
 
-def positive_size(value, path, errors):
+def positive_size(value: object, path: str, errors: Errors) -> None:
     size = _quantity(value)
     if size is not None and size <= 0:
         errors.append(SpecError(path, "Invalid value: %r: a volume size must be more than zero" % (value,)))
 
 
-def _node_requirements(requirements, path, errors, fields=False):
+def _node_requirements(requirements: list[KubeObject] | None, path: str, errors: Errors,
+                       fields: bool = False) -> None:
     for index, req in enumerate(requirements or ()):
         where = child_path(path, index)
         op, values = req.get("operator"), req.get("values") or []
@@ -119,7 +123,7 @@ def _node_requirements(requirements, path, errors, fields=False):
         _operator_values(op, values, where, errors, numeric=op in ("Gt", "Lt"))
 
 
-def _operator_values(op, values, where, errors, numeric=False):
+def _operator_values(op: object, values: list[Any], where: str, errors: Errors, numeric: bool = False) -> None:
     if op in ("In", "NotIn") and not values:
         errors.append(SpecError(where + ".values", "Required value: at least one value with operator %s" % op))
     elif op in ("Exists", "DoesNotExist") and values:
@@ -132,7 +136,7 @@ def _operator_values(op, values, where, errors, numeric=False):
                 errors.append(SpecError(child_path(where + ".values", i), "must be a label value"))
 
 
-def _label_selector_rules(selector, path, errors):
+def _label_selector_rules(selector: KubeObject, path: str, errors: Errors) -> None:
     for key in sorted(selector.get("matchLabels") or {}):
         if not label_key_ok(key):
             errors.append(SpecError(child_path(path + ".matchLabels", key), schema.LABEL_KEYS_RULE_MESSAGE))
@@ -143,7 +147,7 @@ def _label_selector_rules(selector, path, errors):
         _operator_values(req.get("operator"), req.get("values") or [], where, errors)
 
 
-def _pod_affinity_term_rules(term, path, errors):
+def _pod_affinity_term_rules(term: KubeObject, path: str, errors: Errors) -> None:
     if not label_key_ok(term.get("topologyKey")):
         errors.append(SpecError(path + ".topologyKey", "Required value: a node label key (e.g. "
                                                        "kubernetes.io/hostname)"))
@@ -167,7 +171,7 @@ def _pod_affinity_term_rules(term, path, errors):
                 errors.append(SpecError(where, "%r is in matchLabelKeys too" % key))
 
 
-def _affinity_rules(affinity, path, errors):
+def _affinity_rules(affinity: KubeObject, path: str, errors: Errors) -> None:
     node = affinity.get("nodeAffinity") or {}
     required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
     terms_path = path + ".nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
@@ -190,7 +194,7 @@ def _affinity_rules(affinity, path, errors):
                                      "DuringExecution[%d].podAffinityTerm" % (base, i), errors)
 
 
-def placement_rules(placement, path, errors):
+def placement_rules(placement: object, path: str, errors: Errors) -> None:
     if not isinstance(placement, dict):
         return
     for index, toleration in enumerate(placement.get("tolerations") or ()):
@@ -208,7 +212,7 @@ def placement_rules(placement, path, errors):
 JAIL_RESERVED_TREES = ("/proc", "/sys", "/dev", "/run", "/tmp", names.SLURMD_SPOOL, names.SLURM_CONFIG_DIR)
 
 
-def sub_mount_rules(mounts, path, errors):
+def sub_mount_rules(mounts: list[Spec] | None, path: str, errors: Errors) -> None:
     targets = [m.get("mountPath") for m in mounts or () if matches(schema.JAIL_PATH_PATTERN, m.get("mountPath"))]
     for index, mount in enumerate(mounts or ()):
         target = mount.get("mountPath")
@@ -226,7 +230,7 @@ def sub_mount_rules(mounts, path, errors):
                 errors.append(SpecError(where, problem))
 
 
-def component_rules(spec, errors):
+def component_rules(spec: Spec, errors: Errors) -> None:
     """Accounting, the REST API, the exporter and the sssd sidecars: their pods as the API server wants them
     (resources, placement), the database's volume more than zero."""
     accounting = spec.get("accounting") or {}
@@ -250,7 +254,7 @@ def component_rules(spec, errors):
             _network_peer_rules(peer, "spec.networkPolicies.%s[%d]" % (field, index), errors)
 
 
-def _network_peer_rules(peer, path, errors):
+def _network_peer_rules(peer: KubeObject, path: str, errors: Errors) -> None:
     """A NetworkPolicyPeer as the API server wants it: selectors' keys and operators, an ipBlock's CIDRs with its
     exceptions strictly inside."""
     for key in ("podSelector", "namespaceSelector"):

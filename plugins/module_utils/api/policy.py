@@ -48,21 +48,40 @@ of a resource cannot loosen it. Keys (all optional):
     jail's own users. Default: 1000; never below (the images' system accounts are there).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import List, Mapping, Sequence, TypedDict, cast
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys, paths
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster, Spec
+
+
+
+class Policy(TypedDict):
+    """The installer's policy as :func:`normalize` returns it: every key (see the module's docstring), each checked,
+    its default filled in."""
+
+    allowed_host_path_prefixes: List[str]
+    allowed_registries: List[str]  # no trailing '/'
+    allow_privileged_programs: bool
+    allowed_program_prefixes: List[str]
+    allowed_database_hosts: List[str]  # lowercase
+    allowed_backup_endpoints: List[str]  # scheme and host lowercase, no trailing '/'
+    allowed_directory_uris: List[str]  # lowercase, no trailing '/'
+    allow_plain_ldap: bool
+    min_directory_id: int
+
 
 KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
         "allowed_database_hosts", "allowed_backup_endpoints", "allowed_directory_uris", "allow_plain_ldap",
         "min_directory_id")
-DEFAULTS = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
+DEFAULTS: Policy = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
             "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": [],
             "allowed_backup_endpoints": [], "allowed_directory_uris": [], "allow_plain_ldap": False,
             "min_directory_id": schema.DIRECTORY_ID_MIN}
@@ -75,13 +94,13 @@ NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["prop
 WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
 
 
-def normalize(policy):
+def normalize(policy: Mapping[str, object] | None) -> Policy:
     """The policy with defaults; ValueError naming the key when it is malformed."""
     policy = dict(policy or {})
     unknown = sorted(set(policy) - set(KEYS))
     if unknown:
         raise ValueError("unknown policy key(s) %s (known: %s)" % (", ".join(unknown), ", ".join(KEYS)))
-    result = dict(DEFAULTS)
+    result: dict[str, object] = dict(DEFAULTS)
     result.update((k, v) for k, v in policy.items() if v is not None)
     prefixes = result["allowed_host_path_prefixes"]
     if not isinstance(prefixes, list) or not all(isinstance(p, str) and _ABSOLUTE.fullmatch(p) for p in prefixes):
@@ -114,10 +133,10 @@ def normalize(policy):
                          "components (https://s3.example.com, https://backup.example.com:8000/jails)")
     result["allowed_backup_endpoints"] = [_url_key(e) for e in endpoints]
     _normalize_directory(result)
-    return result
+    return cast(Policy, result)  # every key checked above
 
 
-def _normalize_directory(result):
+def _normalize_directory(result: dict[str, object]) -> None:
     uris = result["allowed_directory_uris"]
     if not isinstance(uris, list) or not all(isinstance(u, str) and identity.uri_pattern_parts(u) for u in uris):
         raise ValueError("allowed_directory_uris must be a list of LDAP URIs (ldaps://ldap.example.org, "
@@ -133,21 +152,21 @@ def _normalize_directory(result):
                          "not SlurmUser's or nobody's)" % (schema.DIRECTORY_ID_MIN, schema.DIRECTORY_ID_LIMIT))
 
 
-def _dotted(url):
+def _dotted(url: str) -> bool:
     """Whether the path of ``url`` has a '.' or '..' component (or one spelled with %-escapes): it would leave the
     prefix it seems to be below."""
     path = url.split("://", 1)[-1].partition("/")[2]
     return any(c in (".", "..") or "%" in c for c in path.split("/"))
 
 
-def _url_key(url):
+def _url_key(url: str) -> str:
     """``url`` as compared: scheme and host lowercased, no trailing '/'."""
     scheme, dummy, rest = url.partition("://")
     authority, dummy, path = rest.partition("/")
     return ("%s://%s/%s" % (scheme.lower(), authority.lower(), path)).rstrip("/")
 
 
-def backup_repository_address(cluster):
+def backup_repository_address(cluster: SlurmCluster) -> tuple[str, str] | None:
     """``(field, address)`` of where a validated cluster's backups go (an S3 repository's endpoint/bucket/prefix, a
     REST repository's url), or None: no backups, or a claim of the namespace."""
     backup = cluster["spec"]["jail"].get("backup") or {}
@@ -161,7 +180,7 @@ def backup_repository_address(cluster):
     return None
 
 
-def backup_endpoint_allowed(address, allowed):
+def backup_endpoint_allowed(address: str, allowed: Sequence[str]) -> bool:
     """Whether the repository ``address`` equals or is below one of ``allowed`` (normalized), at a path boundary."""
     if not allowed:
         return True
@@ -171,13 +190,13 @@ def backup_endpoint_allowed(address, allowed):
     return any(key == a or key.startswith(a + "/") for a in allowed)
 
 
-def database_host_allowed(host, allowed):
+def database_host_allowed(host: str, allowed: Sequence[str]) -> bool:
     """Whether ``host`` is one of ``allowed`` (normalized), or under one of its ``*.domain`` entries."""
     host = host.lower()
     return not allowed or any(host == a or (a.startswith("*.") and host.endswith(a[1:])) for a in allowed)
 
 
-def qualified_image(image):
+def qualified_image(image: str) -> str:
     """``image`` with its registry spelled out, the way a container runtime resolves it."""
     first, sep, rest = image.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
@@ -185,14 +204,14 @@ def qualified_image(image):
     return "docker.io/" + (image if sep else "library/" + image)
 
 
-def image_allowed(image, registries):
+def image_allowed(image: str, registries: Sequence[str]) -> bool:
     if not registries:
         return True
     full = qualified_image(image)
     return any(full.startswith(prefix + "/") for prefix in registries)
 
 
-def _images(cluster, nodesets):
+def _images(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> list[tuple[str, str]]:
     """(path, image) of every image a cluster runs (defaults included: they are pulled too)."""
     images = cluster["spec"]["images"]
     found = [("spec.images.%s" % key, images[key]) for key in sorted(names.IMAGE_REPOSITORIES) if images.get(key)]
@@ -202,7 +221,7 @@ def _images(cluster, nodesets):
     return found
 
 
-def check(cluster, nodesets, policy):
+def check(cluster: SlurmCluster, nodesets: Sequence[NodeSet], policy: Policy) -> Errors:
     """Problems of a validated, defaulted cluster and its NodeSets against ``policy`` (normalized)."""
     errors = []
     spec = cluster["spec"]
@@ -236,7 +255,7 @@ def check(cluster, nodesets, policy):
     return errors
 
 
-def _directory_errors(spec, policy):
+def _directory_errors(spec: Spec, policy: Policy) -> Errors:
     """A directory's URIs the policy does not allow, plain LDAP unless allowed, an idRange below its lowest id."""
     ldap = (spec.get("identity") or {}).get("ldap")
     if not ldap:
@@ -263,7 +282,7 @@ def _directory_errors(spec, policy):
     return errors
 
 
-def _program_errors(spec, policy):
+def _program_errors(spec: Spec, policy: Policy) -> Errors:
     """Programs Slurm runs as root or SlurmUser, and files it loads as code: refused altogether, or outside the
     allowed prefixes."""
     slurm = spec["slurm"]

@@ -9,7 +9,7 @@ accepted value is computed in constant time. Values above :data:`MAX_QUANTITY` (
 Kubernetes represents exactly) are refused too.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -31,7 +31,7 @@ _DECIMAL = {"n": Fraction(1, 10 ** 9), "u": Fraction(1, 10 ** 6), "m": Fraction(
             "P": Fraction(10 ** 15), "E": Fraction(10 ** 18)}
 
 
-def parse_quantity(value):
+def parse_quantity(value: object) -> Fraction:
     """``value`` (int or quantity string) as a Fraction; ValueError (with the reason) when it is not a
     non-negative quantity of at most :data:`MAX_QUANTITY`."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):

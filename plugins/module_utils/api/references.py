@@ -6,15 +6,17 @@ whose objects would share a name), and the Secrets an External database, the bac
 ones marked for the cluster).
 Pure."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Mapping, Optional, Sequence, TypedDict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import marked_secret_refs
+from ansible_collections.soperator.slurm.plugins.module_utils.types import SlurmCluster
 
 
 # Who takes each kind of marked Secret, and why it must be marked: the process that takes it sends it to a host the
@@ -24,6 +26,16 @@ _TAKER = {
     names.LABEL_BACKUP_SECRET: "the backups",
     names.LABEL_IDENTITY_SECRET: "a directory",
 }
+
+
+class Owner(TypedDict):
+    """A SlurmCluster or NodeSet of a namespace, as :func:`name_collisions` compares them."""
+
+    cluster: str  # the SlurmCluster's name (a NodeSet's clusterRef)
+    nodeset: Optional[str]  # None: the SlurmCluster itself
+    created: Optional[str]  # metadata.creationTimestamp; None: not created yet
+
+
 _WHY = {
     names.LABEL_DATABASE_SECRET: "slurmdbd would send its value to the database host",
     names.LABEL_BACKUP_SECRET: "the backup pods would send its value to the repository the SlurmCluster names",
@@ -31,7 +43,7 @@ _WHY = {
 }
 
 
-def marked_secret_errors(cluster, secrets):
+def marked_secret_errors(cluster: SlurmCluster, secrets: Mapping[str, Mapping[str, str]]) -> Errors:
     """The Secrets of :func:`values.marked_secret_refs` (an External database's, the backups', a directory's) that are
     missing or not marked for ``cluster``: their owner gives one to a cluster with the label the reference names,
     value the cluster's name. ``secrets``: ``{name: the Secret's labels}`` (a name left out: it does not exist)."""
@@ -50,13 +62,13 @@ def marked_secret_errors(cluster, secrets):
     return errors
 
 
-def _owner_label(owner):
+def _owner_label(owner: Owner) -> str:
     if owner["nodeset"] is None:
         return "SlurmCluster %s" % owner["cluster"]
     return "NodeSet %s (of SlurmCluster %s)" % (owner["nodeset"], owner["cluster"])
 
 
-def _meeting(a, b):
+def _meeting(a: Owner, b: Owner) -> str | None:
     """A name the objects of owners ``a`` and ``b`` would both take, or None."""
     exact_a, families_a = names.owned_names(a["cluster"], a["nodeset"])
     exact_b, families_b = names.owned_names(b["cluster"], b["nodeset"])
@@ -74,7 +86,7 @@ def _meeting(a, b):
     return None
 
 
-def name_collisions(owners, cluster_name):
+def name_collisions(owners: Sequence[Owner], cluster_name: str) -> Errors:
     """SpecErrors-ready problems of ``cluster_name`` and its NodeSets whose objects would take names another owner
     of the namespace already takes.
 
@@ -82,7 +94,7 @@ def name_collisions(owners, cluster_name):
     ``{"cluster": name, "nodeset": name or None, "created": creationTimestamp or None}``; a NodeSet's cluster is its
     clusterRef. Of two owners that meet, the one created later (None: not created yet) is refused, naming both, so
     a running cluster never stops because a newer one was named badly."""
-    def age(owner):
+    def age(owner: Owner) -> tuple[str, str, str]:
         return (owner.get("created") or "~", owner["cluster"], owner["nodeset"] or "")
 
     errors = []

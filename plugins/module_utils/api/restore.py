@@ -6,21 +6,22 @@ path of the jail, restored in place only while the cluster is in maintenance, el
 (the backup program refuses one that exists or is reached through a symlink, and hands it over only complete).
 Pure: every problem names the role's variable, and nothing is written before all are answered."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import matches
+from ansible_collections.soperator.slurm.plugins.module_utils.types import SlurmCluster
 
 SNAPSHOT_PATTERN = r"^([0-9a-f]{8,64}|latest)$"
 MAINTENANCE_PHASE = "Maintenance"  # plan.model.PHASE_MAINTENANCE (a layer above: a unit test holds them equal)
 
 
-def restore_problems(cluster, snapshot, path, into):
+def restore_problems(cluster: SlurmCluster, snapshot: object, path: str, into: str) -> Errors:
     """SpecErrors (path = the role's variable) of a restore request for the SlurmCluster ``cluster`` (as stored, with
     its status): [] when it may go ahead."""
     errors = []

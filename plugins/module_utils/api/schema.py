@@ -9,14 +9,22 @@ matched by its message).
 Every field has a ``description``: ``kubectl explain`` is the reference documentation.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import copy
+from typing import Any, Dict, Iterable, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_MAX_LENGTH, QUANTITY_PATTERN
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
+
+# An OpenAPI v3 schema node (type, description, properties, items, pattern, x-kubernetes-*, ...): JSON, as the CRD
+# holds it.
+Schema = Dict[str, Any]
+# A CEL rule of x-kubernetes-validations: rule, message and maybe fieldPath.
+CelRule = Dict[str, str]
 
 # Patterns are read by two engines: the API server's (Go RE2) and the validator (Python re, always with fullmatch, so
 # "$" never accepts a trailing newline). Classes are spelled out (no \s, \d, \w): the engines disagree on them.
@@ -99,25 +107,26 @@ MAX_SHORT = 63
 MAX_PATH = 512
 
 
-def _s(description, **kw):
+def _s(description: str, **kw: Any) -> Schema:
     node = {"type": "string", "description": description}
     node.update(kw)
     return node
 
 
-def _i(description, **kw):
+def _i(description: str, **kw: Any) -> Schema:
     node = {"type": "integer", "description": description}
     node.update(kw)
     return node
 
 
-def _b(description, **kw):
+def _b(description: str, **kw: Any) -> Schema:
     node = {"type": "boolean", "description": description}
     node.update(kw)
     return node
 
 
-def _o(description, properties, required=None, **kw):
+def _o(description: str, properties: dict[str, Schema], required: Iterable[str] | None = None,
+       **kw: Any) -> Schema:
     node = {"type": "object", "description": description, "properties": properties}
     if required:
         node["required"] = list(required)
@@ -125,27 +134,32 @@ def _o(description, properties, required=None, **kw):
     return node
 
 
-def _a(description, items, max_items, **kw):
+def _a(description: str, items: Schema, max_items: int, **kw: Any) -> Schema:
     node = {"type": "array", "description": description, "items": items, "maxItems": max_items}
     node.update(kw)
     return node
 
 
-def _m(description, values, max_properties, **kw):
+def _m(description: str, values: Schema, max_properties: int, **kw: Any) -> Schema:
     node = {"type": "object", "description": description, "additionalProperties": values,
             "maxProperties": max_properties}
     node.update(kw)
     return node
 
 
-def _rule(rule, message, field_path=None):
+def _validations(rules: list[CelRule]) -> Schema:
+    """``x-kubernetes-validations`` of a node, for a builder's keywords: ``_o(..., **_validations([_rule(...)]))``."""
+    return {"x-kubernetes-validations": rules}
+
+
+def _rule(rule: str, message: str, field_path: str | None = None) -> CelRule:
     node = {"rule": rule, "message": message}
     if field_path:
         node["fieldPath"] = field_path
     return node
 
 
-def quantity_schema(description, **kw):
+def quantity_schema(description: str, **kw: Any) -> Schema:
     """An int-or-string Kubernetes quantity: non-negative, bounded digits (see quantity.py)."""
     node = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}],
             "pattern": QUANTITY_PATTERN, "maxLength": QUANTITY_MAX_LENGTH, "minimum": 0, "description": description}
@@ -153,11 +167,11 @@ def quantity_schema(description, **kw):
     return node
 
 
-def _quantity_map(description):
+def _quantity_map(description: str) -> Schema:
     return _m(description, quantity_schema("A Kubernetes quantity (e.g. 500m, 2, 4Gi)."), 16)
 
 
-def resources_schema(description):
+def resources_schema(description: str) -> Schema:
     return _o(description, {
         "requests": _quantity_map("Minimum resources the pod is scheduled with (cpu, memory, ephemeral-storage, "
                                   "hugepages-<size>, or a domain-qualified extended resource)."),
@@ -167,20 +181,20 @@ def resources_schema(description):
     })
 
 
-def _label_map(description, max_properties):
+def _label_map(description: str, max_properties: int) -> Schema:
     """Kubernetes labels: qualified-name keys (a CEL rule; its Python twin is in cel.py), label values."""
     return _m(description, _s("Label value.", maxLength=MAX_SHORT, pattern=LABEL_VALUE_PATTERN), max_properties,
-              **{"x-kubernetes-validations": [_rule(
+              **_validations([_rule(
                   "self.all(k, size(k) <= 317 && k.matches('%s') && !k.matches('%s'))" % (
                       LABEL_KEY_PATTERN.replace("\\", "\\\\"), LABEL_KEY_LONG_PREFIX_PATTERN),
-                  LABEL_KEYS_RULE_MESSAGE)]})
+                  LABEL_KEYS_RULE_MESSAGE)]))
 
 
-def _label_key(description):
+def _label_key(description: str) -> Schema:
     return _s(description, maxLength=317, pattern=LABEL_KEY_PATTERN)
 
 
-def _label_selector(description):
+def _label_selector(description: str) -> Schema:
     requirement = _o("A label selector requirement.", {
         "key": _label_key("The label key."),
         "operator": _s("In, NotIn, Exists or DoesNotExist.", enum=["In", "NotIn", "Exists", "DoesNotExist"]),
@@ -194,7 +208,7 @@ def _label_selector(description):
     })
 
 
-def _node_selector_term(description):
+def _node_selector_term(description: str) -> Schema:
     requirement = _o("A node selector requirement.", {
         "key": _s("The label key (matchFields: metadata.name).", maxLength=317),
         "operator": _s("In, NotIn, Exists, DoesNotExist, Gt or Lt.",
@@ -208,7 +222,7 @@ def _node_selector_term(description):
     })
 
 
-def _pod_affinity_term(description):
+def _pod_affinity_term(description: str) -> Schema:
     return _o(description, {
         "labelSelector": _label_selector("The pods this term is about."),
         "namespaceSelector": _label_selector("Namespaces of those pods, by label."),
@@ -223,14 +237,14 @@ def _pod_affinity_term(description):
     }, required=["topologyKey"])
 
 
-def _weighted(description, term_key, term):
+def _weighted(description: str, term_key: str, term: Schema) -> Schema:
     return _o(description, {
         "weight": _i("Weight 1..100 added to a node's score when the term matches.", minimum=1, maximum=100),
         term_key: term,
     }, required=["weight", term_key])
 
 
-def _pod_affinity(description):
+def _pod_affinity(description: str) -> Schema:
     return _o(description, {
         "requiredDuringSchedulingIgnoredDuringExecution": _a(
             "Terms every pod must meet.", _pod_affinity_term("A pod affinity term."), 32),
@@ -240,7 +254,7 @@ def _pod_affinity(description):
     })
 
 
-def affinity_schema(description):
+def affinity_schema(description: str) -> Schema:
     """Kubernetes' Affinity (core/v1), typed: the API server refuses a malformed one on the rendered pods."""
     return _o(description, {
         "nodeAffinity": _o("Which nodes the pods may run on.", {
@@ -261,7 +275,7 @@ TOLERATION_EMPTY_KEY = "a toleration with an empty key needs operator Exists"
 TOLERATION_SECONDS = "tolerationSeconds requires effect NoExecute"
 
 
-def placement_schema(description):
+def placement_schema(description: str) -> Schema:
     toleration = _o("A Kubernetes toleration.", {
         "key": _s("Taint key the toleration applies to; empty with operator Exists matches every taint.",
                   maxLength=317, pattern="^(%s)?$" % LABEL_KEY_PATTERN[1:-1]),
@@ -270,14 +284,14 @@ def placement_schema(description):
         "effect": _s("Taint effect to match; empty matches all effects.",
                      enum=["NoSchedule", "PreferNoSchedule", "NoExecute"]),
         "tolerationSeconds": _i("How long a NoExecute taint is tolerated before eviction.", format="int64"),
-    }, **{"x-kubernetes-validations": [
+    }, **_validations([
         _rule("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
               TOLERATION_EXISTS_VALUE, ".value"),
         _rule("(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
               TOLERATION_EMPTY_KEY, ".operator"),
         _rule("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
               TOLERATION_SECONDS, ".tolerationSeconds"),
-    ]})
+    ]))
     return _o(description, {
         "nodeSelector": _label_map("Node labels the pods must match (merged over the cluster-wide ones; these win).",
                                    32),
@@ -287,7 +301,7 @@ def placement_schema(description):
     })
 
 
-def _conditions_schema():
+def _conditions_schema() -> Schema:
     condition = _o("A standard Kubernetes condition.", {
         "type": _s("Condition type, e.g. Ready, Running, Successful, Failure.", maxLength=316),
         "status": _s("True, False or Unknown.", enum=["True", "False", "Unknown"]),
@@ -303,7 +317,7 @@ def _conditions_schema():
               **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
 
 
-def _root(kind_description, spec, status, rules):
+def _root(kind_description: str, spec: Schema, status: Schema, rules: list[CelRule]) -> Schema:
     return {
         "type": "object",
         "description": kind_description,
@@ -319,7 +333,7 @@ def _root(kind_description, spec, status, rules):
     }
 
 
-def _name_rules(kind, max_length):
+def _name_rules(kind: str, max_length: int) -> list[CelRule]:
     return [
         _rule("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
               "metadata.name of a %s must be a DNS label starting with a letter" % kind),
@@ -346,18 +360,18 @@ ELASTIC_SWITCH = ("a NodeSet cannot switch between fixed replicas and elastic (s
 ELASTIC_MAX_NODES = 1024
 
 
-def _image(component):
+def _image(component: str) -> Schema:
     return _s("Image of the %s. Default: %s:<collection version>." % (component, names.IMAGE_REPOSITORIES[component]),
               maxLength=MAX_PATH, pattern=IMAGE_PATTERN)
 
 
-def _spool():
+def _spool() -> Schema:
     return _o("The controller's state volume (StateSaveLocation); immutable once set: the StatefulSet's claim "
               "template cannot change.", {
                   "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
                                          pattern=DNS_SUBDOMAIN_PATTERN),
                   "size": quantity_schema("Size of the spool volume (more than zero).", default="10Gi"),
-              }, default={}, **{"x-kubernetes-validations": [_rule("self == oldSelf", SPOOL_IMMUTABLE)]})
+              }, default={}, **_validations([_rule("self == oldSelf", SPOOL_IMMUTABLE)]))
 
 
 # --- node health (spec.healthChecks of a SlurmCluster and of a NodeSet) ----------------------------------------------
@@ -376,7 +390,7 @@ EVERY_NODE_SWITCH = ("a NodeSet cannot switch placement.everyNode on or off: its
                      "create a new NodeSet and delete this one (its nodes are drained first)")
 
 
-def topology_schema():
+def topology_schema() -> Schema:
     return _o("Network topology from Kubernetes node labels (issue 25): the cluster's topology.conf, applied by "
               "scontrol reconfigure. It lists every possible worker name of every NodeSet; a worker not (yet) on a "
               "labelled node is under the switch 'unknown'. Needs the opt-in to read Nodes (operator_read_nodes).", {
@@ -388,9 +402,9 @@ def topology_schema():
                                "spine's ...; block: the one label naming the node's block (e.g. an NVLink domain).",
                                _label_key("A node label key."), TOPOLOGY_LEVELS_MAX, minItems=1,
                                **{"x-kubernetes-list-type": "set"}),
-              }, required=["levels"], **{"x-kubernetes-validations": [
+              }, required=["levels"], **_validations([
                   _rule("!has(self.plugin) || self.plugin != 'block' || size(self.levels) == 1",
-                        TOPOLOGY_BLOCK_LEVELS, ".levels")]})
+                        TOPOLOGY_BLOCK_LEVELS, ".levels")]))
 
 
 HEALTH_NODE_STATES = ["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
@@ -404,9 +418,9 @@ PATTERN_HINTS.update({NCCL_SIZE_PATTERN: "a size such as 512M or 8G", CRON_PATTE
                       CONDITION_TYPE_PATTERN: "a condition type such as KernelDeadlock"})
 
 
-def gpu_health_schema(description, defaults=True):
+def gpu_health_schema(description: str, defaults: bool = True) -> Schema:
     """Thresholds of the GPU checks. The NodeSet's copy has no defaults: what it sets overrides the cluster's."""
-    def d(value):
+    def d(value: object) -> Schema:
         return {"default": value} if defaults else {}
     return _o(description, {
         "persistenceMode": _b("Fail a GPU whose persistence mode is off.", **d(True)),
@@ -424,7 +438,7 @@ def gpu_health_schema(description, defaults=True):
     }, **d({}))
 
 
-def health_checks_schema():
+def health_checks_schema() -> Schema:
     nccl = _o("The NCCL check: a CronJob that runs all_reduce_perf as Slurm jobs on each idle node of the NodeSets "
               "with spec.healthChecks.ncclMinBusBandwidthGBps, then across pairs of them, and drains a node under "
               "that bus bandwidth (reason 'soperator: health: nccl: busbw <figure> ...'). Off unless scheduled.", {
@@ -477,7 +491,7 @@ def health_checks_schema():
               }, default={})
 
 
-def nodeset_health_checks_schema():
+def nodeset_health_checks_schema() -> Schema:
     return _o("Node health of this NodeSet (see the SlurmCluster's spec.healthChecks).", {
         "enabled": _b("Run the health program on these nodes (when the cluster runs it).", default=True),
         "gpu": gpu_health_schema("GPU thresholds of this NodeSet, over the cluster's.", defaults=False),
@@ -487,14 +501,14 @@ def nodeset_health_checks_schema():
     }, default={})
 
 
-def _secret_key_ref(description):
+def _secret_key_ref(description: str) -> Schema:
     return _o(description, {
         "name": _s("Name of the Secret (in the cluster's namespace).", maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
         "key": _s("Key of the value in the Secret.", maxLength=253, pattern=SECRET_KEY_PATTERN),
     }, required=["name", "key"])
 
 
-def _storage(description):
+def _storage(description: str) -> Schema:
     return _o(description, {
         "storageClassName": _s("Storage class (default: the cluster's default class).", maxLength=253,
                                pattern=DNS_SUBDOMAIN_PATTERN),
@@ -513,7 +527,7 @@ ACCOUNTING_RULES = {
 }
 
 
-def _accounting_schema():
+def _accounting_schema() -> Schema:
     database = _o("The database slurmdbd stores accounting in (MariaDB or MySQL).", {
         "type": _s("InCluster: a MariaDB StatefulSet of the cluster (Debian's MariaDB), its volume and a generated "
                    "password. MariaDBOperator: a mariadb-operator MariaDB resource (k8s.mariadb.com/v1alpha1; the "
@@ -536,14 +550,14 @@ def _accounting_schema():
                             "created."),
         "resources": resources_schema("InCluster: resources of MariaDB."),
         "placement": placement_schema("InCluster: where MariaDB runs."),
-    }, default={}, **{"x-kubernetes-validations": [
+    }, default={}, **_validations([
         # has(self.type) first: the API server checks the rules on the default ({}) too, without nested defaults.
         _rule("!has(self.type) || self.type != 'External' || (has(self.host) && has(self.passwordSecretRef))",
               ACCOUNTING_RULES["external"]),
         _rule("(has(self.type) && self.type == 'External') || "
               "(!has(self.host) && !has(self.passwordSecretRef) && !has(self.tls))",
               ACCOUNTING_RULES["external_only"]),
-    ]})
+    ]))
     slurmdbd = _o("slurmdbd, the accounting daemon (one pod).", {
         "resources": resources_schema("Resources of slurmdbd."),
         "placement": placement_schema("Where slurmdbd runs."),
@@ -555,7 +569,7 @@ def _accounting_schema():
                   "enabled": _b("Run slurmdbd and store accounting.", default=False),
                   "database": database,
                   "slurmdbd": slurmdbd,
-              }, default={}, **{"x-kubernetes-validations": [
+              }, default={}, **_validations([
                   # Only while accounting was and stays on with the same database: until then the default storage
                   # is nobody's yet.
                   _rule("!has(oldSelf.enabled) || !oldSelf.enabled || !has(self.enabled) || !self.enabled"
@@ -565,10 +579,10 @@ def _accounting_schema():
                         " || !has(self.database.storage) || !has(oldSelf.database.storage)"
                         " || self.database.storage == oldSelf.database.storage",
                         ACCOUNTING_RULES["storage_immutable"], ".database.storage"),
-              ]})
+              ]))
 
 
-def _rest_api_schema():
+def _rest_api_schema() -> Schema:
     service = _o("How clients reach slurmrestd.", {
         "type": _s("Kubernetes Service type.", enum=["ClusterIP", "NodePort", "LoadBalancer"], default="ClusterIP"),
         "port": _i("Port of the Service.", minimum=1, maximum=65535, default=names.SLURMRESTD_PORT),
@@ -613,7 +627,7 @@ PATTERN_HINTS.update({
 })
 
 
-def _identity_schema():
+def _identity_schema() -> Schema:
     tls = _o("TLS to the directory: its certificate is always verified (against caSecretRef's CA, else the CAs of "
              "the sssd image, Debian's ca-certificates).", {
                  "caSecretRef": _secret_key_ref("The Secret key holding the CA certificate (PEM) the directory's "
@@ -658,16 +672,16 @@ def _identity_schema():
                                     # The default names both ends: the API server judges a default by the rules
                                     # as it is written (a rule over {} has no min to read: the CRD is refused).
                                 }, default={"min": DIRECTORY_ID_MIN, "max": DIRECTORY_ID_MAX},
-                                **{"x-kubernetes-validations": [
-                                    _rule("self.min <= self.max", IDENTITY_RULES["id_range"])]}),
-              }, required=["uris", "baseDN"], **{"x-kubernetes-validations": [
+                                **_validations([
+                                    _rule("self.min <= self.max", IDENTITY_RULES["id_range"])])),
+              }, required=["uris", "baseDN"], **_validations([
                   _rule("has(self.bindDN) == has(self.bindPasswordSecretRef)", IDENTITY_RULES["bind_pair"]),
                   _rule("!has(self.bindPasswordSecretRef) || self.uris.all(u, u.startsWith('ldaps://'))"
                         " || (has(self.tls) && has(self.tls.startTLS) && self.tls.startTLS)",
                         IDENTITY_RULES["bind_tls"], ".bindPasswordSecretRef"),
                   _rule("!has(self.tls) || !has(self.tls.startTLS) || !self.tls.startTLS"
                         " || self.uris.all(u, u.startsWith('ldap://'))", IDENTITY_RULES["starttls"], ".tls.startTLS"),
-              ]})
+              ]))
     return _o("Users and groups from a directory, beside the jail's own (/etc/passwd of the jail): they log in with "
               "their keys from the directory, get a home in the jail at their first login, and run jobs as "
               "themselves.", {
@@ -683,7 +697,7 @@ NETWORK_PEER_RULE = "a peer is an ipBlock, or a podSelector and/or a namespaceSe
 EXPORTER_MIN_INTERVAL_SECONDS = 5
 
 
-def _network_peers(description):
+def _network_peers(description: str) -> Schema:
     cidr = _s("A CIDR, e.g. 203.0.113.0/24.", maxLength=64, pattern=CIDR_PATTERN)
     peer = _o("Where clients may connect from (a NetworkPolicyPeer).", {
         "podSelector": _label_selector("Pods by label, in the cluster's namespace unless namespaceSelector is set "
@@ -694,12 +708,12 @@ def _network_peers(description):
             "cidr": cidr,
             "except": _a("Parts of cidr left out.", cidr, 16),
         }, required=["cidr"]),
-    }, **{"x-kubernetes-validations": [_rule(
-        "has(self.ipBlock) != (has(self.podSelector) || has(self.namespaceSelector))", NETWORK_PEER_RULE)]})
+    }, **_validations([_rule(
+        "has(self.ipBlock) != (has(self.podSelector) || has(self.namespaceSelector))", NETWORK_PEER_RULE)]))
     return _a(description, peer, 16)
 
 
-def _network_policies_schema():
+def _network_policies_schema() -> Schema:
     return _o("NetworkPolicies of the services that hold or reach the accounting data and of the exporter: each "
               "accepts connections only from the clients that need it. The in-cluster MariaDB: slurmdbd. slurmdbd: "
               "slurmctld, and the login, worker and slurmrestd pods (sacct, sacctmgr and the REST API ask it "
@@ -716,7 +730,7 @@ def _network_policies_schema():
               }, default={})
 
 
-def _exporter_schema():
+def _exporter_schema() -> Schema:
     return _o("A Prometheus exporter of Slurm's state (nodes, jobs, partitions, drains, fairshare, scheduler), "
               "with a Service and, when the cluster serves monitoring.coreos.com/v1, a ServiceMonitor.", {
                   "enabled": _b("Run the exporter.", default=False),
@@ -753,7 +767,7 @@ PATTERN_HINTS.update({BACKUP_URL_PATTERN: "an http(s) URL without credentials, e
                       BACKUP_EXCLUDE_PATTERN: "no control character"})
 
 
-def _secret_name_ref(description, keys):
+def _secret_name_ref(description: str, keys: Sequence[str]) -> Schema:
     return _o(description + " Its owner marks it for the cluster: label %s=<cluster name>." % names.LABEL_BACKUP_SECRET
               + (" Keys: %s." % ", ".join(keys) if keys else ""), {
                   "name": _s("Name of the Secret (in the cluster's namespace).", maxLength=253,
@@ -761,7 +775,7 @@ def _secret_name_ref(description, keys):
               }, required=["name"])
 
 
-def backup_schema():
+def backup_schema() -> Schema:
     """spec.jail.backup: restic backups of the jail on a schedule, retention as a separate step."""
     repository = _o("Where the snapshots go (a restic repository, made at the first backup): exactly one of s3, rest "
                     "or claim.", {
@@ -790,9 +804,9 @@ def backup_schema():
                             "path": _s("A directory inside it (default: the cluster's name).", maxLength=MAX_PATH,
                                        pattern=BACKUP_SUBPATH_PATTERN),
                         }, required=["claimName"]),
-                    }, **{"x-kubernetes-validations": [
+                    }, **_validations([
                         _rule("(has(self.s3) ? 1 : 0) + (has(self.rest) ? 1 : 0) + (has(self.claim) ? 1 : 0) == 1",
-                              BACKUP_REPOSITORY_RULE)]})
+                              BACKUP_REPOSITORY_RULE)]))
     keep = "Snapshots kept: the last one of each of this many %s (0: none by this rule)."
     return _o("Backups of the jail with restic: a CronJob reads the jail read-only (never two at once) and sends a "
               "snapshot to the repository; a second CronJob applies the retention (restic forget --prune). The "
@@ -816,10 +830,10 @@ def backup_schema():
                                       "daily": _i(keep % "days", minimum=0, maximum=3660, default=7),
                                       "weekly": _i(keep % "weeks", minimum=0, maximum=520, default=4),
                                       "monthly": _i(keep % "months", minimum=0, maximum=1200, default=6),
-                                  }, default={}, **{"x-kubernetes-validations": [
+                                  }, default={}, **_validations([
                                       _rule("!has(self.daily) || !has(self.weekly) || !has(self.monthly)"
                                             " || self.daily + self.weekly + self.monthly > 0",
-                                            BACKUP_RETENTION_RULE)]}),
+                                            BACKUP_RETENTION_RULE)])),
                   "excludes": _a("restic exclude patterns: a pattern starting with '/' is a path of the jail "
                                  "(/var/cache/apt), others match anywhere (*.tmp, .cache).",
                                  _s("A pattern.", maxLength=MAX_PATH, pattern=BACKUP_EXCLUDE_PATTERN), 64,
@@ -830,7 +844,7 @@ def backup_schema():
               }, required=["schedule", "repository", "passwordSecretRef"])
 
 
-def slurm_cluster_schema():
+def slurm_cluster_schema() -> Schema:
     service = _o("How users reach the login nodes over SSH.", {
         "type": _s("Kubernetes Service type of the login Service.", enum=["ClusterIP", "NodePort", "LoadBalancer"],
                    default="ClusterIP"),
@@ -841,13 +855,13 @@ def slurm_cluster_schema():
             "Client CIDRs allowed through the load balancer (type LoadBalancer only).",
             _s("A CIDR, e.g. 203.0.113.0/24.", maxLength=64, pattern=CIDR_PATTERN), 64,
             **{"x-kubernetes-list-type": "set"}),
-    }, default={}, **{"x-kubernetes-validations": [
+    }, default={}, **_validations([
         _rule("!has(self.nodePort) || self.type == 'NodePort' || self.type == 'LoadBalancer'",
               "nodePort requires type NodePort or LoadBalancer", ".nodePort"),
         _rule("!has(self.loadBalancerSourceRanges) || size(self.loadBalancerSourceRanges) == 0"
               " || self.type == 'LoadBalancer'",
               "loadBalancerSourceRanges requires type LoadBalancer", ".loadBalancerSourceRanges"),
-    ]})
+    ]))
 
     sub_mount = _o("A volume mounted inside the jail on login and worker nodes.", {
         "name": _s("Name of the mount (a DNS label, unique).", maxLength=40, pattern=DNS_LABEL_PATTERN),
@@ -865,14 +879,14 @@ def slurm_cluster_schema():
         "mode": _s("emptyDir only: the mode of its directory, which is root's (octal). Default 0755: users read, "
                    "only root writes. 1777, as /tmp: every user may write, nobody may remove another's files. A "
                    "world-writable mode needs the sticky bit.", maxLength=4, pattern=DIRECTORY_MODE_PATTERN),
-    }, required=["name", "mountPath"], **{"x-kubernetes-validations": [
+    }, required=["name", "mountPath"], **_validations([
         _rule("(has(self.hostPath) ? 1 : 0) + (has(self.claimName) ? 1 : 0)"
               " + ((has(self.emptyDir) && self.emptyDir) ? 1 : 0) == 1",
               "set exactly one of hostPath, claimName or emptyDir"),
         _rule("!has(self.mode) || (has(self.emptyDir) && self.emptyDir)", SUB_MOUNT_MODE_EMPTY_DIR, ".mode"),
         _rule("!has(self.mode) || !self.mode.matches('[2367]$') || self.mode.matches('^[1357][0-7]{3}$')",
               SUB_MOUNT_MODE_STICKY, ".mode"),
-    ]})
+    ]))
 
     jail = _o("The jail: a shared root filesystem (RWX volume) that every user session and job runs in.", {
         "existingClaim": _s("Use this existing ReadWriteMany PersistentVolumeClaim as the jail.", maxLength=253,
@@ -887,17 +901,17 @@ def slurm_cluster_schema():
                                   "is then refused (set a token to populate it anyway).",
                                   maxLength=MAX_SHORT, default=""),
         }, default={}),
-        "subMounts": _a("Volumes mounted inside the jail.", sub_mount, 32, **{"x-kubernetes-validations": [
+        "subMounts": _a("Volumes mounted inside the jail.", sub_mount, 32, **_validations([
             _rule("self.all(m, self.exists_one(n, n.name == m.name))", "subMount names must be unique"),
             _rule("self.all(m, self.exists_one(n, n.mountPath == m.mountPath))",
                   "subMount mountPaths must be unique"),
-        ]}),
+        ])),
         "backup": backup_schema(),
-    }, **{"x-kubernetes-validations": [
+    }, **_validations([
         _rule("(has(self.existingClaim) && !has(self.storageClassName) && !has(self.size))"
               " || (!has(self.existingClaim) && has(self.storageClassName) && has(self.size))",
               "set exactly one of existingClaim, or storageClassName and size"),
-    ]})
+    ]))
 
     partition = _o("A Slurm partition.", {
         "name": _s("Slurm partition name (not 'default', in any case: Slurm's defaults record).", maxLength=MAX_SHORT,
@@ -910,9 +924,9 @@ def slurm_cluster_schema():
         "hidden": _b("Hide the partition from users by default (Hidden=YES).", default=False),
         "config": _m("Other PartitionName keys (an allowlist, e.g. DefMemPerCPU, AllowGroups); each value one "
                      "token.", _s("Value of the key.", maxLength=1024, pattern=SLURM_VALUE_PATTERN), 32),
-    }, required=["name"], **{"x-kubernetes-validations": [
+    }, required=["name"], **_validations([
         _rule("!self.name.matches('^[Dd][Ee][Ff][Aa][Uu][Ll][Tt]$')", PARTITION_DEFAULT_NAME, ".name"),
-    ]})
+    ]))
 
     raw_slurm = _s("Raw value.", maxLength=1024, pattern=SLURM_VALUE_PATTERN)
     slurm = _o("Slurm settings: common keys typed, others as validated raw overrides.", {
@@ -962,10 +976,10 @@ def slurm_cluster_schema():
                         "(Prolog, Epilog, RebootProgram, ...) are an administrator's settings, refused when the "
                         "installer's policy says so.", raw_slurm, 64),
         "cgroupConf": _m("cgroup.conf keys merged over the defaults (an allowlist of known keys).", raw_slurm, 32),
-    }, default={}, **{"x-kubernetes-validations": [
+    }, default={}, **_validations([
         _rule("!has(self.healthCheckInterval) || self.healthCheckInterval == 0 || has(self.healthCheckProgram)",
               "healthCheckInterval requires healthCheckProgram", ".healthCheckInterval"),
-    ]})
+    ]))
 
     accounting, rest_api, exporter = _accounting_schema(), _rest_api_schema(), _exporter_schema()
     identity = _identity_schema()
@@ -1009,12 +1023,12 @@ def slurm_cluster_schema():
                   "jail": jail,
                   "partitions": _a("Slurm partitions. Default: one default partition 'main'.", partition, 64,
                                    default=[{"name": "main", "default": True}],
-                                   **{"x-kubernetes-validations": [
+                                   **_validations([
                                        _rule("self.filter(p, p.default).size() <= 1",
                                              "at most one partition can be the default"),
                                        _rule("self.all(p, self.exists_one(q, q.name == p.name))",
                                              "partition names must be unique"),
-                                   ]}),
+                                   ])),
                   "slurm": slurm,
                   "placement": placement_schema("Cluster-wide placement of every pod; component placements are "
                                                 "merged over it."),
@@ -1037,11 +1051,11 @@ def slurm_cluster_schema():
                                      "Delete. An external database is never touched.", enum=["Retain", "Delete"],
                                      default="Retain"),
                   }, default={}),
-              }, required=["jail"], **{"x-kubernetes-validations": [
+              }, required=["jail"], **_validations([
                   _rule("!has(self.healthChecks) || !has(self.healthChecks.enabled) || !self.healthChecks.enabled"
                         " || !has(self.slurm) || !has(self.slurm.healthCheckProgram)", HEALTH_EXCLUSIVE_RULE,
                         ".healthChecks.enabled"),
-              ]})
+              ]))
 
     status = {
         "type": "object",
@@ -1084,7 +1098,7 @@ def slurm_cluster_schema():
     return _root("A Slurm cluster in Kubernetes.", spec, status, _name_rules("SlurmCluster", CLUSTER_NAME_MAX))
 
 
-def nodeset_placement_schema():
+def nodeset_placement_schema() -> Schema:
     placement = placement_schema("Where the nodes' pods run (merged over the cluster-wide placement).")
     placement["properties"]["onePerNode"] = _b(
         "Never two workers of this NodeSet on one Kubernetes node (a required pod anti-affinity on the node's "
@@ -1108,11 +1122,11 @@ def nodeset_placement_schema():
     return placement
 
 
-def nodeset_schema():
+def nodeset_schema() -> Schema:
     spec = _o("Desired state of a group of identical Slurm worker nodes (one pod each).", {
         "clusterRef": _o("The SlurmCluster (same namespace) the nodes join; immutable.", {
             "name": _s("Name of the SlurmCluster.", maxLength=CLUSTER_NAME_MAX, pattern=DNS_LABEL_PATTERN),
-        }, required=["name"], **{"x-kubernetes-validations": [_rule("self == oldSelf", CLUSTER_REF_IMMUTABLE)]}),
+        }, required=["name"], **_validations([_rule("self == oldSelf", CLUSTER_REF_IMMUTABLE)])),
         "replicas": _i("Number of nodes (fixed NodeSets; not used by an elastic or every-node one).", minimum=0,
                        maximum=65000, default=1),
         "elastic": _o("Elastic NodeSet: Slurm decides which nodes run. Every node name <cluster>-<nodeset>-<i> "
@@ -1125,8 +1139,8 @@ def nodeset_schema():
                                          minimum=1, maximum=ELASTIC_MAX_NODES),
                           "minNodes": _i("Nodes kept powered up even when idle.", minimum=0,
                                          maximum=ELASTIC_MAX_NODES, default=0),
-                      }, required=["maxNodes"], **{"x-kubernetes-validations": [
-                          _rule("self.minNodes <= self.maxNodes", ELASTIC_MIN_ABOVE_MAX, ".minNodes")]}),
+                      }, required=["maxNodes"], **_validations([
+                          _rule("self.minNodes <= self.maxNodes", ELASTIC_MIN_ABOVE_MAX, ".minNodes")])),
         "resources": resources_schema("Resources of each node's slurmd container."),
         "gpu": _o("GPUs of each node.", {
             "count": _i("GPUs per node (0 = CPU-only nodes).", minimum=0, maximum=64, default=0),
@@ -1135,8 +1149,8 @@ def nodeset_schema():
             "resourceName": _s("Kubernetes extended resource of the GPUs.", maxLength=253,
                                pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9._]*[a-z0-9])?$",
                                default="nvidia.com/gpu"),
-        }, default={}, **{"x-kubernetes-validations": [
-            _rule("!has(self.type) || self.count > 0", GPU_TYPE_WITHOUT_COUNT, ".type")]}),
+        }, default={}, **_validations([
+            _rule("!has(self.type) || self.count > 0", GPU_TYPE_WITHOUT_COUNT, ".type")])),
         "features": _a("Slurm features of the nodes (the NodeSet name is always one; another NodeSet's name is "
                        "refused: it would move these nodes into that NodeSet).",
                        _s("A feature name.", maxLength=MAX_SHORT, pattern=FEATURE_PATTERN), 32,
@@ -1175,13 +1189,13 @@ def nodeset_schema():
         "image": _s("Worker image of this NodeSet (default: the cluster's spec.images.worker).", maxLength=MAX_PATH,
                     pattern=IMAGE_PATTERN),
         "healthChecks": nodeset_health_checks_schema(),
-    }, required=["clusterRef"], **{"x-kubernetes-validations": [
+    }, required=["clusterRef"], **_validations([
         _rule("has(self.elastic) == has(oldSelf.elastic)", ELASTIC_SWITCH),
         _rule("!has(self.elastic) || !has(self.placement) || !has(self.placement.everyNode) || "
               "!self.placement.everyNode", EVERY_NODE_ELASTIC, ".placement.everyNode"),
         _rule("(has(self.placement) && has(self.placement.everyNode) && self.placement.everyNode) == "
               "(has(oldSelf.placement) && has(oldSelf.placement.everyNode) && oldSelf.placement.everyNode)",
-              EVERY_NODE_SWITCH, ".placement.everyNode")]})
+              EVERY_NODE_SWITCH, ".placement.everyNode")]))
 
     status = {
         "type": "object",
@@ -1246,8 +1260,9 @@ def nodeset_schema():
                                                                    NODESET_NAME_ORDINAL)])
 
 
-def _crd(plural, kind, short_names, schema, columns, scale=None):
-    subresources = {"status": {}}
+def _crd(plural: str, kind: str, short_names: Iterable[str], schema: Schema, columns: list[KubeObject],
+         scale: dict[str, str] | None = None) -> KubeObject:
+    subresources: KubeObject = {"status": {}}
     if scale:
         subresources["scale"] = scale
     return {
@@ -1274,7 +1289,7 @@ def _crd(plural, kind, short_names, schema, columns, scale=None):
     }
 
 
-def crds():
+def crds() -> list[KubeObject]:
     """Both CustomResourceDefinitions as dicts (fresh copies)."""
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     cluster = _crd(names.CLUSTER_PLURAL, names.CLUSTER_KIND, ["slurmc"], slurm_cluster_schema(), [

@@ -16,25 +16,28 @@ Entry points: :func:`validate_cluster`, :func:`validate_nodeset`, :func:`validat
 return new, defaulted objects and never mutate their input.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import copy
 import ipaddress
+from typing import Callable, Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import config_rules, identity, object_rules, schema
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import (
     MEMORY_MARGIN_MIN_MIB, every_node, nodeset_size, real_memory_mib,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.api.schema import Schema
 from ansible_collections.soperator.slurm.plugins.module_utils.api.walk import NO_OLD, apply_defaults, validate_schema
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster, Spec
 
 
-def _cluster_rules(spec, errors):
+def _cluster_rules(spec: Spec, errors: Errors) -> None:
     """The SlurmCluster's rules beyond its schema, in this order: what it writes into Slurm's and sshd's
     configuration, then what the API server would refuse on its objects."""
     jail = spec.get("jail") or {}
@@ -66,7 +69,7 @@ def _cluster_rules(spec, errors):
                                     "Invalid value: %r: not a CIDR" % cidr))
 
 
-def _nodeset_rules(spec, errors):
+def _nodeset_rules(spec: Spec, errors: Errors) -> None:
     resources = spec.get("resources") or {}
     gpu = spec.get("gpu") or {}
     for kind in ("requests", "limits"):
@@ -84,7 +87,8 @@ def _nodeset_rules(spec, errors):
                                 % MEMORY_MARGIN_MIN_MIB))
 
 
-def _validate(obj, root, kind, rules, old=None):
+def _validate(obj: object, root: Schema, kind: str, rules: Callable[[Spec, Errors], None],
+              old: object = None) -> KubeObject:
     if not isinstance(obj, dict):
         raise SpecErrors([SpecError("", "a %s must be a mapping" % kind)])
     errors = []
@@ -120,7 +124,8 @@ def _validate(obj, root, kind, rules, old=None):
     return result
 
 
-def validate_cluster(obj, collection_version=names.COLLECTION_VERSION, old=None):
+def validate_cluster(obj: object, collection_version: str = names.COLLECTION_VERSION,
+                     old: object = None) -> SlurmCluster:
     """A defaulted copy of the SlurmCluster ``obj``; raises SpecErrors listing every problem.
 
     Besides the schema defaults, fills ``spec.clusterName`` (metadata.name) and every image (the soperator
@@ -137,13 +142,16 @@ def validate_cluster(obj, collection_version=names.COLLECTION_VERSION, old=None)
     return result
 
 
-def validate_nodeset(obj, old=None):
+def validate_nodeset(obj: object, old: object = None) -> NodeSet:
     """A defaulted copy of the NodeSet ``obj``; raises SpecErrors listing every problem."""
     return _validate(obj, schema.nodeset_schema(), names.NODESET_KIND, _nodeset_rules, old)
 
 
-def validate_cluster_with_nodesets(cluster, nodesets, collection_version=names.COLLECTION_VERSION, policy=None,
-                                   old_cluster=None, old_nodesets=None):
+def validate_cluster_with_nodesets(cluster: object, nodesets: Sequence[object],
+                                   collection_version: str = names.COLLECTION_VERSION,
+                                   policy: policies.Policy | None = None, old_cluster: object = None,
+                                   old_nodesets: Mapping[str, object] | None = None,
+                                   ) -> tuple[SlurmCluster, list[NodeSet]]:
     """Validate a SlurmCluster, its NodeSets, and the rules between them; returns the defaulted copies.
 
     Errors of a NodeSet carry the prefix ``nodesets[<name>].`` (``nodesets[<index>].`` when it has no name).
@@ -171,7 +179,7 @@ def validate_cluster_with_nodesets(cluster, nodesets, collection_version=names.C
         _cross_rules(cluster, checked, errors)
         if policy is not None:
             errors.extend(policies.check(cluster, checked, policy))
-    if errors:
+    if errors or cluster is None:  # None: validate_cluster's errors are in errors
         raise SpecErrors(errors)
     return cluster, checked
 
@@ -190,7 +198,7 @@ POWER_SAVING_KEYS = {
 }
 
 
-def _power_saving_rules(spec, nodesets):
+def _power_saving_rules(spec: Spec, nodesets: Sequence[NodeSet]) -> Errors:
     """With an elastic NodeSet, power saving is the operator's: a raw override of its keys is refused."""
     sets = [ns["metadata"]["name"] for ns in nodesets if nodeset_size(ns["spec"]) and ns["spec"].get("elastic")]
     if not sets:
@@ -201,7 +209,7 @@ def _power_saving_rules(spec, nodesets):
             for key in sorted(raw) if key in POWER_SAVING_KEYS]
 
 
-def _block_topology_rules(spec, nodesets):
+def _block_topology_rules(spec: Spec, nodesets: Sequence[NodeSet]) -> Errors:
     """topology/block only with fixed node names: every NodeSet elastic. A worker of a fixed-replica or every-node
     NodeSet is a dynamic node (slurmd -Z), unknown to slurmctld until it registers; 24.11 sizes its blocks at start
     and at every reconfigure from the nodes it knows, and exits ('fatal: Block not contains any nodes') when the
@@ -219,7 +227,7 @@ def _block_topology_rules(spec, nodesets):
                       "these NodeSets elastic" % ", ".join(dynamic))]
 
 
-def _cross_rules(cluster, nodesets, errors):
+def _cross_rules(cluster: SlurmCluster, nodesets: Sequence[NodeSet], errors: Errors) -> None:
     spec = cluster["spec"]
     name = cluster["metadata"]["name"]
     namespace = cluster["metadata"]["namespace"]

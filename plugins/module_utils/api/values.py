@@ -5,12 +5,15 @@
 the planner, the validator): node sizes for Slurm, the partitions of a NodeSet, whether the shipped health program
 runs, how a jail sub-mount is mounted, the Secrets an External database and the backups name. Pure."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
+from typing import Callable, Tuple
+
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
+from ansible_collections.soperator.slurm.plugins.module_utils.types import Spec
 
 
 # RealMemory of a node = its memory minus this share (at least MEMORY_MARGIN_MIN_MIB) for slurmd, munged and
@@ -20,8 +23,11 @@ MEMORY_MARGIN_MIN_MIB = 256
 
 MEMORY_MARGIN_FRACTION = 0.05
 
+# (field path, Secret name) of a Secret a SlurmCluster names.
+SecretRef = Tuple[str, str]
 
-def health_enabled(cluster_spec):
+
+def health_enabled(cluster_spec: Spec) -> bool:
     """Whether slurmd runs the shipped health program: spec.healthChecks.enabled, else unless the user names a
     HealthCheckProgram of their own."""
     enabled = (cluster_spec.get("healthChecks") or {}).get("enabled")
@@ -34,13 +40,13 @@ def health_enabled(cluster_spec):
 EMPTY_DIR_MODE = "0755"
 
 
-def sub_mount_read_only(sub):
+def sub_mount_read_only(sub: Spec) -> bool:
     """Whether a jail sub-mount is mounted read-only: as asked, else true for a node's directory (a writable
     hostPath is the node's disk under every job's root), false for the other sources."""
     return bool(sub.get("readOnly", "hostPath" in sub))
 
 
-def memory_mib(resources):
+def memory_mib(resources: Spec | None) -> int | None:
     """Memory of a container in MiB (limit, else request), or None when neither is set."""
     for kind in ("limits", "requests"):
         value = ((resources or {}).get(kind) or {}).get("memory")
@@ -49,7 +55,7 @@ def memory_mib(resources):
     return None
 
 
-def real_memory_mib(resources):
+def real_memory_mib(resources: Spec | None) -> int | None:
     """Slurm RealMemory of a node: its memory minus the safety margin; None when no memory is set."""
     total = memory_mib(resources)
     if total is None:
@@ -57,7 +63,7 @@ def real_memory_mib(resources):
     return total - max(MEMORY_MARGIN_MIN_MIB, int(total * MEMORY_MARGIN_FRACTION))
 
 
-def cpu_count(resources):
+def cpu_count(resources: Spec | None) -> int | None:
     """Slurm CPUs of a node: whole CPUs of the limit, else of the request (at least 1); None when unset."""
     for kind in ("limits", "requests"):
         value = ((resources or {}).get(kind) or {}).get("cpu")
@@ -66,7 +72,7 @@ def cpu_count(resources):
     return None
 
 
-def database_secret_refs(cluster_spec):
+def database_secret_refs(cluster_spec: Spec | None) -> list[SecretRef]:
     """``(field, Secret name)`` of the Secrets an External database hands to slurmdbd (the password, which slurmdbd
     sends to the database host, and the CA it trusts). None for the other databases: their Secret is the cluster's."""
     accounting = (cluster_spec or {}).get("accounting") or {}
@@ -79,7 +85,7 @@ def database_secret_refs(cluster_spec):
     return [(path, name) for path, name in refs if isinstance(name, str) and name]
 
 
-def backup_secret_refs(cluster_spec):
+def backup_secret_refs(cluster_spec: Spec | None) -> list[SecretRef]:
     """``(field, Secret name)`` of the Secrets the jail's backups take: the repository's password, which opens every
     snapshot, and the credentials the backup pods send to the repository's endpoint."""
     backup = ((cluster_spec or {}).get("jail") or {}).get("backup") or {}
@@ -94,7 +100,7 @@ def backup_secret_refs(cluster_spec):
     return [(field, name) for field, name in refs if isinstance(name, str) and name]
 
 
-def identity_secret_refs(cluster_spec):
+def identity_secret_refs(cluster_spec: Spec | None) -> list[SecretRef]:
     """``(field, Secret name)`` of the Secrets a directory takes (spec.identity.ldap): the bind password, which sssd
     sends to the directory the SlurmCluster names, and the CA it trusts."""
     ldap = ((cluster_spec or {}).get("identity") or {}).get("ldap") or {}
@@ -105,34 +111,35 @@ def identity_secret_refs(cluster_spec):
 
 
 # Each kind of Secret a cluster takes only when its owner marked it for the cluster, with the label that marks it.
-_MARKED = ((database_secret_refs, names.LABEL_DATABASE_SECRET), (backup_secret_refs, names.LABEL_BACKUP_SECRET),
-           (identity_secret_refs, names.LABEL_IDENTITY_SECRET))
+_MARKED: tuple[tuple[Callable[[Spec | None], list[SecretRef]], str], ...] = (
+    (database_secret_refs, names.LABEL_DATABASE_SECRET), (backup_secret_refs, names.LABEL_BACKUP_SECRET),
+    (identity_secret_refs, names.LABEL_IDENTITY_SECRET))
 
 
-def marked_secret_refs(cluster_spec):
+def marked_secret_refs(cluster_spec: Spec | None) -> list[tuple[str, str, str]]:
     """``(field, Secret name, label)`` of every Secret a cluster takes only when its owner marked it for the cluster
     with ``label`` (value: the cluster's name): an External database's, the backups', a directory's."""
     return [(field, secret, label) for refs, label in _MARKED for field, secret in refs(cluster_spec)]
 
 
-def nodeset_partitions(cluster_spec, nodeset_spec):
+def nodeset_partitions(cluster_spec: Spec, nodeset_spec: Spec) -> list[str]:
     """The partitions a (defaulted) NodeSet joins: its own list, else the cluster's default partition."""
     if nodeset_spec.get("partitions"):
         return list(nodeset_spec["partitions"])
     return [p["name"] for p in cluster_spec["partitions"] if p["default"]]
 
 
-def elastic(nodeset_spec):
+def elastic(nodeset_spec: Spec) -> bool:
     """Whether Slurm's power saving decides which nodes of this NodeSet run (spec.elastic)."""
     return bool(nodeset_spec.get("elastic"))
 
 
-def every_node(nodeset_spec):
+def every_node(nodeset_spec: Spec) -> bool:
     """Whether the NodeSet has one worker on every matching Kubernetes node (spec.placement.everyNode)."""
     return bool((nodeset_spec.get("placement") or {}).get("everyNode"))
 
 
-def nodeset_size(nodeset_spec):
+def nodeset_size(nodeset_spec: Spec) -> int:
     """How many Slurm node names the NodeSet may take: its replicas, or an elastic set's maxNodes; an every-node set's
     depend on the Kubernetes nodes (0 here: plan/every_node.py keeps them within what maxNodeCount leaves)."""
     if every_node(nodeset_spec):

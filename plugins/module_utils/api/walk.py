@@ -5,20 +5,24 @@
 API server does it (types, required fields, enums, patterns, bounds, list-type sets; unknown fields rejected), with
 each ``x-kubernetes-validations`` rule judged by its Python twin (``cel.py``). Pure."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import copy
+from typing import Any, TypeVar
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
 from ansible_collections.soperator.slurm.plugins.module_utils.api.cel import TWINS
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path, matches
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_PATTERN, parse_quantity
+from ansible_collections.soperator.slurm.plugins.module_utils.api.schema import Schema
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
-_TYPES: dict = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list, "number": (int, float)}
+_TYPES: dict[str, type[object] | tuple[type[object], ...]] = {
+    "string": str, "integer": int, "boolean": bool, "object": dict, "array": list, "number": (int, float)}
 
 
 # The API server's integers are int64.
@@ -28,15 +32,17 @@ INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 # Passed down the walk when there is no old object (a create): transition rules (``oldSelf``) are not judged.
 NO_OLD = object()
 
+_V = TypeVar("_V")
 
-def apply_defaults(value, node):
+
+def apply_defaults(value: _V, node: Schema) -> _V:
     """A copy of ``value`` with the schema's defaults filled in, top-down like the API server."""
     value = copy.deepcopy(value)
     _default_in_place(value, node)
     return value
 
 
-def _default_in_place(value, node):
+def _default_in_place(value: object, node: Schema) -> None:
     if isinstance(value, dict) and node.get("type") == "object":
         for key, sub in (node.get("properties") or {}).items():
             if key not in value and "default" in sub:
@@ -52,7 +58,7 @@ def _default_in_place(value, node):
             _default_in_place(item, node["items"])
 
 
-def _type_name(value):
+def _type_name(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -63,7 +69,7 @@ def _type_name(value):
     return "number" if isinstance(value, float) else type(value).__name__
 
 
-def _type_ok(value, expected):
+def _type_ok(value: object, expected: str) -> bool:
     if expected == "integer":
         return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
     if expected == "number":
@@ -71,13 +77,13 @@ def _type_ok(value, expected):
     return isinstance(value, _TYPES[expected])
 
 
-def _pattern_error(value, pattern):
+def _pattern_error(value: object, pattern: str) -> str:
     hint = schema.PATTERN_HINTS.get(pattern)
     message = "Invalid value: %r: should match '%s'" % (value, pattern)
     return message + (" (%s)" % hint if hint else "")
 
 
-def _check_scalar(value, node, path, errors):
+def _check_scalar(value: object, node: Schema, path: str, errors: Errors) -> None:
     if "enum" in node and value not in node["enum"]:
         errors.append(SpecError(path, "Unsupported value: %r: supported values: %s"
                                 % (value, ", ".join('"%s"' % v for v in node["enum"]))))
@@ -98,7 +104,7 @@ def _check_scalar(value, node, path, errors):
                                     % (value, node["maximum"])))
 
 
-def validate_schema(value, node, path, errors, old=NO_OLD):
+def validate_schema(value: object, node: Schema, path: str, errors: Errors, old: object = NO_OLD) -> None:
     """Append to ``errors`` every way ``value`` breaks the structural schema ``node`` (and its CEL twins).
 
     ``old``: the stored value at the same place (an update), for the transition rules (``oldSelf``)."""
@@ -117,9 +123,9 @@ def validate_schema(value, node, path, errors, old=NO_OLD):
         if not _type_ok(value, node["type"]):
             errors.append(SpecError(path, "must be of type %s, got %s" % (node["type"], _type_name(value))))
             return
-        if node["type"] == "object":
+        if node["type"] == "object" and isinstance(value, dict):  # _type_ok: it is one
             _validate_object(value, node, path, errors, old)
-        elif node["type"] == "array":
+        elif node["type"] == "array" and isinstance(value, list):
             _validate_array(value, node, path, errors)
         else:
             _check_scalar(value, node, path, errors)
@@ -136,7 +142,7 @@ def validate_schema(value, node, path, errors, old=NO_OLD):
                 raise
 
 
-def _validate_object(value, node, path, errors, old=NO_OLD):
+def _validate_object(value: KubeObject, node: Schema, path: str, errors: Errors, old: object = NO_OLD) -> None:
     properties = node.get("properties")
     extra = node.get("additionalProperties")
     for key in node.get("required") or ():
@@ -158,7 +164,7 @@ def _validate_object(value, node, path, errors, old=NO_OLD):
             errors.append(SpecError(sub_path, "unknown field (the API rejects unknown fields: check the spelling)"))
 
 
-def _validate_array(value, node, path, errors):
+def _validate_array(value: list[Any], node: Schema, path: str, errors: Errors) -> None:
     if "minItems" in node and len(value) < node["minItems"]:
         errors.append(SpecError(path, "Invalid value: %d: should have at least %d items"
                                 % (len(value), node["minItems"])))

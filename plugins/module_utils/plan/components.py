@@ -84,9 +84,9 @@ def plan_components(p, ctx):
             p.components[ctype] = ("False", reason, "; ".join(problems))
         else:
             p.components[ctype] = ("True", "Ready", "every pod ready")
-    found = identity.condition(spec, ctx.observed.get("identity"), ctx.observed.get("identity_error"))
-    if found is not None:
-        p.components[identity.CONDITION] = found
+    condition = identity.condition(spec, ctx.observed.get("identity"), ctx.observed.get("identity_error"))
+    if condition is not None:
+        p.components[identity.CONDITION] = condition
 
 
 def mounted_secrets(pod):

@@ -117,7 +117,7 @@ class ClusterContext(object):
     # volumes -------------------------------------------------------------------------------------------------
     def jail_volumes(self, with_sub_mounts=True):
         volumes = [{"name": "jail", "persistentVolumeClaim": {"claimName": self.jail_claim}}]
-        mounts = [{"name": "jail", "mountPath": names.JAIL_MOUNT}]
+        mounts: list[dict[str, object]] = [{"name": "jail", "mountPath": names.JAIL_MOUNT}]
         if not with_sub_mounts:
             return volumes, mounts
         for sub in self.spec["jail"].get("subMounts") or ():

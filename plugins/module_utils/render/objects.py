@@ -344,8 +344,8 @@ def last_written(live, manager):
     stamps an entry when a value it owns changes, not at an apply that changes nothing); None when not known."""
     times = [durations.epoch_of(e.get("time")) for e in ((live or {}).get("metadata") or {}).get("managedFields") or ()
              if e.get("manager") == manager]
-    times = [t for t in times if t is not None]
-    return max(times) if times else None
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
 
 
 def imperative_only(managers, live):

@@ -73,7 +73,7 @@ def node_conf_params(nodeset):
     """The ``slurmd -Z --conf`` string of a validated NodeSet: CPUs, RealMemory, Gres, Feature."""
     spec = nodeset["spec"]
     name = nodeset["metadata"]["name"]
-    pairs = []
+    pairs: list[tuple[str, object, str]] = []
     cpus = cpu_count(spec.get("resources"))
     if cpus is not None:
         pairs.append(("CPUs", cpus, "spec.resources"))
