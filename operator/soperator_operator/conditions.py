@@ -17,6 +17,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan.status import
     same_status,
     set_condition,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 REASON_RUNNING = "Running"
 REASON_SUCCESSFUL = "Successful"
@@ -32,7 +33,7 @@ class Outcome:
     reason: str = ""  # overrides the default reason of a failure
 
 
-def running_status(status, generation, now):
+def running_status(status: KubeObject | None, generation: int, now: str) -> KubeObject:
     """Status while a run for a new generation is in flight."""
     status = dict(status or {})
     status["conditions"] = set_condition(status.get("conditions"), "Running", "True", REASON_RUNNING,
@@ -40,7 +41,8 @@ def running_status(status, generation, now):
     return status
 
 
-def finished_status(status, generation, outcome: Outcome, now, digest=None):
+def finished_status(status: KubeObject | None, generation: int, outcome: Outcome, now: str,
+                    digest: str | None = None) -> KubeObject:
     """Status after a run of ``generation`` ended with ``outcome``; ``digest``: the inputs a settled successful
     run started from (``drift.observed_digest``), kept for the next check (and the next operator). Without one
     (a failure, work left for later) the previous digest is removed (null in the merge patch), so that no later

@@ -34,41 +34,50 @@ nothing. Safe: anything the adapter would send a request for is a difference her
 replicas right away, before the run (``plan/scale.scale_outs`` decides: a growth that is the only difference).
 """
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import digests, kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, scale
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 # Kinds a converge applies and prunes: the runtime caches them (by the managed-by label).
 CACHED_KINDS = tuple(k.kind for k in kinds.applied())
 # Created once, never listed (Secrets, the jail claim, a MariaDB): looked up by name on the timer's check.
 LOOKED_UP_KINDS = tuple(k.kind for k in kinds.data())
 
+# A cluster's objects in the caches: ``{(kind, name): object}``, all in the cluster's namespace.
+Live = Mapping[tuple[str, str], KubeObject]
+# The installer's policy, as ``api.policy.normalize`` returns it; read only.
+Policy = Mapping[str, Any]
+# ``lookup(kind, name)``: whether a create-only object (never cached) exists.
+Lookup = Callable[[str, str], bool]
+
 
 @dataclass
 class Memo:
     """What the runtime remembers of a cluster's last run (the cache may lag behind its writes)."""
-    generations: Dict[str, int] = field(default_factory=dict)  # "SlurmCluster" / "NodeSet/<name>" -> generation
-    ready: Optional[bool] = None
-    invalid_generation: Optional[int] = None  # the SlurmCluster generation judged invalid
-    digest: Optional[str] = None  # observed_digest() the last settled run started from (None: run again)
+    generations: dict[str, int] = field(default_factory=dict)  # "SlurmCluster" / "NodeSet/<name>" -> generation
+    ready: bool | None = None
+    invalid_generation: int | None = None  # the SlurmCluster generation judged invalid
+    digest: str | None = None  # observed_digest() the last settled run started from (None: run again)
 
 
-def generations(cluster, nodesets):
+def generations(cluster: KubeObject, nodesets: Sequence[KubeObject]) -> dict[str, int]:
     gens = {names.CLUSTER_KIND: int(cluster["metadata"].get("generation") or 0)}
     for ns in nodesets:
         gens["%s/%s" % (names.NODESET_KIND, ns["metadata"]["name"])] = int(ns["metadata"].get("generation") or 0)
     return gens
 
 
-def _observed(obj):
+def _observed(obj: KubeObject) -> int:
     return int((obj.get("status") or {}).get("observedGeneration") or -1)
 
 
-def _pod_fact(pod):
+def _pod_fact(pod: KubeObject) -> list[Any]:
     md = pod.get("metadata") or {}
     status = pod.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
@@ -79,11 +88,11 @@ def _pod_fact(pod):
 _STS_STATUS = ("replicas", "readyReplicas", "currentRevision", "updateRevision", "observedGeneration")
 
 
-def observed_digest(live, policy=None):
+def observed_digest(live: Live, policy: Policy | None = None) -> str:
     """Digest of what a run observes beyond the objects it applies: each pod's identity, phase, readiness, deletion
     and template revision, and the StatefulSets' status (what the converge's plan and status are computed from),
     and the installer's ``policy`` (a restarted operator with another policy judges every cluster again)."""
-    facts = [["policy", policy]]
+    facts: list[list[Any]] = [["policy", policy]]
     for (kind, name), obj in sorted(live.items()):
         if kind == "Pod":
             facts.append([kind, name] + _pod_fact(obj))
@@ -93,14 +102,15 @@ def observed_digest(live, policy=None):
     return digests.of_value(facts)
 
 
-def last_digest(cluster, memo: Memo):
+def last_digest(cluster: KubeObject, memo: Memo) -> str | None:
     """The digest the last settled run started from: this runtime's memory, else the status it wrote."""
     if memo.digest is not None:
         return memo.digest
     return (cluster.get("status") or {}).get(names.STATUS_RECONCILED_DIGEST)
 
 
-def _plan(cluster, nodesets, live, now, policy):
+def _plan(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, now: int,
+          policy: Policy | None) -> model.Plan:
     """``converge.plan`` from the caches, without Slurm's view (SpecErrors when the cluster is invalid)."""
     statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
     pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")
@@ -111,7 +121,7 @@ def _plan(cluster, nodesets, live, now, policy):
                          now, policy=policy)
 
 
-def _grows(cluster, nodeset, live):
+def _grows(cluster: KubeObject, nodeset: KubeObject, live: Live) -> bool:
     """Whether a NodeSet asks for more workers than its live StatefulSet has (a cheap look before any plan)."""
     if model.deleting(nodeset) or (nodeset.get("spec") or {}).get("elastic"):
         return False
@@ -120,7 +130,8 @@ def _grows(cluster, nodeset, live):
     return sts is not None and isinstance(wanted, int) and wanted > model.replicas(sts)
 
 
-def scale_outs(cluster, nodesets, live, now, policy=None):
+def scale_outs(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, now: int,
+               policy: Policy | None = None) -> list[scale.ScaleOut]:
     """The worker StatefulSets to apply before the role runs (``scale.scale_outs``: growths that are the only
     difference between the render and the caches), ``[]`` when none. A cluster with no NodeSet asking for more
     workers than its StatefulSet has costs no plan."""
@@ -133,7 +144,7 @@ def scale_outs(cluster, nodesets, live, now, policy=None):
     return scale.scale_outs(plan, live)
 
 
-def generation_change(cluster, nodesets, memo: Memo):
+def generation_change(cluster: KubeObject, nodesets: Sequence[KubeObject], memo: Memo) -> str | None:
     """Why a run is due whatever the caches say (a generation not converged, a NodeSet being deleted), or None."""
     gens = generations(cluster, nodesets)
     if _observed(cluster) != gens[names.CLUSTER_KIND] and memo.generations.get(names.CLUSTER_KIND) != \
@@ -148,7 +159,8 @@ def generation_change(cluster, nodesets, memo: Memo):
     return None
 
 
-def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None) -> Optional[str]:
+def needs_run(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, memo: Memo, now: int,
+              lookup: Lookup | None = None, policy: Policy | None = None) -> str | None:
     """Why the role must run (a short reason), or None when a run would change nothing.
 
     ``live``: ``{(kind, name): object}`` of the cluster's objects in the caches (kinds of CACHED_KINDS and
@@ -170,8 +182,8 @@ def needs_run(cluster, nodesets, live, memo: Memo, now, lookup=None, policy=None
     # NodeSet leaving), which the role completes with Slurm's view.
     if plan.drain or plan.scale or plan.release or plan.underway:
         return "under way: %s" % "; ".join(plan.underway)
-    rendered = set()
-    uncached = []
+    rendered: set[tuple[str, str]] = set()
+    uncached: list[tuple[str, str]] = []
     for desired in plan.manifests:
         ident = (desired["kind"], desired["metadata"]["name"])
         rendered.add(ident)

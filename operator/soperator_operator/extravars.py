@@ -12,11 +12,17 @@ own ``vars`` (written by whoever installs the operator) are templates.
 """
 
 import re
+from typing import Any
+
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 _BOUNDARY_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")  # HTTPServer -> HTTP_Server
 _BOUNDARY_2 = re.compile(r"([a-z\d])([A-Z])")      # fooBar -> foo_Bar, v1Alpha -> v1_Alpha
 
 UNSAFE_KEY = "__ansible_unsafe"  # how Ansible's JSON loader reads a string it must never template
+
+# The extra vars of one run (a JSON object: what ``ansible-playbook -e @file`` reads).
+ExtraVars = dict[str, Any]
 
 
 def snake_case(name: str) -> str:
@@ -24,7 +30,7 @@ def snake_case(name: str) -> str:
     return _BOUNDARY_2.sub(r"\1_\2", _BOUNDARY_1.sub(r"\1_\2", name)).lower()
 
 
-def snake_case_keys(value):
+def snake_case_keys(value: Any) -> Any:
     if isinstance(value, dict):
         return {snake_case(k) if isinstance(k, str) else k: snake_case_keys(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -32,7 +38,7 @@ def snake_case_keys(value):
     return value
 
 
-def mark_unsafe(value):
+def mark_unsafe(value: Any) -> Any:
     """Every string in ``value`` wrapped as ``{"__ansible_unsafe": s}`` for a JSON extra-vars file."""
     if isinstance(value, str):
         return {UNSAFE_KEY: value}
@@ -47,7 +53,8 @@ def object_var_name(group: str, kind: str) -> str:
     return "_" + re.sub(r"[.\-]", "_", group) + "_" + kind.lower()
 
 
-def extra_vars(obj: dict, group: str, kind: str, watch_vars=None) -> dict:
+def extra_vars(obj: KubeObject, group: str, kind: str,
+               watch_vars: dict[str, Any] | None = None) -> ExtraVars:
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     result = snake_case_keys(spec)

@@ -6,7 +6,8 @@ finalizer writes therefore never trigger runs: no reconcile storms.
 """
 
 from dataclasses import dataclass
-from typing import Optional
+
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -15,15 +16,15 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 class Seen:
     generation: int
     deleting: bool
-    owner: Optional[str] = None  # the reconciled owner's name, for kinds that reconcile an owner
+    owner: str | None = None  # the reconciled owner's name, for kinds that reconcile an owner
 
 
-def seen_of(obj, owner=None) -> Seen:
+def seen_of(obj: KubeObject, owner: str | None = None) -> Seen:
     meta = obj.get("metadata") or {}
     return Seen(int(meta.get("generation") or 0), bool(meta.get("deletionTimestamp")), owner)
 
 
-def should_run(previous: Optional[Seen], current: Optional[Seen], event_type: str) -> bool:
+def should_run(previous: Seen | None, current: Seen | None, event_type: str) -> bool:
     if event_type == DELETED:
         return True  # our own kind: the key is forgotten; an owner-reconciled kind: its owner prunes
     if previous is None or current is None:
@@ -32,9 +33,9 @@ def should_run(previous: Optional[Seen], current: Optional[Seen], event_type: st
             or current.owner != previous.owner)
 
 
-def owners_to_enqueue(previous: Optional[Seen], current: Optional[Seen]):
+def owners_to_enqueue(previous: Seen | None, current: Seen | None) -> list[str]:
     """Owner names to reconcile for an owner-reconciled object (both, when its owner reference moved)."""
-    names = []
+    names: list[str] = []
     for seen in (previous, current):
         if seen is not None and seen.owner and seen.owner not in names:
             names.append(seen.owner)

@@ -1,17 +1,18 @@
 """Load an operator-sdk ``watches.yaml`` into typed entries (pure, apart from reading the file)."""
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import yaml
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 DEFAULT_RECONCILE_PERIOD = 600.0  # seconds; operator-sdk's own default is 10h, ours repairs drift sooner
 DEFAULT_FULL_RUN_PERIOD = 6 * 3600.0  # with drift checks: a role run regardless, for what caches cannot see
 
 
-def parse_duration(value) -> float:
+def parse_duration(value: object) -> float:
     """Seconds in a Go duration or plain seconds: the collection's one parser."""
     return durations.seconds(value)
 
@@ -19,9 +20,9 @@ def parse_duration(value) -> float:
 @dataclass(frozen=True)
 class Finalizer:
     name: str
-    role: Optional[str] = None
-    playbook: Optional[str] = None
-    vars: Dict[str, Any] = field(default_factory=dict)
+    role: str | None = None
+    playbook: str | None = None
+    vars: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,8 @@ class OwnerRef:
     kind: str
     name_field: str
 
-    def owner_name(self, obj) -> Optional[str]:
-        value = obj
+    def owner_name(self, obj: KubeObject) -> str | None:
+        value: Any = obj
         for part in self.name_field.split("."):
             if not isinstance(value, dict):
                 return None
@@ -44,19 +45,19 @@ class Watch:
     group: str
     version: str
     kind: str
-    role: Optional[str] = None
-    playbook: Optional[str] = None
-    vars: Dict[str, Any] = field(default_factory=dict)
+    role: str | None = None
+    playbook: str | None = None
+    vars: dict[str, Any] = field(default_factory=dict)
     reconcile_period: float = DEFAULT_RECONCILE_PERIOD
     manage_status: bool = True
-    finalizer: Optional[Finalizer] = None
-    reconcile_owner: Optional[OwnerRef] = None
+    finalizer: Finalizer | None = None
+    reconcile_owner: OwnerRef | None = None
     # Our extensions: compare the render with the watch caches and run the role only when something differs
     # (the SlurmCluster entry); run it anyway once per full_run_period.
     drift_check: bool = False
     full_run_period: float = DEFAULT_FULL_RUN_PERIOD
     # The role's entry point our runtime runs (tasks_from; upstream ignores it and runs main).
-    tasks_from: Optional[str] = None
+    tasks_from: str | None = None
 
     @property
     def api_version(self) -> str:
@@ -68,7 +69,7 @@ class Watch:
         return self.kind.lower() + "s"
 
 
-def _bool(value, default):
+def _bool(value: object, default: bool) -> bool:
     if value is None:
         return default
     if isinstance(value, bool):
@@ -76,7 +77,7 @@ def _bool(value, default):
     return str(value).strip().lower() in ("true", "yes", "1")
 
 
-def parse_watches(entries) -> List[Watch]:
+def parse_watches(entries: object) -> list[Watch]:
     if not isinstance(entries, list):
         raise ValueError("watches file must hold a list of entries")
     watches = []
@@ -114,6 +115,6 @@ def parse_watches(entries) -> List[Watch]:
     return watches
 
 
-def load_watches(path) -> List[Watch]:
+def load_watches(path: str) -> list[Watch]:
     with open(path, encoding="utf-8") as handle:
         return parse_watches(yaml.safe_load(handle) or [])
