@@ -16,6 +16,7 @@ from typing import Dict, List, NamedTuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 
+
 # group "" is the core API. applied: server-side applied, pruned when no longer rendered, watched by the
 # operator. data: created once, never pruned; read by name only (never listed: Secrets), deleted only when the
 # deletion policy says so. optional: a kind of another project's CRD, used only where the cluster serves it (the

@@ -62,7 +62,6 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import 
 from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster, Spec
 
 
-
 class Policy(TypedDict):
     """The installer's policy as :func:`normalize` returns it: every key (see the module's docstring), each checked,
     its default filled in."""
@@ -82,9 +81,9 @@ KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_pr
         "allowed_database_hosts", "allowed_backup_endpoints", "allowed_directory_uris", "allow_plain_ldap",
         "min_directory_id")
 DEFAULTS: Policy = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
-            "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": [],
-            "allowed_backup_endpoints": [], "allowed_directory_uris": [], "allow_plain_ldap": False,
-            "min_directory_id": schema.DIRECTORY_ID_MIN}
+                    "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": [],
+                    "allowed_backup_endpoints": [], "allowed_directory_uris": [], "allow_plain_ldap": False,
+                    "min_directory_id": schema.DIRECTORY_ID_MIN}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
 _DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
