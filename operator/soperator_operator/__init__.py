@@ -12,7 +12,7 @@ also imports what a forked run imports (``k8s/slurm_cluster.py``).
 __version__ = "0.1.0"
 
 
-def add_collections_to_path():
+def add_collections_to_path() -> None:
     """The runtime imports the collection's pure core (its renderer, its duration parser): make
     ``ansible_collections`` importable from the same paths Ansible searches."""
     import os

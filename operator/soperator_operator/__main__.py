@@ -8,6 +8,9 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 
@@ -15,10 +18,13 @@ from . import __version__
 from .metrics import OperatorMetrics
 from .watches import load_watches, parse_duration
 
+if TYPE_CHECKING:
+    from .drift import Policy
+
 log = logging.getLogger("soperator_operator")
 
 
-def parse_args(argv=None):
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="soperator_operator", description=__doc__)
     p.add_argument("--watches", default=os.environ.get("WATCHES_FILE", "/opt/ansible/watches.yaml"),
                    help="operator-sdk watches file")
@@ -62,7 +68,7 @@ def parse_args(argv=None):
 
 
 
-def installer_policy(environ):
+def installer_policy(environ: Mapping[str, str]) -> "Policy":
     """The installer's policy the role's runs get (watches.yaml: cluster_policy from the same variable),
     normalized; ValueError when it is malformed."""
     from ansible_collections.soperator.slurm.plugins.module_utils.api import policy
@@ -76,11 +82,11 @@ def installer_policy(environ):
     return policy.normalize(value)
 
 
-def default_identity():
+def default_identity() -> str:
     return os.environ.get("POD_NAME") or "%s_%d" % (socket.gethostname(), os.getpid())
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
@@ -106,7 +112,7 @@ def main(argv=None):
     lease_call_timeout = max(1.0, parse_duration(args.renew_deadline) / 2)
     kube = Kube(api_client(args.kubeconfig, args.context, "soperator-operator/" + __version__), identity=identity,
                 lease_timeout=lease_call_timeout)
-    env = {}
+    env: dict[str, str] = {}
     if args.kubeconfig:
         env.update(KUBECONFIG=os.path.abspath(args.kubeconfig), K8S_AUTH_KUBECONFIG=os.path.abspath(args.kubeconfig))
     if args.context:
@@ -118,7 +124,7 @@ def main(argv=None):
     state = {"exit": 0, "started": False}
     start_lock = threading.Lock()
 
-    def start_controller():
+    def start_controller() -> None:
         with start_lock:
             if state["started"] or done.is_set():
                 return
@@ -134,7 +140,7 @@ def main(argv=None):
             from .slurmstatus import SlurmStatus
             SlurmStatus(kube, controller, parse_duration(args.status_period)).start()
 
-    def lost_leadership():
+    def lost_leadership() -> None:
         # As client-go's leader election: stop at once. Runs in flight are killed (SSA and scontrol are
         # idempotent, the new leader redoes whatever was cut short) and the process exits; the pod restarts.
         metrics.leader.set(0)
@@ -153,12 +159,12 @@ def main(argv=None):
                                 on_started=lambda: threading.Thread(target=start_controller, daemon=True).start(),
                                 on_stopped=lost_leadership)
 
-    def ready():
+    def ready() -> bool:
         if elector is not None:
             return elector.api_ok.is_set() and (not elector.is_leader or controller.synced.is_set())
         return controller.synced.is_set()
 
-    def metrics_text():
+    def metrics_text() -> str:
         controller.update_gauges()
         return metrics.registry.exposition()
 
@@ -168,7 +174,7 @@ def main(argv=None):
     log.info("soperator-operator %s as %s; health and metrics on %s:%d", __version__, identity,
              server.server_address[0], server.server_address[1])
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: shutting down", signal.Signals(signum).name)
         done.set()
 

@@ -8,18 +8,32 @@ capped backoff. Objects deleted while the watch was down are found by the relist
 import json
 import logging
 import threading
-from typing import Optional
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
-from . import classify
+from . import classify, workqueue
+
+if TYPE_CHECKING:
+    from .kube import Kube
 
 log = logging.getLogger(__name__)
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
+# ``on_change(event_type, old, new)``: a change the store has taken in (ADDED: old None; DELETED: new None).
+ChangeHandler = Callable[[str, KubeObject | None, KubeObject | None], None]
+# A test on a cached object (``Store.list``).
+Predicate = Callable[[KubeObject], bool]
+# What ``Store.replace`` changed: (old or None, new) of the objects added or changed, and the objects removed.
+Changed = list[tuple[KubeObject | None, KubeObject]]
+Removed = list[KubeObject]
 
-def Resource(group, version, plural, kind):  # noqa: N802  (a constructor, as it was a class)
+
+def Resource(group: str, version: str, plural: str,  # noqa: N802  (a constructor, as it was a class)
+             kind: str) -> access.Resource:
     """A namespaced API resource, ``group`` "" for the core API: the access layer's (its ``path(namespace)`` lists
     the resource in a namespace, or everywhere)."""
     return access.resource(group, version, plural, kind)
@@ -32,32 +46,32 @@ class Gone(Exception):
 class Store:
     """Objects by (namespace, name), thread-safe; reads return the stored dicts (treat them as read-only)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._items = {}
+        self._items: dict[tuple[str | None, str | None], KubeObject] = {}  # (namespace: None if cluster-scoped, name)
 
-    def get(self, namespace, name):
+    def get(self, namespace: str | None, name: str) -> KubeObject | None:
         with self._lock:
             return self._items.get((namespace, name))
 
-    def list(self, namespace=None, predicate=None):
+    def list(self, namespace: str | None = None, predicate: Predicate | None = None) -> list[KubeObject]:
         with self._lock:
             items = list(self._items.values())
         return [o for o in items if (namespace is None or o["metadata"].get("namespace") == namespace)
                 and (predicate is None or predicate(o))]
 
-    def put(self, obj):
+    def put(self, obj: KubeObject) -> KubeObject | None:
         md = obj["metadata"]
         with self._lock:
             old = self._items.get((md.get("namespace"), md["name"]))
             self._items[(md.get("namespace"), md["name"])] = obj
         return old
 
-    def remove(self, namespace, name):
+    def remove(self, namespace: str | None, name: str | None) -> KubeObject | None:
         with self._lock:
             return self._items.pop((namespace, name), None)
 
-    def replace(self, namespace, objs):
+    def replace(self, namespace: str | None, objs: Iterable[KubeObject]) -> tuple[Changed, Removed]:
         """Set the contents of ``namespace`` (None: all) to ``objs``; returns (added_or_changed, removed)."""
         fresh = dict(((o["metadata"].get("namespace"), o["metadata"]["name"]), o) for o in objs)
         with self._lock:
@@ -71,7 +85,7 @@ class Store:
                     changed.append((old, obj))
         return changed, removed
 
-    def __len__(self):
+    def __len__(self) -> int:
         with self._lock:
             return len(self._items)
 
@@ -82,7 +96,9 @@ class Informer:
     ``on_change(event_type, old, new)`` is called from the informer's threads after the store changed.
     """
 
-    def __init__(self, kube, resource, namespaces, on_change, selector=None, stopping=None, watch_timeout=240):
+    def __init__(self, kube: "Kube", resource: access.Resource, namespaces: Iterable[str | None] | None,
+                 on_change: ChangeHandler, selector: str | None = None, stopping: threading.Event | None = None,
+                 watch_timeout: int = 240) -> None:
         self.kube = kube
         self.resource = resource
         self.namespaces = list(namespaces or [None])
@@ -91,10 +107,10 @@ class Informer:
         self.store = Store()
         self.stopping = stopping or threading.Event()
         self.watch_timeout = watch_timeout
-        self._synced = {}
-        self._threads = []
+        self._synced: dict[str | None, threading.Event] = {}
+        self._threads: list[threading.Thread] = []
 
-    def start(self):
+    def start(self) -> None:
         for ns in self.namespaces:
             ready = threading.Event()
             self._synced[ns] = ready
@@ -103,16 +119,16 @@ class Informer:
             t.start()
             self._threads.append(t)
 
-    def synced(self):
+    def synced(self) -> bool:
         return all(e.is_set() for e in self._synced.values())
 
-    def wait_synced(self, timeout=None):
+    def wait_synced(self, timeout: float | None = None) -> bool:
         for event in self._synced.values():
             if not event.wait(timeout):
                 return False
         return True
 
-    def _run(self, namespace, ready):
+    def _run(self, namespace: str | None, ready: threading.Event) -> None:
         failures = 0
         while not self.stopping.is_set():
             try:
@@ -130,7 +146,7 @@ class Informer:
                             exc)
             self.stopping.wait(classify.backoff(failures, 0.5, 30.0))
 
-    def _relist(self, namespace):
+    def _relist(self, namespace: str | None) -> str | None:
         body = self.kube.request_json("GET", self.resource.path(namespace), self._params())
         items = body.get("items") or []
         for item in items:
@@ -143,13 +159,13 @@ class Informer:
             self.on_change(DELETED, old, None)
         return (body.get("metadata") or {}).get("resourceVersion")
 
-    def _params(self, **extra):
+    def _params(self, **extra: str | None) -> dict[str, str | None]:
         params = dict(extra)
         if self.selector:
             params["labelSelector"] = self.selector
         return params
 
-    def _watch(self, namespace, rv):
+    def _watch(self, namespace: str | None, rv: str | None) -> str | None:
         params = self._params(watch="true", resourceVersion=rv, allowWatchBookmarks="true",
                               timeoutSeconds=str(self.watch_timeout))
         for event in self.kube.stream_json(self.resource.path(namespace), params, self.watch_timeout + 30,
@@ -174,5 +190,23 @@ class Informer:
         return rv
 
 
-def cluster_of(obj, label) -> Optional[str]:
+class Caches(Protocol):
+    """What the runtime's other loops (``nodes.py``, ``slurmstatus.py``) use of the controller: the caches of the
+    watched kinds (``informers``) and of the objects the clusters own (``owned``, by kind), the work queue, and the
+    event set when the runtime stops."""
+
+    @property
+    def informers(self) -> Mapping[str, Informer]: ...
+
+    @property
+    def owned(self) -> Mapping[str, Informer]: ...
+
+    @property
+    def queue(self) -> workqueue.WorkQueue[workqueue.Key]: ...
+
+    @property
+    def _stopping(self) -> threading.Event: ...
+
+
+def cluster_of(obj: KubeObject | None, label: str) -> str | None:
     return ((obj or {}).get("metadata") or {}).get("labels", {}).get(label)

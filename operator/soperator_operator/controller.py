@@ -6,20 +6,26 @@ with nothing to do costs a render in memory; and whether a worker StatefulSet on
 which it then applies ahead of the run, exactly as the run would (the run still follows and finds it in sync).
 """
 
+import functools
 import logging
 import threading
 import time
-from typing import Optional
+from collections.abc import Callable, Iterable, Sequence, Set
+from typing import Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 from . import cache, classify, drift, triggers, workqueue
 from . import conditions as cond
 from .extravars import extra_vars
-from .kube import describe, now_iso
-from .runner import new_ident
+from .kube import Kube, describe, now_iso
+from .metrics import OperatorMetrics
+from .runner import RoleRunner, RunResult, new_ident
+from .watches import Watch
+from .workqueue import Key
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +42,21 @@ SETTLE_QUIET = 1.0
 SETTLE_CAP = 5.0
 MAX_PROGRESS_WAIT = 300  # longest requeue while a cluster is progressing without change
 
+# What a reconcile asks of the queue: requeue after these seconds (None: not), for this reason (workqueue.RESYNC...).
+Requeue = tuple[float | None, str]
 
-def _pod_state(pod):
+
+def _pod_state(pod: KubeObject | None) -> tuple[Any, tuple[Any, ...], bool]:
     status = (pod or {}).get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
     return status.get("phase"), tuple(ready), bool((pod or {}).get("metadata", {}).get("deletionTimestamp"))
 
 
-def _settling(etype, old, new):
+def _settling(etype: str, old: KubeObject | None, new: KubeObject | None) -> bool:
     """An event of pods coming up: a pod created or changing phase or readiness (not going: deleted, being deleted,
     ended), or a StatefulSet created or its status changed (not its spec: the same generation)."""
     kind = (new or old or {}).get("kind")
-    if etype == cache.DELETED:
+    if etype == cache.DELETED or new is None:  # (only a deletion comes without the new object)
         return False
     if kind == "Pod":
         phase, _ready, deleting = _pod_state(new)
@@ -58,13 +67,13 @@ def _settling(etype, old, new):
     return False
 
 
-def coming_up(pod):
+def coming_up(pod: KubeObject) -> bool:
     """A pod on its way to Ready: Pending, or Running and not Ready (not one being deleted)."""
     phase, ready, deleting = _pod_state(pod)
     return not deleting and (phase == "Pending" or phase == "Running" and "True" not in ready)
 
 
-def settle_wait(burst, now, progressing):
+def settle_wait(burst: Sequence[float] | None, now: float, progressing: bool) -> float:
     """Seconds a check started by pods coming up still waits: ``burst`` = (first, last) time of their events, or
     None; ``progressing``: a pod of the cluster is still coming up. Pure."""
     if burst is None:
@@ -75,8 +84,11 @@ def settle_wait(burst, now, progressing):
 
 
 class Controller:
-    def __init__(self, kube, runner, watches, namespaces=None, max_workers=4, metrics=None,
-                 clock=time.monotonic, wall=time.time, backoff_base=1.0, backoff_cap=300.0, policy=None):
+    def __init__(self, kube: Kube, runner: RoleRunner, watches: Sequence[Watch],
+                 namespaces: Iterable[str] | None = None, max_workers: int = 4,
+                 metrics: OperatorMetrics | None = None, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time, backoff_base: float = 1.0, backoff_cap: float = 300.0,
+                 policy: drift.Policy | None = None) -> None:
         self.kube = kube
         # The installer's policy the role's runs judge with (``policy.normalize``; None: not judged): the drift
         # check renders with it too, and it is part of the inputs digest.
@@ -84,37 +96,37 @@ class Controller:
         self.runner = runner
         self.watches = watches
         self.by_kind = {w.kind: w for w in watches}
-        self.namespaces = list(namespaces or []) or [None]  # None: all namespaces
+        self.namespaces: list[str | None] = list(namespaces or []) or [None]  # None: all namespaces
         self.max_workers = max(1, int(max_workers))
         self.metrics = metrics
         self.clock, self.wall = clock, wall
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
-        self.queue = workqueue.WorkQueue(clock=clock)
-        self._seen = {}          # (kind, ns, name) -> triggers.Seen
+        self.queue: workqueue.WorkQueue[Key] = workqueue.WorkQueue(clock=clock)
+        self._seen: dict[Key, triggers.Seen] = {}
         self._seen_lock = threading.Lock()
-        self._failures = {}      # key -> consecutive transient failures
-        self._progress = {}      # key -> consecutive runs that left the cluster not ready and changed nothing
-        self._memo = {}          # key -> drift.Memo
-        self._last_full = {}     # key -> clock of the last role run
-        self._settling = {}      # key -> [first, last] clock of pod events of pods coming up, not yet checked
+        self._failures: dict[Key, int] = {}   # consecutive transient failures
+        self._progress: dict[Key, int] = {}   # consecutive runs that left the cluster not ready and changed nothing
+        self._memo: dict[Key, drift.Memo] = {}
+        self._last_full: dict[Key, float] = {}  # clock of the last role run
+        # [first, last] clock of the events of pods coming up, not yet checked
+        self._settling: dict[Key, list[float]] = {}
         self._stopping = threading.Event()   # no new work
         self._cancel = threading.Event()     # cancel runs in flight
-        self._workers = []
+        self._workers: list[threading.Thread] = []
         self.synced = threading.Event()
-        self.informers = {}
+        self.informers: dict[str, cache.Informer] = {}
         for w in watches:
             res = cache.Resource(w.group, w.version, w.plural, w.kind)
-            self.informers[w.kind] = cache.Informer(kube, res, self.namespaces,
-                                                    lambda t, o, n, w=w: self._on_cr(w, t, o, n),
+            self.informers[w.kind] = cache.Informer(kube, res, self.namespaces, functools.partial(self._on_cr, w),
                                                     stopping=self._stopping)
-        self.owned = {}
+        self.owned: dict[str, cache.Informer] = {}
         if any(w.drift_check for w in watches):
             for res in OWNED:
                 self.owned[res.kind] = cache.Informer(kube, res, self.namespaces, self._on_owned,
                                                       selector=OWNED_SELECTOR, stopping=self._stopping)
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
-    def start(self):
+    def start(self) -> None:
         informers = list(self.informers.values()) + list(self.owned.values())
         for inf in informers:
             inf.start()
@@ -130,7 +142,7 @@ class Controller:
             self._workers.append(t)
         self.synced.set()
 
-    def stop(self, timeout=60.0):
+    def stop(self, timeout: float = 60.0) -> None:
         """Stop taking work; let runs in flight finish up to ``timeout``, then cancel them."""
         self._stopping.set()
         self.queue.shutdown()
@@ -143,7 +155,7 @@ class Controller:
             for t in self._workers:
                 t.join(self.runner.stop_grace + 5)
 
-    def abort(self):
+    def abort(self) -> None:
         """Leadership lost: no run may write any more. Kill them now (the process exits next)."""
         self._stopping.set()
         self._cancel.set()
@@ -151,17 +163,19 @@ class Controller:
         self.runner.cancel_all()
 
     # --- events -----------------------------------------------------------------------------------------------
-    def _on_cr(self, w, etype, old, new):
+    def _on_cr(self, w: Watch, etype: str, old: KubeObject | None, new: KubeObject | None) -> None:
         obj = new if new is not None else old
-        meta = obj.get("metadata") or {}
-        ident = (w.kind, meta.get("namespace"), meta.get("name"))
+        if obj is None:
+            return  # never: an event carries an object
+        meta = obj["metadata"]  # stored by the cache under its name; our custom resources are namespaced
+        ident: Key = (w.kind, meta["namespace"], meta["name"])
         if self.metrics:
             self.metrics.events.inc(kind=w.kind, type=etype)
         owner = w.reconcile_owner.owner_name(obj) if w.reconcile_owner else None
         current = None if etype == cache.DELETED else triggers.seen_of(obj, owner)
         with self._seen_lock:
             previous = self._seen.get(ident)
-            if etype == cache.DELETED:
+            if current is None:  # deleted
                 self._seen.pop(ident, None)
             else:
                 self._seen[ident] = current
@@ -176,8 +190,10 @@ class Controller:
         else:
             self.queue.add(ident, reason=workqueue.EVENT)
 
-    def _on_owned(self, etype, old, new):
+    def _on_owned(self, etype: str, old: KubeObject | None, new: KubeObject | None) -> None:
         obj = new if new is not None else old
+        if obj is None:
+            return  # never: an event carries an object
         cluster = cache.cluster_of(obj, names.LABEL_CLUSTER)
         if not cluster:
             return
@@ -192,18 +208,19 @@ class Controller:
                     self._settling.setdefault(ident, [now, now])[1] = now
             self.queue.add(ident, delay=DRIFT_DELAY, reason=workqueue.DRIFT)
 
-    def _forget(self, ident):
+    def _forget(self, ident: Key) -> None:
         for table in (self._failures, self._progress, self._memo, self._last_full, self._settling):
             table.pop(ident, None)
 
     # --- working ------------------------------------------------------------------------------------------------
-    def _worker(self):
+    def _worker(self) -> None:
         while not self._stopping.is_set():
             item = self.queue.get(timeout=60.0)  # shutdown() wakes every worker at once
             if item is None:
                 continue
             key, reasons = item
-            requeue, why = None, workqueue.RESYNC
+            requeue: float | None = None
+            why = workqueue.RESYNC
             try:
                 requeue, why = self.reconcile(key, reasons)
             except Exception as exc:  # noqa: BLE001  an adapter error: retry with backoff, never kill the worker
@@ -218,14 +235,14 @@ class Controller:
                     requeue = None
                 self.queue.done(key, requeue_after=requeue, reason=why)
 
-    def cached(self, kind, namespace, name):
+    def cached(self, kind: str, namespace: str, name: str) -> KubeObject | None:
         inf = self.informers.get(kind)
         return inf.store.get(namespace, name) if inf else None
 
-    def dependents(self, w, obj):
+    def dependents(self, w: Watch, obj: KubeObject) -> list[tuple[Watch, KubeObject]]:
         """(watch, object) pairs of the kinds that reconcile through this one and point at ``obj``."""
         meta = obj["metadata"]
-        result = []
+        result: list[tuple[Watch, KubeObject]] = []
         for dep in self.watches:
             if not dep.reconcile_owner or dep.reconcile_owner.kind != w.kind:
                 continue
@@ -233,14 +250,14 @@ class Controller:
             result.extend((dep, item) for item in items if dep.reconcile_owner.owner_name(item) == meta["name"])
         return result
 
-    def live_children(self, namespace, cluster_name):
-        live = {}
+    def live_children(self, namespace: str, cluster_name: str) -> dict[tuple[str, str], KubeObject]:
+        live: dict[tuple[str, str], KubeObject] = {}
         for kind, inf in self.owned.items():
             for obj in inf.store.list(namespace, lambda o: cache.cluster_of(o, names.LABEL_CLUSTER) == cluster_name):
                 live[(kind, obj["metadata"]["name"])] = obj
         return live
 
-    def reconcile(self, key, reasons):
+    def reconcile(self, key: Key, reasons: Set[str]) -> Requeue:
         """One reconciliation of ``key``; returns (requeue_after seconds or None, reason)."""
         kind, namespace, name = key
         w = self.by_kind[kind]
@@ -260,7 +277,7 @@ class Controller:
         # at start gets its full run one period later, like any other).
         full_due = self.clock() - self._last_full.setdefault(key, self.clock()) >= w.full_run_period
         memo = self._memo.setdefault(key, drift.Memo())
-        why: Optional[str] = "periodic full run" if full_due else ",".join(sorted(reasons))
+        why = "periodic full run" if full_due else ",".join(sorted(reasons))
         if w.drift_check and not forced and not full_due:
             nodesets = [d for _, d in deps]
             wait = self._settle_wait(key, obj, nodesets, memo)
@@ -274,18 +291,19 @@ class Controller:
             # The timer's check also looks up the create-only objects (Secrets, the jail claim) by name: they are
             # not cached, since listing Secrets would mean reading every Secret of the namespace.
             lookup = self._lookup(namespace) if reasons <= {workqueue.RESYNC} else None
-            why = drift.needs_run(obj, nodesets, live, memo, int(self.wall()), lookup=lookup, policy=self.policy)
+            needed = drift.needs_run(obj, nodesets, live, memo, int(self.wall()), lookup=lookup, policy=self.policy)
             if self.metrics:
-                self.metrics.checks.inc(kind=kind, result="run" if why else "skip")
-            if why is None:
+                self.metrics.checks.inc(kind=kind, result="run" if needed else "skip")
+            if needed is None:
                 log.debug("%s %s/%s: in sync, nothing to run", kind, namespace, name)
                 return w.reconcile_period, workqueue.RESYNC
+            why = needed
         digest = drift.observed_digest(live, self.policy) if w.drift_check else None
         if w.drift_check:
             self._scale_out_first(key, obj, deps, live)
         return self._reconcile_run(w, key, obj, deps, memo, why, digest)
 
-    def _settle_wait(self, key, cluster, nodesets, memo):
+    def _settle_wait(self, key: Key, cluster: KubeObject, nodesets: Sequence[KubeObject], memo: drift.Memo) -> float:
         """Seconds to hold a check started by pods coming up (``settle_wait``); 0 when a generation is new."""
         with self._seen_lock:
             burst = self._settling.get(key)
@@ -295,7 +313,8 @@ class Controller:
         return settle_wait(burst, self.clock(), any(coming_up(p) for p in self.owned["Pod"].store.list(
             namespace, lambda o: cache.cluster_of(o, names.LABEL_CLUSTER) == name)))
 
-    def _scale_out_first(self, key, cluster, deps, live):
+    def _scale_out_first(self, key: Key, cluster: KubeObject, deps: Sequence[tuple[Watch, KubeObject]],
+                         live: drift.Live) -> None:
         """Worker StatefulSets that only grow are applied now, ahead of the role's run (``drift.scale_outs``
         decides): a scale-out needs no drain, so it need not wait for the run's Slurm checks. Each is the manifest
         the run renders, applied as the field manager that applied it, conditional on the cached resourceVersion:
@@ -316,8 +335,8 @@ class Controller:
             if self.metrics:
                 self.metrics.scale_outs.inc(result=result)
 
-    def _lookup(self, namespace):
-        def exists(kind_name, name):
+    def _lookup(self, namespace: str) -> drift.Lookup:
+        def exists(kind_name: str, name: str) -> bool:
             k = kinds.by_name(kind_name)
             res = cache.Resource(k.group, k.version, k.plural, k.kind)
             if self.kube.exists(res.path(namespace) + "/" + name):
@@ -327,7 +346,8 @@ class Controller:
             return k.optional and not self.kube.serves(res)
         return exists
 
-    def _reconcile_run(self, w, key, obj, deps, memo, why, digest=None):
+    def _reconcile_run(self, w: Watch, key: Key, obj: KubeObject, deps: Sequence[tuple[Watch, KubeObject]],
+                       memo: drift.Memo, why: str, digest: str | None = None) -> Requeue:
         kind, namespace, name = key
         generation = int(obj["metadata"].get("generation") or 0)
         gens = drift.generations(obj, [d for _, d in deps])
@@ -365,7 +385,7 @@ class Controller:
             return self._after_success(w, key, result)
         return self._after_failure(w, key, obj, memo, gens, result)
 
-    def _after_success(self, w, key, result):
+    def _after_success(self, w: Watch, key: Key, result: RunResult) -> Requeue:
         if result.requeue_after is None:
             self._progress.pop(key, None)
             return w.reconcile_period, workqueue.RESYNC
@@ -375,11 +395,12 @@ class Controller:
         delay = min(MAX_PROGRESS_WAIT, result.requeue_after * (2 ** min(stalled, 6) if stalled > 2 else 1))
         return delay, workqueue.REQUEUE
 
-    def _after_failure(self, w, key, obj, memo, gens, result):
+    def _after_failure(self, w: Watch, key: Key, obj: KubeObject, memo: drift.Memo, gens: dict[str, int],
+                       result: RunResult) -> Requeue:
         kind, namespace, name = key
         generation = int(obj["metadata"].get("generation") or 0)
         reason = result.reason
-        retry = result.retryable if result.retryable is not None else failures.retryable(reason)
+        retry = result.retryable if result.retryable is not None else failures.retryable(reason or "")
         verdict = klass_of(retry)
         if self.metrics:
             self.metrics.failures.inc(kind=kind, **{"class": verdict})
@@ -409,7 +430,8 @@ class Controller:
         self._failures[key] = failures_count
         return classify.backoff(failures_count, self.backoff_base, self.backoff_cap), workqueue.RETRY
 
-    def _run(self, w, obj, role, playbook, extra, key, tasks_from=None):
+    def _run(self, w: Watch, obj: KubeObject, role: str | None, playbook: str | None, extra: dict[str, Any],
+             key: Key, tasks_from: str | None = None) -> RunResult:
         variables = extra_vars(obj, w.group, w.kind, extra)
         started = time.monotonic()
         if self.metrics:
@@ -427,7 +449,7 @@ class Controller:
             log.debug("ansible output of failed run:\n%s", result.stdout_tail)
         return result
 
-    def _orphaned(self, w, namespace, name):
+    def _orphaned(self, w: Watch, namespace: str, name: str) -> None:
         """The owner is gone: say so on the dependents that still point at it."""
         outcome = cond.Outcome(ok=False, message="%s %s not found in namespace %s" % (w.kind, name, namespace),
                                reason=cond.REASON_CLUSTER_NOT_FOUND)
@@ -438,10 +460,13 @@ class Controller:
                 if dep.reconcile_owner.owner_name(item) != name or item["metadata"].get("deletionTimestamp"):
                     continue
                 gen = int(item["metadata"].get("generation") or 0)
-                self.kube.update_status(dep, namespace, item["metadata"]["name"],
-                                        lambda old, _o, g=gen: cond.finished_status(old, g, outcome, now_iso()))
 
-    def _finalize(self, w, obj):
+                def failed(old: KubeObject, _obj: KubeObject, gen: int = gen) -> KubeObject:
+                    return cond.finished_status(old, gen, outcome, now_iso())
+
+                self.kube.update_status(dep, namespace, item["metadata"]["name"], failed)
+
+    def _finalize(self, w: Watch, obj: KubeObject) -> Requeue:
         meta = obj["metadata"]
         fin = w.finalizer
         if not fin or fin.name not in (meta.get("finalizers") or []):
@@ -473,7 +498,7 @@ class Controller:
         return classify.backoff(failures_count, self.backoff_base, self.backoff_cap), workqueue.RETRY
 
     # --- introspection ---------------------------------------------------------------------------------------
-    def update_gauges(self):
+    def update_gauges(self) -> None:
         if self.metrics:
             self.metrics.queue_depth.set(self.queue.depth())
             self.metrics.running.set(self.queue.running())
@@ -483,5 +508,5 @@ class Controller:
             self.metrics.set_backups(clusters.store.list() if clusters else [])
 
 
-def klass_of(retry):
+def klass_of(retry: bool) -> str:
     return classify.TRANSIENT if retry else classify.PERMANENT

@@ -4,7 +4,10 @@ caches stream through the same request path. Thin on purpose."""
 
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypedDict
 
 from kubernetes import client, config
 
@@ -13,8 +16,11 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import duratio
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import KubernetesExecTransport
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 from .conditions import same_status
+from .lease import LeaseSpec
+from .watches import Watch
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +29,19 @@ COMPONENT = "soperator-operator"
 METADATA_ONLY = access.METADATA_ONLY
 describe = access.describe  # one line for a failure: status and the server's message
 
+# ``compute(old status, object) -> new status`` (None: nothing to write), for ``Kube.update_status``.
+StatusCompute = Callable[[KubeObject, KubeObject], KubeObject | None]
 
-def api_client(kubeconfig=None, context=None, user_agent=None):
+
+class WatchEvent(TypedDict):
+    """One line of a watch stream (``Kube.stream_json``): ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object
+    (for ERROR a Status)."""
+    type: str
+    object: KubeObject
+
+
+def api_client(kubeconfig: str | None = None, context: str | None = None,
+               user_agent: str | None = None) -> client.ApiClient:
     cfg = client.Configuration()
     if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
@@ -36,7 +53,7 @@ def api_client(kubeconfig=None, context=None, user_agent=None):
     return api
 
 
-def own_namespace(default="default"):
+def own_namespace(default: str = "default") -> str:
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
     try:
@@ -46,12 +63,12 @@ def own_namespace(default="default"):
         return default
 
 
-def now_iso():
+def now_iso() -> str:
     return durations.iso(time.time())
 
 
 class Kube:
-    def __init__(self, api, identity=COMPONENT, lease_timeout=5.0):
+    def __init__(self, api: client.ApiClient, identity: str = COMPONENT, lease_timeout: float = 5.0) -> None:
         self.api = api
         known = access.table()
         # Kinds of the watches file beyond the collection's tables: plural by the lower-case + s rule (watches.py).
@@ -64,11 +81,12 @@ class Kube:
         self.lease_timeout = (min(3.0, lease_timeout), lease_timeout)
 
     # --- raw REST (the watch caches) ------------------------------------------------------------------------
-    def request_json(self, method, path, params=None, body=None, timeout=60):
+    def request_json(self, method: str, path: str, params: Mapping[str, str | None] | None = None,
+                     body: KubeObject | None = None, timeout: float = 60) -> KubeObject:
         """One request to ``path``; the decoded JSON body. Raises access errors on an error status."""
         return self.rest.json(method, path, params, body, timeout=(10, timeout))
 
-    def exists(self, path, timeout=30):
+    def exists(self, path: str, timeout: float = 30) -> bool:
         """Whether the object at ``path`` exists: a GET of its metadata only (a Secret's data never comes back)."""
         try:
             raw = self.rest.raw("GET", path, accept=METADATA_ONLY, timeout=(10, timeout))
@@ -77,7 +95,7 @@ class Kube:
         raw.release_conn()
         return True
 
-    def serves(self, resource, timeout=30):
+    def serves(self, resource: access.Resource, timeout: float = 30) -> bool:
         """Whether the API server serves ``resource`` (a ``cache.Resource``): its group-version's discovery."""
         base = "/api/%s" % resource.version if not resource.group else "/apis/%s/%s" % (resource.group,
                                                                                        resource.version)
@@ -87,15 +105,16 @@ class Kube:
             return False
         return any(r.get("name") == resource.plural for r in listing.get("resources") or ())
 
-    def stream_json(self, path, params, read_timeout, stopping):
+    def stream_json(self, path: str, params: Mapping[str, str | None], read_timeout: float,
+                    stopping: threading.Event) -> Iterator[WatchEvent]:
         """Yield the JSON lines of a watch until the server ends it (or ``stopping`` is set)."""
         return self.rest.stream_json(path, params, read_timeout, stopping)
 
     # --- custom resources -------------------------------------------------------------------------------------
-    def get(self, w, namespace, name):
+    def get(self, w: Watch, namespace: str, name: str) -> KubeObject | None:
         return self.objects.get(w.api_version, w.kind, name, namespace)
 
-    def add_finalizer(self, w, obj, finalizer):
+    def add_finalizer(self, w: Watch, obj: KubeObject, finalizer: str) -> KubeObject:
         meta = obj["metadata"]
         current = meta.get("finalizers")
         if current and finalizer in current:
@@ -106,7 +125,7 @@ class Kube:
         return self.objects.patch(w.api_version, w.kind, meta["name"], meta["namespace"], [test, add],
                                   content_type=access.JSON_PATCH)
 
-    def remove_finalizer(self, w, obj, finalizer):
+    def remove_finalizer(self, w: Watch, obj: KubeObject, finalizer: str) -> KubeObject | None:
         meta = obj["metadata"]
         current = meta.get("finalizers") or []
         if finalizer not in current:
@@ -120,7 +139,8 @@ class Kube:
         except access.NotFound:
             return None
 
-    def update_status(self, w, namespace, name, compute, attempts=5, current=None):
+    def update_status(self, w: Watch, namespace: str, name: str, compute: StatusCompute, attempts: int = 5,
+                      current: KubeObject | None = None) -> KubeObject | None:
         """Read the object, ``compute(old_status, obj) -> new status`` and write it to the status subresource.
 
         Skips the write when nothing but timestamps would change. Retries a lost optimistic-concurrency race
@@ -131,11 +151,12 @@ class Kube:
                                           current)
 
     # --- Slurm status (slurmstatus.py) -------------------------------------------------------------------------
-    def exec_argv(self, namespace, pod, container, argv, timeout=30):
+    def exec_argv(self, namespace: str, pod: str, container: str, argv: Sequence[str],
+                  timeout: float = 30) -> tuple[int, str, str]:
         """(rc, stdout, stderr) of argv in a container (no shell, no tty): the collection's exec transport."""
         return KubernetesExecTransport(self.api, namespace, pod, container, timeout)(argv)
 
-    def patch_nodeset_counts(self, namespace, name, counts):
+    def patch_nodeset_counts(self, namespace: str, name: str, counts: Mapping[str, Any]) -> None:
         """Merge the Slurm node counts into a NodeSet's status (its conditions and the rest stay)."""
         try:
             self.objects.patch(names.API_VERSION, names.NODESET_KIND, name, namespace, {"status": counts},
@@ -143,7 +164,7 @@ class Kube:
         except access.NotFound:
             pass
 
-    def patch_pod_condition(self, namespace, name, condition):
+    def patch_pod_condition(self, namespace: str, name: str, condition: Mapping[str, Any]) -> None:
         """One condition of a pod's status (strategic merge by type: the kubelet's conditions stay)."""
         try:
             self.objects.patch("v1", "Pod", name, namespace, {"status": {"conditions": [condition]}},
@@ -152,14 +173,14 @@ class Kube:
             pass
 
     # --- children and events ----------------------------------------------------------------------------------
-    def apply_as(self, manifest, field_manager, resource_version):
+    def apply_as(self, manifest: KubeObject, field_manager: str, resource_version: str) -> KubeObject:
         """Server-side apply of a rendered ``manifest`` (our applied-hash annotation added, as the apply adapter
         does) as ``field_manager``, conditional on the live copy's ``resource_version`` (Conflict when stale)."""
         body = objects.with_applied_hash(manifest)
         body["metadata"]["resourceVersion"] = resource_version
         return self.objects.apply(body, field_manager=field_manager)
 
-    def event(self, obj, event_type, reason, message):
+    def event(self, obj: KubeObject, event_type: str, reason: str, message: str) -> None:
         """A core/v1 Event on ``obj``; failures to record are logged, never raised."""
         meta = obj.get("metadata") or {}
         try:
@@ -169,15 +190,15 @@ class Kube:
                         meta.get("name"), describe(exc))
 
     # --- leases -----------------------------------------------------------------------------------------------
-    def get_lease(self, namespace, name):
+    def get_lease(self, namespace: str, name: str) -> KubeObject | None:
         return self.objects.get("coordination.k8s.io/v1", "Lease", name, namespace, timeout=self.lease_timeout)
 
-    def create_lease(self, namespace, name, spec):
+    def create_lease(self, namespace: str, name: str, spec: LeaseSpec) -> KubeObject:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": namespace}, "spec": spec}
         return self.objects.create(body, timeout=self.lease_timeout)
 
-    def replace_lease(self, namespace, name, resource_version, spec):
+    def replace_lease(self, namespace: str, name: str, resource_version: str | None, spec: LeaseSpec) -> KubeObject:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
                 "spec": spec}

@@ -3,19 +3,27 @@
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 from . import lease as L
+
+if TYPE_CHECKING:
+    from .kube import Kube
 
 log = logging.getLogger(__name__)
 
 
 class LeaderElector:
-    def __init__(self, kube, namespace, name, identity, lease_duration=15.0, renew_deadline=10.0,
-                 retry_period=2.0, on_started=None, on_stopped=None, clock=time.monotonic,
-                 wall=lambda: datetime.now(timezone.utc)):
+    def __init__(self, kube: "Kube", namespace: str, name: str, identity: str, lease_duration: float = 15.0,
+                 renew_deadline: float = 10.0, retry_period: float = 2.0,
+                 on_started: Callable[[], object] | None = None, on_stopped: Callable[[], object] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("need retry-period < renew-deadline < lease-duration")
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
@@ -26,20 +34,21 @@ class LeaderElector:
         self.api_ok = threading.Event()   # at least one successful round trip (readiness)
         self._stop = threading.Event()
         self._lose_lock = threading.Lock()
-        self._thread = None
-        self._observed = None   # (record version, local time first seen)
-        self._last_renewed = None
-        self._rv = None
-        self._written = None    # the record this replica last wrote, while it holds the Lease at self._rv
+        self._thread: threading.Thread | None = None
+        self._observed: tuple[tuple[str | None, str | None], float] | None = None  # (record version, first seen)
+        self._last_renewed: float | None = None
+        self._rv: str | None = None
+        # The record this replica last wrote, while it holds the Lease at self._rv.
+        self._written: L.LeaseRecord | None = None
 
-    def start(self):
+    def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="leader-election")
         self._thread.start()
         # The renew deadline is checked apart from the loop: a Lease call that hangs must not keep a replica
         # that may have lost the Lease reconciling (every call also has a timeout).
         threading.Thread(target=self._watchdog, daemon=True, name="leader-watchdog").start()
 
-    def _watchdog(self):
+    def _watchdog(self) -> None:
         # Wakes at the renew deadline of the last renewal it knows of (an idle process does not tick), and at
         # least every retry period to pick up a new leadership.
         wait = self.retry_period
@@ -50,9 +59,11 @@ class LeaderElector:
                 self._lose("could not renew lease %s/%s within %.1fs" % (self.namespace, self.name,
                                                                          self.renew_deadline))
                 return
-            wait = max(0.01, renewed + self.renew_deadline - now) if leader else self.retry_period
+            # A leader that gets here has renewed (still_leader is False without a renewal).
+            wait = max(0.01, renewed + self.renew_deadline - now) if leader and renewed is not None else \
+                self.retry_period
 
-    def _lose(self, why):
+    def _lose(self, why: str) -> None:
         with self._lose_lock:
             if not self.is_leader:
                 return
@@ -61,14 +72,14 @@ class LeaderElector:
             self._stop.set()
         self.on_stopped()
 
-    def stop(self, release=True):
+    def stop(self, release: bool = True) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join(self.retry_period + 10)
         if release and self.is_leader:
             self.release()
 
-    def _loop(self):
+    def _loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self._round()
@@ -80,7 +91,7 @@ class LeaderElector:
                 return
             self._stop.wait(self.retry_period)
 
-    def _round(self):
+    def _round(self) -> None:
         if self.is_leader and self._written is not None and self._rv and self._renew():
             return
         self._written = None
@@ -114,7 +125,7 @@ class LeaderElector:
             self.is_leader = True
             self.on_started()
 
-    def _renew(self):
+    def _renew(self) -> bool:
         """The leader's renewal in one request, as client-go does: the record it wrote last, at the
         resourceVersion that write got. True when renewed; False (nothing written) when the Lease moved on meanwhile,
         and the round reads it first."""
@@ -129,12 +140,12 @@ class LeaderElector:
         self._remember(written, spec)
         return True
 
-    def _remember(self, written, spec):
+    def _remember(self, written: KubeObject | None, spec: L.LeaseSpec) -> None:
         """What the next renewal replaces: the Lease as written (its new resourceVersion), or nothing known."""
         rv = ((written or {}).get("metadata") or {}).get("resourceVersion") if isinstance(written, dict) else None
         self._rv, self._written = (rv, L.LeaseRecord.from_spec(spec)) if rv else (self._rv, None)
 
-    def release(self):
+    def release(self) -> None:
         try:
             body = self.kube.get_lease(self.namespace, self.name)
             if not body or (body.get("spec") or {}).get("holderIdentity") != self.identity:

@@ -10,20 +10,29 @@ so the drift check could not tell that a drain is due.
 """
 
 import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import merge_placement
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 from . import cache, workqueue
+
+if TYPE_CHECKING:
+    from .kube import Kube
 
 log = logging.getLogger(__name__)
 
 NODES = cache.Resource("", "v1", "nodes", "Node")
 
+# (cordoned, ((condition type, status), ...), ((label, value), ...)) of a Node (:func:`signature`).
+Signature = tuple[bool, tuple[tuple[Any, Any], ...], tuple[tuple[str, Any], ...]]
 
-def signature(node):
+
+def signature(node: KubeObject | None) -> Signature | None:
     """What of a Node the converge projects into Slurm: cordoned or not, its conditions' statuses, and its labels
     (features and topology from labels: spec.featureLabelPrefix, spec.topology)."""
     if node is None:
@@ -34,9 +43,9 @@ def signature(node):
             tuple(sorted(((node.get("metadata") or {}).get("labels") or {}).items())))
 
 
-def clusters_on(node_name, pods):
+def clusters_on(node_name: str, pods: Iterable[KubeObject]) -> list[tuple[str, str]]:
     """(namespace, cluster) of the worker pods on ``node_name``."""
-    found = set()
+    found: set[tuple[str, str]] = set()
     for pod in pods:
         labels = pod["metadata"].get("labels") or {}
         if (pod.get("spec") or {}).get("nodeName") == node_name and \
@@ -45,11 +54,12 @@ def clusters_on(node_name, pods):
     return sorted(found)
 
 
-def every_node_clusters(old, new, nodesets, clusters):
+def every_node_clusters(old: KubeObject | None, new: KubeObject | None, nodesets: Iterable[KubeObject],
+                        clusters: Mapping[tuple[str, str], KubeObject]) -> list[tuple[str, str]]:
     """(namespace, cluster) of the every-node NodeSets whose matching of a Node changed from ``old`` to ``new`` (None:
     not there: added, deleted). ``nodesets``: the NodeSets (any namespace); ``clusters``: ``{(namespace, name):
     SlurmCluster}`` (the cluster-wide placement merges under the NodeSet's). Pure."""
-    found = set()
+    found: set[tuple[str, str]] = set()
     node = new or old
     if node is None:
         return []
@@ -61,6 +71,8 @@ def every_node_clusters(old, new, nodesets, clusters):
             continue
         namespace = ns["metadata"].get("namespace")
         cluster_name = (spec.get("clusterRef") or {}).get("name")
+        if not cluster_name:
+            continue  # never stored so (the CRD requires clusterRef.name): no cluster to run
         cluster = clusters.get((namespace, cluster_name))
         placement = merge_placement(((cluster or {}).get("spec") or {}).get("placement"), spec.get("placement"))
         was = before is not None and every_node.eligible(node_name, before, placement)
@@ -71,16 +83,16 @@ def every_node_clusters(old, new, nodesets, clusters):
 
 
 class NodeWatch:
-    def __init__(self, kube, controller):
+    def __init__(self, kube: "Kube", controller: cache.Caches) -> None:
         self.controller = controller
         self.informer = cache.Informer(kube, NODES, [None], self._on_node, stopping=controller._stopping)
 
-    def start(self):
+    def start(self) -> None:
         self.informer.start()
 
-    def _on_node(self, etype, old, new):
+    def _on_node(self, etype: str, old: KubeObject | None, new: KubeObject | None) -> None:
         self._every_node(etype, old, new)
-        if etype != cache.MODIFIED or signature(old) == signature(new):
+        if etype != cache.MODIFIED or new is None or signature(old) == signature(new):
             return
         pods_informer = self.controller.owned.get("Pod")
         if pods_informer is None:
@@ -91,7 +103,7 @@ class NodeWatch:
                      namespace, cluster)
             self.controller.queue.add((names.CLUSTER_KIND, namespace, cluster), reason=workqueue.REQUEUE)
 
-    def _every_node(self, etype, old, new):
+    def _every_node(self, etype: str, old: KubeObject | None, new: KubeObject | None) -> None:
         informers = getattr(self.controller, "informers", None) or {}
         sets, crs = informers.get(names.NODESET_KIND), informers.get(names.CLUSTER_KIND)
         if sets is None:
@@ -102,7 +114,10 @@ class NodeWatch:
             old, new = old or new, None
         elif etype == cache.ADDED:
             old = None
+        node = new or old
+        if node is None:
+            return
         for namespace, cluster in every_node_clusters(old, new, sets.store.list(), clusters):
             log.info("node %s starts or stops matching an every-node NodeSet: reconciling SlurmCluster %s/%s",
-                     (new or old)["metadata"]["name"], namespace, cluster)
+                     node["metadata"]["name"], namespace, cluster)
             self.controller.queue.add((names.CLUSTER_KIND, namespace, cluster), reason=workqueue.REQUEUE)

@@ -22,8 +22,11 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, NoReturn, TypedDict
+
+from .extravars import ExtraVars
 
 log = logging.getLogger(__name__)
 
@@ -32,23 +35,36 @@ CALLBACK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callbac
 EVENTS_ENV = "SOPERATOR_EVENTS_FILE"
 
 
+class RunEvent(TypedDict, total=False):
+    """One JSON line of a run's events file: what the callback ``callbacks/soperator_events.py`` writes (and the
+    child's own first line). ``event``: child, play, task, ok, failed, unreachable or stats; ``t``: the monotonic
+    time (child, play, task, ok, stats); ``task``: the task's name; ``ignored``: a failure the task ignores; ``res``:
+    the fields of the task's result the callback keeps; ``stats``: the play's totals (ok, changed, failures, ...)."""
+    event: str
+    t: float
+    task: str
+    ignored: bool
+    res: dict[str, Any]
+    stats: dict[str, int]
+
+
 @dataclass
 class RunResult:
     ok: bool
     status: str                       # successful, failed, canceled, timeout, error
-    rc: Optional[int] = None
+    rc: int | None = None
     message: str = ""                 # the failing task's msg (or a runner error)
-    field: Optional[str] = None       # the spec field a validating module named, if any
-    reason: Optional[str] = None      # the module's failure reason (errors.* in the collection), if any
-    retryable: Optional[bool] = None  # the module's verdict on retrying, if it gave one
+    field: str | None = None          # the spec field a validating module named, if any
+    reason: str | None = None         # the module's failure reason (errors.* in the collection), if any
+    retryable: bool | None = None     # the module's verdict on retrying, if it gave one
     task: str = ""
     changed: int = 0
-    stats: dict = dataclasses.field(default_factory=dict)
+    stats: dict[str, int] = dataclasses.field(default_factory=dict)  # the play's totals (RunEvent's stats)
     duration: float = 0.0
     stdout_tail: str = ""
-    requeue_after: Optional[float] = None  # the smallest requeue_after a task returned
-    ready: Optional[bool] = None           # the converge module's verdict, when it ran
-    phases: dict = dataclasses.field(default_factory=dict)  # where the run's time went (see run_phases)
+    requeue_after: float | None = None  # the smallest requeue_after a task returned
+    ready: bool | None = None           # the converge module's verdict, when it ran
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # where the run's time went (run_phases)
 
 
 # Where a run's time goes, in order: its directory and a fork of the warm forkserver; ansible-playbook's start
@@ -59,11 +75,12 @@ PHASES = ("fork", "play start", "preflight tasks", "task worker", "observe", "re
           "play end")
 
 
-def run_phases(events, started, ended):
+def run_phases(events: Sequence[RunEvent], started: float, ended: float) -> dict[str, float]:
     """Seconds per phase of PHASES from the events' monotonic timestamps (the same clock in every process)."""
-    stamps = {}
-    converge_start, converge = None, None
-    last_task = None
+    stamps: dict[str, float] = {}
+    converge_start: float | None = None
+    converge: RunEvent | None = None
+    last_task: float | None = None
     for event in events:
         kind = event.get("event")
         if kind in ("child", "play") and "t" in event:
@@ -84,8 +101,8 @@ def run_phases(events, started, ended):
     return phases
 
 
-def read_events(path):
-    events = []
+def read_events(path: str) -> list[RunEvent]:
+    events: list[RunEvent] = []
     try:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
@@ -98,7 +115,7 @@ def read_events(path):
     return events
 
 
-def summarize(events, result):
+def summarize(events: Sequence[RunEvent], result: RunResult) -> RunResult:
     """Fill ``result`` from the callback's events: failure details, changes, requeue and readiness."""
     failed = [e for e in events if e.get("event") in ("failed", "unreachable") and not e.get("ignored")]
     if failed:
@@ -123,18 +140,18 @@ def summarize(events, result):
     return result
 
 
-def playbook_for_role(role, tasks_from=None):
+def playbook_for_role(role: str, tasks_from: str | None = None) -> list[dict[str, Any]]:
     # gather_facts off: the roles need no facts, and it saves a second per run. rolespec_validate off: the vars are
     # the watches file's, the same at every run, and the modules validate their own arguments; the role's argument
     # spec would cost every run one more task (a forked worker), ~0.04 s.
-    include = {"name": role, "rolespec_validate": False}
+    include: dict[str, object] = {"name": role, "rolespec_validate": False}
     if tasks_from:
         include["tasks_from"] = tasks_from
     return [{"name": "Reconcile with %s" % role, "hosts": "localhost", "gather_facts": False,
              "tasks": [{"name": "Run %s" % role, "ansible.builtin.import_role": include}]}]
 
 
-def _child(argv, log_path, events_path):
+def _child(argv: list[str], log_path: str, events_path: str) -> NoReturn:
     """In the forked child: a new session, output to the run's log, then ansible-playbook in-process."""
     os.setsid()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -162,7 +179,7 @@ def _child(argv, log_path, events_path):
             os._exit(rc if isinstance(rc, int) else 1)
 
 
-def ansible_environment(python, work_root, extra=None):
+def ansible_environment(python: str, work_root: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The ANSIBLE_* settings every run shares; they are read when Ansible is imported (in the forkserver)."""
     env = {
         "ANSIBLE_LOCAL_TEMP": os.path.join(work_root, "ansible-tmp"),
@@ -187,7 +204,8 @@ def ansible_environment(python, work_root, extra=None):
 class RoleRunner:
     """Runs roles and playbooks in children of a warm forkserver (see the module docstring)."""
 
-    def __init__(self, work_dir=None, python=sys.executable, env=None, stop_grace=30.0, timeout=3600.0, warm=True):
+    def __init__(self, work_dir: str | None = None, python: str = sys.executable, env: Mapping[str, str] | None = None,
+                 stop_grace: float = 30.0, timeout: float = 3600.0, warm: bool = True) -> None:
         base = work_dir or os.path.join(tempfile.gettempdir(), "soperator-operator")
         os.makedirs(base, mode=0o700, exist_ok=True)
         _remove_stale(base)
@@ -203,15 +221,16 @@ class RoleRunner:
         self.ctx = multiprocessing.get_context("forkserver")
         if warm:
             self.ctx.set_forkserver_preload(["soperator_operator.warm"])
-        self._live = {}
+        self._live: dict[str, int] = {}  # ident -> pid of the runs in flight
 
-    def start(self):
+    def start(self) -> None:
         """Start the forkserver now (else at the first run): its imports cost a few seconds once."""
         proc = self.ctx.Process(target=os._exit, args=(0,), name="soperator-warm-up")
         proc.start()
         proc.join()
 
-    def run(self, extravars, role=None, playbook=None, ident="run", should_stop=lambda: False, tasks_from=None):
+    def run(self, extravars: ExtraVars, role: str | None = None, playbook: str | None = None, ident: str = "run",
+            should_stop: Callable[[], bool] = lambda: False, tasks_from: str | None = None) -> RunResult:
         """Run and wait. ``should_stop`` is polled: when it turns true the run is cancelled. ``tasks_from``: the
         role's entry point (default main)."""
         started = time.monotonic()
@@ -222,12 +241,12 @@ class RoleRunner:
         finally:
             shutil.rmtree(pdd, ignore_errors=True)
 
-    def cancel_all(self):
+    def cancel_all(self) -> None:
         """Kill every run in flight at once (leadership lost: nothing may write any more)."""
         for pid in list(self._live.values()):
             _signal_group(pid, signal.SIGKILL)
 
-    def close(self, helpers=False):
+    def close(self, helpers: bool = False) -> None:
         """Kill the runs in flight and remove their files. ``helpers`` (leadership lost, the process exits next):
         also kill every child of this process, in the operator the forkserver and multiprocessing's resource
         tracker, so that nothing of this replica outlives it; left alone they take seconds to notice their parent
@@ -241,7 +260,8 @@ class RoleRunner:
                     pass
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def _prepare(self, pdd, extravars, role, playbook, tasks_from=None):
+    def _prepare(self, pdd: str, extravars: ExtraVars, role: str | None, playbook: str | None,
+                 tasks_from: str | None = None) -> list[str]:
         vars_path = os.path.join(pdd, "extravars.json")
         with open(vars_path, "w", encoding="utf-8") as handle:
             json.dump(extravars, handle, default=str)
@@ -252,17 +272,20 @@ class RoleRunner:
             path = os.path.join(pdd, "main.yml")
             with open(path, "w", encoding="utf-8") as handle:
                 json.dump(playbook_for_role(role, tasks_from), handle)
-        elif os.path.isabs(playbook or ""):
+        elif playbook and os.path.isabs(playbook):
             path = playbook
         else:
             raise ValueError("a watches playbook must be an absolute path: %r" % (playbook,))
         return ["ansible-playbook", "-i", inventory, "-e", "@" + vars_path, path]
 
-    def _execute(self, pdd, argv, should_stop, started, ident):
+    def _execute(self, pdd: str, argv: list[str], should_stop: Callable[[], bool], started: float,
+                 ident: str) -> RunResult:
         log_path, events_path = os.path.join(pdd, "run.log"), os.path.join(pdd, "events.jsonl")
         proc = self.ctx.Process(target=_child, args=(argv, log_path, events_path), name=ident)
         proc.start()
-        self._live[ident] = proc.pid
+        pid = proc.pid
+        assert pid is not None  # a started process has one
+        self._live[ident] = pid
         stop_sent = None
         try:
             while True:
@@ -271,16 +294,16 @@ class RoleRunner:
                     break
                 now = time.monotonic()
                 if stop_sent is None and (should_stop() or now - started > self.timeout):
-                    log.warning("cancelling run %s (pid %d)", ident, proc.pid)
-                    _signal_group(proc.pid, signal.SIGTERM)
+                    log.warning("cancelling run %s (pid %d)", ident, pid)
+                    _signal_group(pid, signal.SIGTERM)
                     stop_sent = now
                 elif stop_sent is not None and now - stop_sent > self.stop_grace:
-                    _signal_group(proc.pid, signal.SIGKILL)
+                    _signal_group(pid, signal.SIGKILL)
                     proc.join()
                     break
         finally:
             self._live.pop(ident, None)
-            _signal_group(proc.pid, signal.SIGKILL)  # Ansible's own workers, should any be left
+            _signal_group(pid, signal.SIGKILL)  # Ansible's own workers, should any be left
         rc = proc.exitcode
         ended = time.monotonic()
         output = _read(log_path) or ""
@@ -307,7 +330,7 @@ class RoleRunner:
         return result
 
 
-def _children(parent):
+def _children(parent: int) -> list[int]:
     """Pids of the live processes whose parent is ``parent`` (Linux /proc)."""
     found = []
     for entry in os.listdir("/proc"):
@@ -323,14 +346,14 @@ def _children(parent):
     return found
 
 
-def _signal_group(pid, sig):
+def _signal_group(pid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _read(path):
+def _read(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read().strip()
@@ -338,16 +361,16 @@ def _read(path):
         return None
 
 
-def _last_line(text):
+def _last_line(text: str | None) -> str:
     lines = [line for line in (text or "").splitlines() if line.strip()]
     return lines[-1][-500:] if lines else ""
 
 
-def _safe(text):
+def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80] or "run"
 
 
-def _remove_stale(base):
+def _remove_stale(base: str) -> None:
     """Remove work dirs of operator processes that are gone (named ``<pid>-...``)."""
     for name in os.listdir(base):
         pid = name.split("-", 1)[0]
@@ -357,5 +380,5 @@ def _remove_stale(base):
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
-def new_ident(kind, namespace, name):
+def new_ident(kind: str, namespace: str, name: str) -> str:
     return "%s-%s-%s-%s" % (kind.lower(), namespace, name, uuid.uuid4().hex[:6])

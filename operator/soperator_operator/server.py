@@ -2,16 +2,18 @@
 
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 log = logging.getLogger(__name__)
 
 
-def serve(bind, port, healthy, ready, metrics_text):
+def serve(bind: str, port: int, healthy: Callable[[], bool], ready: Callable[[], bool],
+          metrics_text: Callable[[], str]) -> ThreadingHTTPServer:
     """Start the server in a daemon thread; the callables answer per request. Returns the server."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802  http.server's naming
+        def do_GET(self) -> None:  # noqa: N802  http.server's naming
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
                 self._reply(200 if healthy() else 500, "ok\n" if healthy() else "unhealthy\n")
@@ -23,7 +25,7 @@ def serve(bind, port, healthy, ready, metrics_text):
             else:
                 self._reply(404, "not found\n")
 
-        def _reply(self, code, text, ctype="text/plain; charset=utf-8"):
+        def _reply(self, code: int, text: str, ctype: str = "text/plain; charset=utf-8") -> None:
             data = text.encode()
             self.send_response(code)
             self.send_header("Content-Type", ctype)
@@ -31,7 +33,7 @@ def serve(bind, port, healthy, ready, metrics_text):
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, fmt, *args):
+        def log_message(self, fmt: str, *args: object) -> None:
             log.debug("http: " + fmt, *args)
 
     server = ThreadingHTTPServer((bind, port), Handler)

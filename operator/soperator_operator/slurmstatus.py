@@ -10,14 +10,22 @@ converge's, which runs on its own triggers.
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values as api_values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, model, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 from . import cache, workqueue
 from .kube import describe, now_iso
+
+if TYPE_CHECKING:
+    from .kube import Kube
+    from .metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -26,16 +34,21 @@ SHOW_NODES = ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "node", "-o"]
 # How often a cluster with an elastic NodeSet is asked (seconds): a powered-up node's job waits for its pod.
 ELASTIC_PERIOD = 2.0
 
+# Slurm's view of a cluster: ``{node name: node}`` as ``scontrol.parse_show_node`` returns it.
+Slurm = Mapping[str, SlurmNode]
 
-def _ready(pod):
+
+def _ready(pod: KubeObject | None) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in ((pod or {}).get("status") or {}).get("conditions") or ())
 
 
-def status_changes(nodesets, statefulsets, pods, slurm):
+def status_changes(nodesets: Sequence[KubeObject], statefulsets: Mapping[str, KubeObject],
+                   pods: Mapping[str, KubeObject],
+                   slurm: Slurm) -> tuple[list[tuple[str, dict[str, int]]], list[tuple[str, KubeObject]]]:
     """([(NodeSet name, counts)], [(pod name, condition)]) that differ from what the objects say now. Pure."""
-    counts_to_write = []
-    bound = set()  # the workers of every-node NodeSets (no StatefulSet, no ordinal: found by their labels)
+    counts_to_write: list[tuple[str, dict[str, int]]] = []
+    bound: set[str] = set()  # the workers of every-node NodeSets (no StatefulSet, no ordinal: found by their labels)
     for ns in nodesets:
         if api_values.every_node(ns.get("spec") or {}):
             own = sorted(model.nodeset_pods(pods, ns["metadata"]["name"]))
@@ -64,7 +77,7 @@ def status_changes(nodesets, statefulsets, pods, slurm):
     return counts_to_write, conditions
 
 
-def elastic_counts(cluster_name, nodesets, slurm):
+def elastic_counts(cluster_name: str, nodesets: Sequence[KubeObject], slurm: Slurm) -> dict[str, dict[str, int]]:
     """``{nodeset name: {state: count}}`` of the elastic NodeSets (plan/elastic.node_state). Pure."""
     counts = {}
     for ns in nodesets:
@@ -78,7 +91,8 @@ def elastic_counts(cluster_name, nodesets, slurm):
     return counts
 
 
-def elastic_mismatch(cluster_name, nodesets, pods, slurm):
+def elastic_mismatch(cluster_name: str, nodesets: Sequence[KubeObject], pods: Mapping[str, KubeObject],
+                     slurm: Slurm) -> list[str]:
     """Node names of the elastic NodeSets whose pods do not match Slurm's power states (a run is due). Pure."""
     found = []
     for ns in nodesets:
@@ -90,21 +104,22 @@ def elastic_mismatch(cluster_name, nodesets, pods, slurm):
     return found
 
 
-def has_elastic(controller, cluster):
+def has_elastic(controller: cache.Caches, cluster: KubeObject) -> bool:
     namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     return any(((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == name and (ns.get("spec") or {}).get(
         "elastic") for ns in controller.informers[names.NODESET_KIND].store.list(namespace))
 
 
 class SlurmStatus:
-    def __init__(self, kube, controller, period, elastic_period=ELASTIC_PERIOD):
+    def __init__(self, kube: "Kube", controller: cache.Caches, period: float,
+                 elastic_period: float = ELASTIC_PERIOD) -> None:
         self.kube, self.controller, self.period = kube, controller, period
         self.elastic_period = min(period, elastic_period)
 
-    def start(self):
+    def start(self) -> None:
         threading.Thread(target=self._loop, daemon=True, name="slurm-status").start()
 
-    def _loop(self):
+    def _loop(self) -> None:
         # Clusters with an elastic NodeSet are asked every elastic_period: Slurm powers a node up for a job with no
         # Kubernetes event, and the job waits for its pod. The others every period.
         last_full = 0.0
@@ -121,14 +136,14 @@ class SlurmStatus:
                     log.warning("Slurm status of %s/%s: %s", cluster["metadata"].get("namespace"),
                                 cluster["metadata"]["name"], describe(exc))
 
-    def _cached(self, kind, namespace, cluster_name):
+    def _cached(self, kind: str, namespace: str, cluster_name: str) -> dict[str, KubeObject]:
         informer = self.controller.owned.get(kind)
         if informer is None:
             return {}
         return dict((o["metadata"]["name"], o) for o in informer.store.list(
             namespace, lambda o: cache.cluster_of(o, names.LABEL_CLUSTER) == cluster_name))
 
-    def refresh(self, cluster):
+    def refresh(self, cluster: KubeObject) -> None:
         namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         pods = self._cached("Pod", namespace, name)
         controller_pod = names.controller_pod(name)
@@ -143,7 +158,7 @@ class SlurmStatus:
                     if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == name
                     and not ns["metadata"].get("deletionTimestamp")]
         mismatch = elastic_mismatch(name, nodesets, pods, slurm)
-        metrics = getattr(self.controller, "metrics", None)
+        metrics: OperatorMetrics | None = getattr(self.controller, "metrics", None)
         if metrics is not None:
             for set_name, by_state in elastic_counts(name, nodesets, slurm).items():
                 for state, count in by_state.items():

@@ -26,14 +26,22 @@ requirements:
 import json
 import os
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ansible.plugins.callback import CallbackBase
+
+if TYPE_CHECKING:  # Ansible ships no type information: these name what the callbacks are given
+    from ansible.executor.stats import AggregateStats
+    from ansible.executor.task_result import CallbackTaskResult
+    from ansible.playbook.play import Play
+    from ansible.playbook.task import Task
 
 _FAILURE_KEYS = ("msg", "field", "reason", "retryable", "errors", "pending", "phase")
 _OK_KEYS = ("requeue_after", "ready", "phase", "pending", "changed", "timings")
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """Tagged/unsafe values of Ansible as plain JSON types."""
     if isinstance(value, dict):
         return dict((str(k), _plain(v)) for k, v in value.items())
@@ -54,18 +62,18 @@ class CallbackModule(CallbackBase):
     CALLBACK_NAME = "soperator_events"
     CALLBACK_NEEDS_ENABLED = True
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super(CallbackModule, self).__init__(*args, **kwargs)
         self._path = os.environ.get("SOPERATOR_EVENTS_FILE")
 
-    def _write(self, event):
+    def _write(self, event: dict[str, Any]) -> None:
         if not self._path:
             return
         with open(self._path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(_plain(event)) + "\n")
 
     @staticmethod
-    def _pick(result, keys):
+    def _pick(result: "CallbackTaskResult", keys: Iterable[str]) -> dict[str, Any]:
         res = result._result or {}
         if res.get("msg") is None and isinstance(res.get("results"), list):  # a loop: its first failed item
             for item in res["results"]:
@@ -74,27 +82,27 @@ class CallbackModule(CallbackBase):
                     break
         return dict((k, res[k]) for k in keys if k in res)
 
-    def v2_playbook_on_play_start(self, play):
+    def v2_playbook_on_play_start(self, play: "Play") -> None:
         self._write({"event": "play", "t": time.monotonic()})
 
-    def v2_playbook_on_task_start(self, task, is_conditional):
+    def v2_playbook_on_task_start(self, task: "Task", is_conditional: bool) -> None:
         self._write({"event": "task", "task": task.get_name(), "t": time.monotonic()})
 
-    def v2_runner_on_failed(self, result, ignore_errors=False):
+    def v2_runner_on_failed(self, result: "CallbackTaskResult", ignore_errors: bool = False) -> None:
         self._write({"event": "failed", "task": result.task_name, "ignored": bool(ignore_errors),
                      "res": self._pick(result, _FAILURE_KEYS)})
 
-    def v2_runner_on_unreachable(self, result):
+    def v2_runner_on_unreachable(self, result: "CallbackTaskResult") -> None:
         self._write({"event": "unreachable", "task": result.task_name, "res": self._pick(result, ("msg",))})
 
-    def v2_runner_on_ok(self, result):
+    def v2_runner_on_ok(self, result: "CallbackTaskResult") -> None:
         res = result._result or {}
         if "requeue_after" in res or "ready" in res:
             self._write({"event": "ok", "task": result.task_name, "res": self._pick(result, _OK_KEYS),
                          "t": time.monotonic()})
 
-    def v2_playbook_on_stats(self, stats):
-        totals = {}
+    def v2_playbook_on_stats(self, stats: "AggregateStats") -> None:
+        totals: dict[str, int] = {}
         for key in ("ok", "changed", "failures", "skipped", "dark", "rescued", "ignored"):
             totals[key] = sum((getattr(stats, key, None) or {}).values())
         self._write({"event": "stats", "stats": totals, "t": time.monotonic()})
