@@ -16,6 +16,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger impo
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
     every_node,
     model,
+    modes,
     node_labels,
     pins,
     projection,
@@ -280,7 +281,7 @@ def test_every_node_follows_labels_and_a_cordoned_node_keeps_its_worker(k8s, nam
         p.valid_nodesets = [nodeset]
         hashes, render_pod = render_every_node_pods(cluster, [nodeset])
         every_node.plan_every_node(p, ctx, hashes, render_pod)
-        projection.plan_projection(p, ctx)
+        projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
         done = {}
         conv.act_elastic(p, None, done)
         for pod_name, uid in p.delete_pods:

@@ -232,6 +232,13 @@ def _every_node_elastic(spec: Spec, path: str) -> Errors:
     return []
 
 
+@_twin(schema.FEATURE_LABELS_ELASTIC)
+def _feature_labels_elastic(spec: Spec, path: str) -> Errors:
+    if "elastic" in spec and "featureLabelPrefix" in spec:
+        return _cel_error(child_path(path, "featureLabelPrefix"), schema.FEATURE_LABELS_ELASTIC)
+    return []
+
+
 # Transition rules (``self == oldSelf``): judged only on an update, with the stored value.
 @_twin(schema.SPOOL_IMMUTABLE)
 def _spool_immutable(spool: object, path: str, old: object) -> Errors:

@@ -386,6 +386,9 @@ EVERY_NODE_ALONE = ("placement.everyNode puts one worker on every matching node 
                     "do not apply with it (leave them false)")
 EVERY_NODE_ELASTIC = ("placement.everyNode and elastic exclude each other: Kubernetes nodes decide which workers of an "
                       "every-node NodeSet run, Slurm's power saving those of an elastic one")
+FEATURE_LABELS_ELASTIC = ("featureLabelPrefix does not apply to an elastic NodeSet: its Slurm nodes exist while "
+                          "powered down, on no Kubernetes node, and a feature from one node's labels would stay on a "
+                          "name Slurm powers up elsewhere (use spec.features)")
 EVERY_NODE_SWITCH = ("a NodeSet cannot switch placement.everyNode on or off: its running jobs would lose their nodes; "
                      "create a new NodeSet and delete this one (its nodes are drained first)")
 
@@ -1164,7 +1167,8 @@ def nodeset_schema() -> Schema:
                                  "empty, else <rest>_<value> ('false' gives none). Kept up to date while the "
                                  "labels change, without a slurmctld restart; features of the NodeSet and an "
                                  "administrator's are never touched. Needs the opt-in to read Nodes "
-                                 "(operator_read_nodes). Example: feature.node.kubernetes.io/",
+                                 "(operator_read_nodes). Not for an elastic NodeSet. Example: "
+                                 "feature.node.kubernetes.io/",
                                  minLength=1, maxLength=253, pattern=FEATURE_LABEL_PREFIX_PATTERN),
         "drainTimeout": _s("How long a scale-in, maintenance or the NodeSet's removal waits for a draining node's "
                            "jobs; then onDrainTimeout applies. Not rolling updates: see "
@@ -1193,6 +1197,7 @@ def nodeset_schema() -> Schema:
         _rule("has(self.elastic) == has(oldSelf.elastic)", ELASTIC_SWITCH),
         _rule("!has(self.elastic) || !has(self.placement) || !has(self.placement.everyNode) || "
               "!self.placement.everyNode", EVERY_NODE_ELASTIC, ".placement.everyNode"),
+        _rule("!has(self.elastic) || !has(self.featureLabelPrefix)", FEATURE_LABELS_ELASTIC, ".featureLabelPrefix"),
         _rule("(has(self.placement) && has(self.placement.everyNode) && self.placement.everyNode) == "
               "(has(oldSelf.placement) && has(oldSelf.placement.everyNode) && oldSelf.placement.everyNode)",
               EVERY_NODE_SWITCH, ".placement.everyNode")]))

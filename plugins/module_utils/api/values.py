@@ -129,6 +129,20 @@ def nodeset_partitions(cluster_spec: Spec, nodeset_spec: Spec) -> list[str]:
     return [p["name"] for p in cluster_spec["partitions"] if p["default"]]
 
 
+# How a NodeSet's workers exist (its mode): one owner of the classification, which plan/modes.py gives behaviour.
+FIXED = "fixed"            # a StatefulSet of spec.replicas
+ELASTIC = "elastic"        # Slurm's power saving decides which of spec.elastic.maxNodes run (a pod each)
+EVERY_NODE = "every-node"  # one worker on every matching Kubernetes node (spec.placement.everyNode)
+
+
+def mode(nodeset_spec: Spec) -> str:
+    """The NodeSet's mode: :data:`ELASTIC`, :data:`EVERY_NODE` or :data:`FIXED` (validation refuses an elastic
+    every-node set; an elastic spec wins here all the same)."""
+    if elastic(nodeset_spec):
+        return ELASTIC
+    return EVERY_NODE if every_node(nodeset_spec) else FIXED
+
+
 def elastic(nodeset_spec: Spec) -> bool:
     """Whether Slurm's power saving decides which nodes of this NodeSet run (spec.elastic)."""
     return bool(nodeset_spec.get("elastic"))

@@ -37,11 +37,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import references, schema, walk
+from ansible_collections.soperator.slurm.plugins.module_utils.api import references, schema, values, walk
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    backup, components, elastic, every_node, login, maintenance, node_labels, pins, projection, rolls, scale,
+    backup, components, elastic, every_node, login, maintenance, modes, node_labels, pins, projection, rolls, scale,
     slurm_config,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
@@ -157,26 +157,27 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
     # An elastic NodeSet being deleted stays in slurm.conf until its nodes are powered down (plan/elastic.leave), and
     # one whose maxNodes was lowered keeps the names still up (plan/elastic.plan_shrink).
     wider = elastic.plan_shrink(p, ctx)
-    rendered = [elastic.with_max(ns, wider[ns["metadata"]["name"]]) if ns["metadata"]["name"] in wider else ns
-                for ns in valid] + ctx.elastic_leaving
-    ctx.elastic = [ns for ns in rendered if ns["spec"].get("elastic") and ns not in ctx.elastic_leaving]
+    for set_name, max_nodes in wider.items():
+        ctx.replace(elastic.with_max(next(v.nodeset for v in ctx.views if v.name == set_name and not v.leaving),
+                                     max_nodes))
+    rendered = [v.nodeset for v in ctx.views if modes.of(v).rendered(v)]
     topology = node_labels.plan_topology(p, ctx, replicas.render)
     p.manifests = render.render_cluster(cluster_ok, rendered,
                                         collection_version, served=observed.get("served") or (),
                                         slurm_user=slurm_user, replicas=replicas.render,
                                         maintenance=ctx.spec["maintenance"] and maintenance_ready,
                                         topology=topology)
-    if ctx.elastic or ctx.elastic_leaving:
+    if any(v.mode == values.ELASTIC for v in ctx.views):
         hashes, render_pod = render.elastic_pods(cluster_ok, rendered, collection_version)
         elastic.plan_elastic(p, ctx, hashes, render_pod)
-    if ctx.every_node or ctx.every_node_leaving:
+    if any(v.mode == values.EVERY_NODE for v in ctx.views):
         hashes, render_pod = render.every_node_pods(cluster_ok, rendered, collection_version)
         every_node.plan_every_node(p, ctx, hashes, render_pod)
     rolls.plan_rolls(p, ctx, replicas.rolling)
     login.plan_login(p, ctx)
     scale.plan_node_records(p, ctx, dict(replicas.kept, **elastic.kept(ctx)))
     components.plan_guards(p, ctx)
-    projection.plan_projection(p, ctx)
+    projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
     slurm_config.plan_slurm_config(p, ctx)
     node_labels.plan_features(p, ctx)
     node_labels.plan_unplaced(p, ctx)

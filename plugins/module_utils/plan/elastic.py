@@ -27,7 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
     REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, name, pod_ready,
 )
@@ -192,7 +192,7 @@ def plan_shrink(p, ctx):
     that removes a busy node kills its job, findings A.11). Returns ``{nodeset name: maxNodes to render}`` for the
     sets that must keep more names for now, and powers those names down once idle (``power down asap``)."""
     keep = {}
-    for ns in ctx.elastic:
+    for ns in ctx.of(values.ELASTIC):
         set_name, limit = name(ns), int(ns["spec"]["elastic"]["maxNodes"])
         prefix = names.worker_name(ctx.name, set_name)
         beyond = [n for n in list(ctx.pods) + list(ctx.slurm or ()) if (names.ordinal(n, prefix) or 0) >= limit]
@@ -217,18 +217,13 @@ def with_max(nodeset, max_nodes):
     return dict(nodeset, spec=spec)
 
 
-def every_name(ctx):
-    """Every node name of the cluster's valid elastic NodeSets."""
-    return [n for ns in ctx.elastic for n in node_names(ctx.name, ns)]
-
-
-def plan_maintenance(p, ctx):
-    """``spec.maintenance`` with elastic NodeSets: every node up is powered down once idle (``power down asap``:
-    Slurm drains it, its jobs end first), and every powered-down one is drained (``soperator: maintenance``) so Slurm
-    powers none up for a pending job; resumed when maintenance ends (maintenance.plan_maintenance). Returns the
-    nodes maintenance still waits for (up, or a pod left)."""
+def maintenance(p, ctx, nodeset):
+    """``spec.maintenance`` for an elastic NodeSet (``modes.Elastic``): every node up is powered down once idle
+    (``power down asap``: Slurm drains it, its jobs end first), and every powered-down one is drained (``soperator:
+    maintenance``) so Slurm powers none up for a pending job; resumed when maintenance ends
+    (maintenance.plan_maintenance). Returns the nodes maintenance still waits for (up, or a pod left)."""
     waiting = []
-    for node_name in every_name(ctx):
+    for node_name in node_names(ctx.name, nodeset):
         node = ctx.slurm.get(node_name)
         state = node_state(node)
         if state in WANTS_POD or node_name in ctx.pods:
@@ -244,7 +239,7 @@ def kept(ctx):
     """``{name prefix: maxNodes}`` of the elastic NodeSets: their node names are no pods gone for good
     (scale.plan_node_records forgets only names beyond)."""
     return dict((names.worker_name(ctx.name, name(ns)), int(ns["spec"]["elastic"]["maxNodes"]))
-                for ns in ctx.elastic + ctx.elastic_leaving)
+                for ns in ctx.of(values.ELASTIC) + ctx.of(values.ELASTIC, leaving=True))
 
 
 def leave(p, ctx, ns):
@@ -272,9 +267,9 @@ def plan_elastic(p, ctx, template_hashes, render_pod):
     ``render_pod(nodeset, node name)``), ``p.delete_pods``, ``p.power_up``, ``p.power_down``,
     ``p.power_down_force``, ``p.events``, ``p.nodesets`` (facts) and the waits. ``template_hashes``:
     ``{nodeset name: hash}`` of the rendered pods. Without Slurm nothing changes."""
-    for ns in ctx.elastic_leaving:
+    for ns in ctx.of(values.ELASTIC, leaving=True):
         leave(p, ctx, ns)
-    for ns in ctx.elastic:
+    for ns in ctx.of(values.ELASTIC):
         set_name = name(ns)
         all_names = node_names(ctx.name, ns)
         if ctx.slurm is None:

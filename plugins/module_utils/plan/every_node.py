@@ -135,7 +135,7 @@ def _template_hash(pod):
 def room(ctx):
     """How many Slurm node names the every-node NodeSets may take together: ``spec.slurm.maxNodeCount`` less every
     other NodeSet's (their replicas, an elastic set's maxNodes; values.nodeset_size)."""
-    taken = sum(values.nodeset_size(ns["spec"]) for ns in ctx.valid + ctx.elastic)
+    taken = sum(values.nodeset_size(v.nodeset["spec"]) for v in ctx.views if not v.leaving)  # every-node: 0
     return max(0, int(ctx.spec["slurm"]["maxNodeCount"]) - taken)
 
 
@@ -241,7 +241,7 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
             else:
                 p.delete_pods.append((pod_name, pod["metadata"].get("uid")))  # made again on a later pass
     for pod_name, pod in sorted(pods.items()):
-        if pod_name in want or maintenance:  # in maintenance every worker goes anyway (maintenance_waiting)
+        if pod_name in want or maintenance:  # in maintenance every worker goes anyway (maintenance)
             continue
         if deleting(pod):
             moving.append(pod_name)
@@ -303,28 +303,22 @@ def leave(p, ctx, nodeset):
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for %s to go" % (set_name, ", ".join(waiting or records)))
 
 
-def maintenance_waiting(p, ctx):
-    """``spec.maintenance`` with every-node NodeSets: each worker drained (``soperator: maintenance``) and its pod
-    deleted once idle (the StatefulSets go to zero then); returns the workers maintenance still waits for. Their Slurm
-    records stay, and the same names come back when maintenance ends."""
+def maintenance(p, ctx, nodeset):
+    """``spec.maintenance`` for an every-node NodeSet (``modes.EveryNode``): each worker drained (``soperator:
+    maintenance``) and its pod deleted once idle (the StatefulSets go to zero then); returns the workers maintenance
+    still waits for. Their Slurm records stay, and the same names come back when maintenance ends."""
     waiting = []
-    for nodeset in ctx.every_node:
-        for pod_name, pod in sorted(own_pods(ctx, nodeset).items()):
-            waiting.append(pod_name)
-            if deleting(pod):
-                continue
-            action, removable, dummy = drains.plan_node(ctx.slurm.get(pod_name), now=ctx.now,
-                                                        drain_timeout=drain_timeout(nodeset))
-            if action == drains.DRAIN:
-                p.drain_node(pod_name, names.REASON_MAINTENANCE)
-            elif removable:
-                p.delete_pods.append((pod_name, pod["metadata"].get("uid")))
+    for pod_name, pod in sorted(own_pods(ctx, nodeset).items()):
+        waiting.append(pod_name)
+        if deleting(pod):
+            continue
+        action, removable, dummy = drains.plan_node(ctx.slurm.get(pod_name), now=ctx.now,
+                                                    drain_timeout=drain_timeout(nodeset))
+        if action == drains.DRAIN:
+            p.drain_node(pod_name, names.REASON_MAINTENANCE)
+        elif removable:
+            p.delete_pods.append((pod_name, pod["metadata"].get("uid")))
     return waiting
-
-
-def every_name(ctx):
-    """The Slurm nodes of the every-node NodeSets (maintenance resumes them once it ends)."""
-    return [n for ns in ctx.every_node for n in own_slurm_nodes(ctx, ns)]
 
 
 def plan_every_node(p, ctx, template_hashes, render_pod):
@@ -332,8 +326,8 @@ def plan_every_node(p, ctx, template_hashes, render_pod):
     node)``), ``p.delete_pods``, ``p.drain`` (scale-in), ``p.resume``, ``p.delete_nodes``, ``p.give_up``,
     ``p.release``, ``p.nodesets`` (facts: ``workerNodes``) and the waits. ``template_hashes``: ``{nodeset name:
     hash}`` of the rendered pods."""
-    for nodeset in ctx.every_node_leaving:
+    for nodeset in ctx.of(values.EVERY_NODE, leaving=True):
         leave(p, ctx, nodeset)
     budget = room(ctx)
-    for nodeset in sorted(ctx.every_node, key=name):
+    for nodeset in sorted(ctx.of(values.EVERY_NODE), key=name):
         budget = plan_set(p, ctx, nodeset, template_hashes[name(nodeset)], render_pod, budget)

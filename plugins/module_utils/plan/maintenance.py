@@ -16,21 +16,21 @@ __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import modes
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, drain_timeout, name, nodeset_pods, replicas,
+    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, replicas,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, every_node
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import give_up_expired, resume_ours
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import resume_ours
 
 
 def plan_maintenance(p, ctx):
     """Whether the cluster is ready for maintenance now (every worker drained and idle, or nothing runs): then it
     is rendered with every StatefulSet at zero. Writes ``p.drain`` (maintenance), ``p.resume`` (maintenance over;
-    health drains nobody else would resume), ``p.give_up`` and the waits."""
+    health drains nobody else would resume), ``p.give_up`` and the waits. Each NodeSet's mode says how its workers
+    go (``modes.Mode.maintenance``)."""
     spec, slurm = ctx.spec, ctx.slurm
     controller = ctx.statefulsets.get(names.controller_name(ctx.name))
-    worker_nodes = ctx.worker_nodes()
+    ours = [n for view in ctx.views for n in modes.of(view).nodes(ctx, view)]
     ready = False
     if spec["maintenance"]:
         if controller is None or replicas(controller) == 0:
@@ -38,30 +38,19 @@ def plan_maintenance(p, ctx):
         elif slurm is None:
             p.wait(REQUEUE_SLURM_UNREACHABLE, "maintenance waits for slurmctld to answer (to drain first)")
         else:
-            sets = dict((ctx.worker_statefulset(ns), ns) for ns in ctx.workers)
-            entries = []
-            for node in worker_nodes:
-                nodeset = sets.get(names.statefulset_of(node))
-                timeout = drain_timeout(nodeset) if nodeset is not None else None
-                entries += drains.plan_scale_in(slurm, [node], now=ctx.now, drain_timeout=timeout)
-            for entry in entries:
-                if entry["action"] == drains.DRAIN:
-                    p.drain_node(entry["name"], names.REASON_MAINTENANCE)
-            busy = ([e["name"] for e in entries if not e["removable"]] + elastic.plan_maintenance(p, ctx)
-                    + every_node.maintenance_waiting(p, ctx))
+            busy = [n for view in ctx.views for n in modes.of(view).maintenance(p, ctx, view)]
             if busy:
                 p.wait(REQUEUE_DRAINING, "maintenance waits for %s to drain" % ", ".join(busy))
             else:
                 ready = True
-                for entry in entries:
-                    give_up_expired(p, sets[names.statefulset_of(entry["name"])], [entry], slurm, "maintenance")
+                for view in ctx.views:
+                    modes.of(view).maintenance_done(p, ctx, view)
     elif slurm is not None:
-        resume_ours(p, slurm, worker_nodes + elastic.every_name(ctx) + every_node.every_name(ctx),
-                    (names.REASON_MAINTENANCE,))
+        resume_ours(p, slurm, ours, (names.REASON_MAINTENANCE,))
     if slurm is not None and not values.health_enabled(spec):
         # The health program no longer runs: nobody else would ever resume the drains it left (NCCL drains are a
         # measurement, and stay for an administrator).
-        for node_name in worker_nodes + every_node.every_name(ctx):
+        for node_name in ours:
             node = slurm.get(node_name)
             reason = (node or {}).get("reason") or ""
             if node and node["drain"] and reason.startswith(names.HEALTH_REASON_PREFIX) and not reason.startswith(
@@ -90,8 +79,7 @@ def plan_slurm_user(p, ctx, maintenance_ready):
     whose slurmctld runs as another user (an upgrade from a release before this one: root) keeps it while any worker
     runs; it changes when none does: maintenance, or every NodeSet at zero."""
     running = running_slurm_user(ctx.statefulsets.get(names.controller_name(ctx.name)))
-    every_node_workers = any(nodeset_pods(ctx.pods, name(ns)) for ns in ctx.every_node + ctx.every_node_leaving)
-    has_workers = bool(ctx.worker_nodes()) or every_node_workers
+    has_workers = any(modes.of(view).has_workers(ctx, view) for view in ctx.views)
     if running is None or running == names.SLURM_USER or maintenance_ready or not has_workers:
         return names.SLURM_USER
     p.slurm_user_kept = ("slurmctld keeps running as %s, not %s: Slurm cannot change SlurmUser under running "

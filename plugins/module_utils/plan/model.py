@@ -107,25 +107,38 @@ def drain_timeout(nodeset):
     return durations.seconds(nodeset["spec"]["drainTimeout"])
 
 
+class View(object):
+    """One NodeSet as this pass sees it: the (defaulted) object, its mode (``values.mode``: which implementation in
+    ``plan/modes.py`` decides its workers) and whether it is being deleted. Planners that span every NodeSet
+    (maintenance, labels, topology, projection, health) iterate views and ask their mode; only a mode's own module
+    filters views by mode."""
+
+    __slots__ = ("nodeset", "mode", "leaving")
+
+    def __init__(self, nodeset, mode, leaving):
+        self.nodeset = nodeset
+        self.mode = mode
+        self.leaving = leaving
+
+    @property
+    def name(self):
+        return name(self.nodeset)
+
+    def __repr__(self):
+        return "View(%s, %s%s)" % (self.name, self.mode, ", leaving" if self.leaving else "")
+
+
 class Context(object):
-    """What every planner reads: the validated SlurmCluster, its NodeSets (``valid``; ``leaving``: being deleted,
-    defaulted; ``invalid``: ``{name: [SpecError]}``), what was observed (see ``converge.plan``) and the time."""
+    """What every planner reads: the validated SlurmCluster, its NodeSets as :class:`View` s (``valid``, and
+    ``leaving``: being deleted, defaulted), the invalid ones' names (``invalid``: ``{name: [SpecError]}``), what was
+    observed (see ``converge.plan``) and the time."""
 
     def __init__(self, cluster, valid, leaving, invalid, observed, now):
         self.cluster = cluster
         self.name = name(cluster)
         self.spec = cluster["spec"]
-        # Elastic NodeSets (spec.elastic) have no StatefulSet: plan/elastic.py decides their pods; every other
-        # planner sees the fixed ones only.
-        self.elastic = [ns for ns in valid if ns["spec"].get("elastic")]
-        self.leaving = [ns for ns in leaving if not ns["spec"].get("elastic")]
-        self.elastic_leaving = [ns for ns in leaving if ns["spec"].get("elastic")]
-        # Every-node NodeSets (spec.placement.everyNode) have no StatefulSet either: plan/every_node.py decides their
-        # pods, one per matching Kubernetes node.
-        self.every_node = [ns for ns in valid if values.every_node(ns["spec"]) and not ns["spec"].get("elastic")]
-        self.every_node_leaving = [ns for ns in self.leaving if values.every_node(ns["spec"])]
-        self.valid = [ns for ns in valid if not ns["spec"].get("elastic") and not values.every_node(ns["spec"])]
-        self.leaving = [ns for ns in self.leaving if not values.every_node(ns["spec"])]
+        self.views = ([View(ns, values.mode(ns["spec"]), False) for ns in valid]
+                      + [View(ns, values.mode(ns["spec"]), True) for ns in leaving])
         self.invalid = invalid
         self.observed = observed
         self.statefulsets = observed.get("statefulsets") or {}
@@ -133,16 +146,37 @@ class Context(object):
         self.slurm = observed.get("slurm")
         self.now = now
 
+    def of(self, mode, leaving=False):
+        """The NodeSets of one mode (a mode's own module asks: never a planner that spans the modes), the valid ones
+        or (``leaving``) those being deleted."""
+        return [v.nodeset for v in self.views if v.mode == mode and v.leaving == leaving]
+
+    def replace(self, nodeset):
+        """This pass renders ``nodeset`` (a copy of a valid one, ``elastic.with_max``) in place of its original."""
+        for view in self.views:
+            if not view.leaving and view.name == name(nodeset):
+                view.nodeset = nodeset
+
+    # The fixed NodeSets (a StatefulSet each), for the fixed mode's own planners (scale.py, rolls.py, pins.py).
+    @property
+    def valid(self):
+        return self.of(values.FIXED)
+
+    @property
+    def leaving(self):
+        return self.of(values.FIXED, leaving=True)
+
     @property
     def workers(self):
-        """The NodeSets whose workers this pass decides about: the valid ones and those being deleted."""
+        """The fixed NodeSets whose workers this pass decides about: the valid ones and those being deleted."""
         return self.valid + self.leaving
 
     def worker_statefulset(self, nodeset):
         return names.worker_name(self.name, name(nodeset))
 
     def worker_nodes(self):
-        """The Slurm node names of every live worker pod slot (each live StatefulSet's replicas)."""
+        """The Slurm node names of every live worker pod slot of the fixed NodeSets (each live StatefulSet's
+        replicas)."""
         found = []
         for ns in self.workers:
             sts_name = self.worker_statefulset(ns)

@@ -36,14 +36,12 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, every_node
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import modes
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, deleting, name, nodeset_pods,
+    REQUEUE_PROGRESSING, name,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
-from ansible_collections.soperator.slurm.plugins.module_utils.render.common import merge_placement
 
 # The feature a label gives: the NodeSet's own feature rules (spec.features), one owner.
 FEATURE_RE = re.compile(schema.FEATURE_PATTERN)
@@ -73,13 +71,7 @@ def features_from_labels(labels, prefix):
     return sorted(found), problems
 
 
-def nodeset_names(ctx):
-    """{lower-case name: name} of every NodeSet of the cluster, however it stands (Slurm compares features without
-    case, as ``api/spec.py`` does for ``spec.features``)."""
-    every = (ctx.valid + ctx.leaving + ctx.elastic + ctx.elastic_leaving + ctx.every_node + ctx.every_node_leaving)
-    found = dict((name(ns).lower(), name(ns)) for ns in every)
-    found.update((n.lower(), n) for n in ctx.invalid or ())
-    return found
+nodeset_names = modes.set_names  # kept here for its callers
 
 
 def other_nodesets(features, set_name, nodesets, prefix=""):
@@ -106,29 +98,15 @@ def node_features(current, recorded, wanted):
     return (None if result == current else result), ours
 
 
-def worker_hosts(ctx, nodeset):
-    """{Slurm node (pod) name: its Kubernetes node} of the NodeSet's live, scheduled pods."""
-    sts_name = ctx.worker_statefulset(nodeset)
-    found = {}
-    bound = nodeset_pods(ctx.pods, name(nodeset)) if nodeset in ctx.every_node else {}  # named for their nodes
-    for pod_name, pod in ctx.pods.items():
-        if pod_name not in bound and (names.statefulset_of(pod_name) != sts_name
-                                      or names.ordinal(pod_name, sts_name) is None) or deleting(pod):
-            continue
-        host = (pod.get("spec") or {}).get("nodeName")
-        if host:
-            found[pod_name] = host
-    return found
-
-
 def _nodes(ctx):
     return ctx.observed.get("k8s_nodes")
 
 
 def plan_features(p, ctx):
     """``p.set_features`` {node: features}, ``p.nodesets[set]["labelFeatures"]`` and ``p.label_events``."""
-    sets = [ns for ns in ctx.valid + ctx.every_node if ns["spec"].get("featureLabelPrefix")]
-    if not sets or ctx.slurm is None:
+    views = [v for v in ctx.views if not v.leaving and modes.of(v).labels
+             and v.nodeset["spec"].get("featureLabelPrefix")]
+    if not views or ctx.slurm is None:
         return
     k8s_nodes = _nodes(ctx)
     if k8s_nodes is None:
@@ -136,10 +114,11 @@ def plan_features(p, ctx):
                                                            or "Kubernetes nodes not read"))
         return
     nodesets = nodeset_names(ctx)
-    for ns in sets:
+    for view in views:
+        ns = view.nodeset
         recorded = dict(((ns.get("status") or {}).get("labelFeatures") or {}))
         record = {}
-        hosts = worker_hosts(ctx, ns)
+        hosts = modes.of(view).hosts(ctx, view)
         for pod_name in sorted(set(hosts) | set(recorded)):
             node, host = ctx.slurm.get(pod_name), hosts.get(pod_name)
             before = list(recorded.get(pod_name) or ())
@@ -172,36 +151,20 @@ def plan_features(p, ctx):
         p.nodesets.setdefault(name(ns), {})["labelFeatures"] = record
 
 
-def placement_of(labels, levels):
-    """([switch or block per level], problem or None) of a Kubernetes node's labels; ([], None) when a level's label
-    is missing (unplaced)."""
-    path = []
-    for key in levels:
-        value = (labels or {}).get(key)
-        if value is None or value == "":
-            return [], None
-        if not topo.GROUP_RE.fullmatch(str(value)) or value in topo.RESERVED:
-            return [], "label %s=%r cannot name a switch (a label value, not %s)" % (
-                key, value, " or ".join(topo.RESERVED))
-        path.append(str(value))
-    return path, None
+placement_of = topo.placement_of  # kept here for its callers
 
 
 def worker_names(ctx, counts):
-    """Every worker name of every valid NodeSet: <statefulset>-<ordinal> below its replicas (``counts``), and every
-    name an elastic NodeSet has in slurm.conf (Slurm plans jobs onto powered-down nodes: a node in no switch could
-    never be given a job)."""
-    found = []
-    for ns in sorted(ctx.valid, key=name):
-        sts_name = ctx.worker_statefulset(ns)
-        found += [names.pod_name(sts_name, o) for o in range(counts.get(name(ns), ns["spec"]["replicas"]))]
-    for ns in sorted(ctx.elastic + ctx.elastic_leaving, key=name):
-        found += elastic.node_names(ctx.name, ns)
-    k8s_nodes = _nodes(ctx)
-    for ns in sorted(ctx.every_node, key=name):  # its workers now, and those of the nodes that match
-        wanted = every_node.wanted(ctx.name, ctx.spec.get("placement"), ns, k8s_nodes) if k8s_nodes else {}
-        found += sorted(set(nodeset_pods(ctx.pods, name(ns))) | set(wanted))
-    return found
+    """Every worker name topology.conf places, NodeSet by NodeSet in name order, each as its mode says
+    (``modes.Mode.placed_names``: a StatefulSet's names below the replicas rendered, ``counts``; every name an elastic
+    NodeSet has in slurm.conf, since Slurm plans jobs onto powered-down nodes and a node in no switch could never be
+    given a job; an every-node set's workers now and those of the nodes that match)."""
+    return [n for view in _rendered(ctx) for n in modes.of(view).placed_names(ctx, view, counts)]
+
+
+def _rendered(ctx):
+    """The views this pass renders (names in slurm.conf), in name order."""
+    return sorted((v for v in ctx.views if modes.of(v).rendered(v)), key=lambda v: v.name)
 
 
 def consistent(placement, previous, fresh=()):
@@ -246,26 +209,28 @@ def plan_topology(p, ctx, counts):
     previous = topo.parse_topology_conf(last) if last else {}
     all_names = worker_names(ctx, counts)
     placement = dict((n, previous[n]) for n in all_names if n in previous)
-    for ns in sorted(ctx.elastic, key=name):
-        # Its pods can only run on nodes whose labels the nodeSelector fixes: a name whose pod is not on a node is
-        # placed there (over a kept place: the selector may have changed since); one on a node by its labels, below.
-        path, _problem = placement_of(
-            merge_placement(ctx.spec.get("placement"), ns["spec"].get("placement")).get("nodeSelector"), levels)
+    for view in _rendered(ctx):
+        if view.leaving:
+            continue
+        # A mode whose workers can run only where the placement fixes (an elastic set's nodeSelector naming every
+        # level): a name whose pod is not on a node is placed there (over a kept place: the selector may have changed
+        # since); one on a node by its labels, below.
+        path = modes.of(view).fixed_path(ctx, view, levels)
         if path:
-            for node_name in elastic.node_names(ctx.name, ns):
+            for node_name in modes.of(view).placed_names(ctx, view, counts):
                 placement[node_name] = path
     fresh = set()
     k8s_nodes = _nodes(ctx)
     if k8s_nodes is None:
         p.deferred.append("spec.topology: %s" % (ctx.observed.get("k8s_nodes_error") or "Kubernetes nodes not read"))
     else:
-        for ns in sorted(ctx.valid + ctx.elastic + ctx.elastic_leaving + ctx.every_node, key=name):
-            for pod_name, host in sorted(worker_hosts(ctx, ns).items()):
+        for view in _rendered(ctx):
+            for pod_name, host in sorted(modes.of(view).hosts(ctx, view).items()):
                 if pod_name not in all_names or host not in k8s_nodes:
                     continue
                 path, problem = placement_of(k8s_nodes[host].get("labels"), levels)
                 if problem:
-                    p.label_events.append((name(ns), "Node %s, worker %s: %s; its placement is left as it is"
+                    p.label_events.append((view.name, "Node %s, worker %s: %s; its placement is left as it is"
                                            % (host, pod_name, problem)))
                 elif path:
                     placement[pod_name] = path
@@ -308,20 +273,14 @@ UNPLACED_NAMED = 5  # pods a NodeSet's status names
 
 def plan_unplaced(p, ctx):
     """The NodeSets' workers the scheduler could not place (PodScheduled False: with onePerNode, more workers than
-    nodes), with the scheduler's message: ``p.nodesets[set]["unschedulable"]``."""
-    for ns in ctx.valid:
-        sts_name = ctx.worker_statefulset(ns)
-        found = []
-        for pod_name in sorted(ctx.pods, key=lambda n: names.ordinal(n, sts_name) or 0):
-            pod = ctx.pods[pod_name]
-            if names.statefulset_of(pod_name) != sts_name or names.ordinal(pod_name, sts_name) is None:
-                continue
-            for cond in (pod.get("status") or {}).get("conditions") or ():
-                if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                    found.append("%s: %s" % (pod_name, (cond.get("message") or cond.get("reason") or "")[:200]))
-        if found and name(ns) in p.nodesets:
+    nodes), with the scheduler's message: ``p.nodesets[set]["unschedulable"]`` (``modes.Mode.unschedulable``)."""
+    for view in ctx.views:
+        if view.leaving:
+            continue
+        found = modes.of(view).unschedulable(ctx, view)
+        if found and view.name in p.nodesets:
             more = len(found) - UNPLACED_NAMED
-            p.nodesets[name(ns)]["unschedulable"] = found[:UNPLACED_NAMED] + (
+            p.nodesets[view.name]["unschedulable"] = found[:UNPLACED_NAMED] + (
                 ["%d more" % more] if more > 0 else [])
 
 
@@ -329,13 +288,14 @@ def plan_label_events(p, ctx):
     """Each refused label once: ``p.nodesets[set]["labelsRefused"]`` lists the NodeSet's refusals now (its status),
     and only those not already there stay in ``p.label_events`` (an Event each)."""
     fresh = []
-    for ns in ctx.valid + ctx.every_node:
-        if name(ns) not in p.nodesets:
+    reporting = [v for v in ctx.views if not v.leaving and modes.of(v).labels]
+    for view in reporting:
+        if view.name not in p.nodesets:
             continue
-        now = sorted(set(m for set_name, m in p.label_events if set_name == name(ns)))
-        before = set((ns.get("status") or {}).get("labelsRefused") or ())
+        now = sorted(set(m for set_name, m in p.label_events if set_name == view.name))
+        before = set((view.nodeset.get("status") or {}).get("labelsRefused") or ())
         if now or before:
-            p.nodesets[name(ns)]["labelsRefused"] = now
-        fresh += [(name(ns), m) for m in now if m not in before]
-    known = set(name(ns) for ns in ctx.valid + ctx.every_node)
+            p.nodesets[view.name]["labelsRefused"] = now
+        fresh += [(view.name, m) for m in now if m not in before]
+    known = set(v.name for v in reporting)
     p.label_events = fresh + [(s, m) for s, m in p.label_events if s not in known]

@@ -18,7 +18,7 @@ __metaclass__ = type
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, deleting, nodeset_pods,
+    REQUEUE_PROGRESSING,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -175,21 +175,15 @@ def after_actions(slurm, p):
     return after
 
 
-def plan_projection(p, ctx):
+def plan_projection(p, ctx, workers, bound):
     """Slurm node states onto the worker pods (``p.pod_conditions``) and the NodeSets' counts (``p.nodesets``), as
     Slurm will be once this plan's drains and resumes are done; unhealthy workers to move (``p.evict``); cordoned
     Kubernetes nodes and their listed conditions onto the Slurm nodes of their pods (``p.drain``, and ``p.resume``
-    once the cause is gone; a drain this plan already decides wins). Nothing without Slurm."""
+    once the cause is gone; a drain this plan already decides wins). Nothing without Slurm. ``workers``, ``bound``:
+    the live worker pods that may move to another node and those that may not (``modes.projected_pods``)."""
     slurm, spec = ctx.slurm, ctx.spec
     if slurm is None:
         return
-    sets = set(ctx.worker_statefulset(ns) for ns in ctx.workers)
-    workers = dict((name, pod) for name, pod in ctx.pods.items()
-                   if names.statefulset_of(name) in sets and names.ordinal(name, names.statefulset_of(name)) is not None
-                   and not deleting(pod))
-    # Every-node workers belong to their node: never moved (their pod would come back there), projected all the same.
-    bound = dict((name, pod) for ns in ctx.every_node + ctx.every_node_leaving
-                 for name, pod in nodeset_pods(ctx.pods, ns["metadata"]["name"]).items() if not deleting(pod))
     for name in list(workers) + list(bound):
         p.pod_conditions[name] = pod_condition(slurm.get(name))
     settings = spec["healthChecks"]["kubernetesNodes"]

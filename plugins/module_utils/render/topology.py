@@ -115,3 +115,18 @@ def parse_topology_conf(text):
             path.append(parents[path[-1]])
         placement[node] = path
     return placement
+
+
+def placement_of(labels, levels):
+    """([switch or block per level], problem or None) of a Kubernetes node's labels; ([], None) when a level's label
+    is missing (unplaced)."""
+    path = []
+    for key in levels:
+        value = (labels or {}).get(key)
+        if value is None or value == "":
+            return [], None
+        if not GROUP_RE.fullmatch(str(value)) or value in RESERVED:
+            return [], "label %s=%r cannot name a switch (a label value, not %s)" % (
+                key, value, " or ".join(RESERVED))
+        path.append(str(value))
+    return path, None

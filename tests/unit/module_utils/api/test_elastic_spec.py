@@ -19,6 +19,15 @@ def test_an_elastic_nodeset_is_defaulted_to_a_minimum_of_zero():
     assert checked["spec"]["elastic"] == {"maxNodes": 3, "minNodes": 0}
 
 
+def test_feature_labels_are_refused_on_an_elastic_nodeset_naming_the_field():
+    """Its nodes exist powered down on no Kubernetes node: labels cannot give them features (modes.Elastic.labels)."""
+    found = errors_of(spec.validate_nodeset, make_nodeset("gpu", {"elastic": {"maxNodes": 3},
+                                                                  "featureLabelPrefix": "feature.example.com/"}))
+    assert found == [("spec.featureLabelPrefix", schema.FEATURE_LABELS_ELASTIC)]
+    checked = spec.validate_nodeset(make_nodeset("gpu", {"featureLabelPrefix": "feature.example.com/"}))
+    assert checked["spec"]["featureLabelPrefix"] == "feature.example.com/"
+
+
 @pytest.mark.parametrize("elastic, path, message", [
     ({"maxNodes": 2, "minNodes": 3}, "spec.elastic.minNodes", schema.ELASTIC_MIN_ABOVE_MAX),
     ({"minNodes": 1}, "spec.elastic.maxNodes", "Required value"),

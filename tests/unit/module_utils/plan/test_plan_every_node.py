@@ -10,9 +10,10 @@ from resources import make_cluster, make_nodeset
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, every_node, model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, every_node, model, modes, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
@@ -62,9 +63,9 @@ def plan(k8s_nodes, pods=(), slurm=None, spec=EVERY, cluster_spec=None, leaving=
                **(observed or {}))
     ctx = context(cluster_spec=cluster_spec, nodesets=(("cpu", spec),), leaving=leaving, observed=obs, now=now)
     if status is not None:
-        (ctx.every_node + ctx.every_node_leaving)[0]["status"] = status
+        (ctx.of(values.EVERY_NODE) + ctx.of(values.EVERY_NODE, leaving=True))[0]["status"] = status
     p = model.Plan()
-    hashes, render_pod = render.every_node_pods(ctx.cluster, ctx.every_node)
+    hashes, render_pod = render.every_node_pods(ctx.cluster, ctx.of(values.EVERY_NODE))
     every_node.plan_every_node(p, ctx, hashes, render_pod)
     return p, ctx
 
@@ -178,16 +179,16 @@ def test_a_cordoned_node_drains_its_worker_with_drain_cordoned_and_uncordon_resu
            "k8s_nodes": k8s("k1", unschedulable=("k1",))}
     ctx = context(cluster_spec=spec, nodesets=(("cpu", EVERY),), observed=obs)
     p = model.Plan()
-    hashes, render_pod = render.every_node_pods(ctx.cluster, ctx.every_node)
+    hashes, render_pod = render.every_node_pods(ctx.cluster, ctx.of(values.EVERY_NODE))
     every_node.plan_every_node(p, ctx, hashes, render_pod)
-    projection.plan_projection(p, ctx)
+    projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
     assert p.drain == {names.REASON_NODE_CORDONED: [worker("k1")]} and p.delete_pods == []
     assert p.pod_conditions[worker("k1")]["reason"] == "Drained" and p.nodesets["cpu"]["drained"] == 1
     obs = dict(obs, slurm=table(slurm_line("k1", "IDLE+DRAIN", names.REASON_NODE_CORDONED)), k8s_nodes=k8s("k1"))
     ctx = context(cluster_spec=spec, nodesets=(("cpu", EVERY),), observed=obs)
     p = model.Plan()
     every_node.plan_every_node(p, ctx, hashes, render_pod)
-    projection.plan_projection(p, ctx)
+    projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
     assert p.resume == [worker("k1")] and p.drain == {}
 
 
@@ -236,7 +237,7 @@ def test_nodes_not_readable_make_and_remove_nothing_and_the_status_says_why():
                   observed={"k8s_nodes_error": "cannot read Kubernetes nodes: forbidden"})
     assert (p.create_pods, p.delete_pods, p.drain) == ([], [], {})
     assert "operator_read_nodes" in p.nodesets["cpu"]["problem"] and p.deferred
-    status = st.nodeset_status({}, ctx.every_node[0], p, p.nodesets["cpu"], None, "2026-11-27T00:00:00Z")
+    status = st.nodeset_status({}, ctx.of(values.EVERY_NODE)[0], p, p.nodesets["cpu"], None, "2026-11-27T00:00:00Z")
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and "cannot read Kubernetes nodes: forbidden" in ready["message"], ready
     # The operator's cache check does not read Nodes: silent there.
@@ -317,10 +318,10 @@ def test_a_ready_pod_resets_the_count_and_the_status_forgets_it():
     status = backoff(5, NOW - 1, "u5")
     p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1")), status=status)
     assert p.nodesets["cpu"]["podBackoff"] == {}
-    written = st.nodeset_status(status, ctx.every_node[0], p, p.nodesets["cpu"], None, iso(NOW))
+    written = st.nodeset_status(status, ctx.of(values.EVERY_NODE)[0], p, p.nodesets["cpu"], None, iso(NOW))
     assert written["podBackoff"] == {worker("k1"): None}  # a merge patch removes it
     p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1")), status={})
-    assert "podBackoff" not in st.nodeset_status({}, ctx.every_node[0], p, p.nodesets["cpu"], None, iso(NOW))
+    assert "podBackoff" not in st.nodeset_status({}, ctx.of(values.EVERY_NODE)[0], p, p.nodesets["cpu"], None, iso(NOW))
     # A failure after that is a first one again: replaced at once.
     p, dummy = plan(k8s("k1"), [refused("k1", "u6")], table(slurm_line("k1")), status={"podBackoff": {}})
     assert p.delete_pods == [(worker("k1"), "u6")]
@@ -343,12 +344,12 @@ def test_maintenance_drains_every_worker_removes_its_pod_once_idle_and_makes_non
     p, ctx = plan(k8s("k1", "k2"), [pod("k1")], table(slurm_line("k1")), cluster_spec=spec)
     assert p.create_pods == []
     q = model.Plan()
-    waiting = every_node.maintenance_waiting(q, ctx)
+    waiting = every_node.maintenance(q, ctx, ctx.of(values.EVERY_NODE)[0])
     assert waiting == [worker("k1")] and q.drain == {names.REASON_MAINTENANCE: [worker("k1")]}
     p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1", "IDLE+DRAIN", names.REASON_MAINTENANCE)),
                   cluster_spec=spec)
     q = model.Plan()
-    every_node.maintenance_waiting(q, ctx)
+    every_node.maintenance(q, ctx, ctx.of(values.EVERY_NODE)[0])
     assert q.delete_pods == [(worker("k1"), "uid-k1")]
 
 
