@@ -19,7 +19,7 @@ from .metrics import OperatorMetrics
 from .watches import load_watches, parse_duration
 
 if TYPE_CHECKING:
-    from .drift import Policy
+    from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
 
 log = logging.getLogger("soperator_operator")
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
+from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
@@ -88,7 +89,7 @@ class Controller:
                  namespaces: Iterable[str] | None = None, max_workers: int = 4,
                  metrics: OperatorMetrics | None = None, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time, backoff_base: float = 1.0, backoff_cap: float = 300.0,
-                 policy: drift.Policy | None = None) -> None:
+                 policy: Policy | None = None) -> None:
         self.kube = kube
         # The installer's policy the role's runs judge with (``policy.normalize``; None: not judged): the drift
         # check renders with it too, and it is part of the inputs digest.

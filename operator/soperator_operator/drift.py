@@ -40,6 +40,7 @@ from typing import Any
 
 from ansible_collections.soperator.slurm.plugins.module_utils import digests, kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, scale
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
@@ -51,8 +52,6 @@ LOOKED_UP_KINDS = tuple(k.kind for k in kinds.data())
 
 # A cluster's objects in the caches: ``{(kind, name): object}``, all in the cluster's namespace.
 Live = Mapping[tuple[str, str], KubeObject]
-# The installer's policy, as ``api.policy.normalize`` returns it; read only.
-Policy = Mapping[str, Any]
 # ``lookup(kind, name)``: whether a create-only object (never cached) exists.
 Lookup = Callable[[str, str], bool]
 
