@@ -24,9 +24,9 @@ Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended, a
 resumed; drains with any other reason belong to an administrator (or to the health program on the node, which resumes
 its own) and are never touched. Slurm's node states are projected onto the worker pods (``projection.py``).
 
-:func:`plan` validates, then runs one planner per concern, each a pure function of the same :class:`model.Context`
-that fills its part of the :class:`model.Plan`: maintenance and SlurmUser (``maintenance.py``), scale and drains
-(``scale.py``), the rendered objects (``render``, given the replicas and the maintenance decided), the workers'
+:func:`plan` validates once (the renderers it calls trust it: ``validated=True``), then runs one planner per
+concern, each a pure function of the same :class:`model.Context` that fills its part of the :class:`model.Plan`:
+maintenance and SlurmUser (``maintenance.py``), scale and drains (``scale.py``), the rendered objects (``render``, given the replicas and the maintenance decided), the workers'
 rolling updates (``rolls.py``), the login pods' (``login.py``), the Slurm records of pods gone for good
 (``scale.py``), what the pods hold and what failed (``components.py``), Slurm's view onto Kubernetes and back
 (``projection.py``), readiness and the components' conditions (``components.py``).
@@ -166,12 +166,12 @@ def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_V
                                         collection_version, served=observed.get("served") or (),
                                         slurm_user=slurm_user, replicas=replicas.render,
                                         maintenance=ctx.spec["maintenance"] and maintenance_ready,
-                                        topology=topology)
+                                        topology=topology, validated=True)
     if any(v.mode == values.ELASTIC for v in ctx.views):
-        hashes, render_pod = render.elastic_pods(cluster_ok, rendered, collection_version)
+        hashes, render_pod = render.elastic_pods(cluster_ok, rendered, collection_version, validated=True)
         elastic.plan_elastic(p, ctx, hashes, render_pod)
     if any(v.mode == values.EVERY_NODE for v in ctx.views):
-        hashes, render_pod = render.every_node_pods(cluster_ok, rendered, collection_version)
+        hashes, render_pod = render.every_node_pods(cluster_ok, rendered, collection_version, validated=True)
         every_node.plan_every_node(p, ctx, hashes, render_pod)
     rolls.plan_rolls(p, ctx, replicas.rolling)
     login.plan_login(p, ctx)

@@ -63,7 +63,7 @@ def worker_names(c):
 
 
 def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=(),
-                   slurm_user=names.SLURM_USER, replicas=None, maintenance=None, topology=None):
+                   slurm_user=names.SLURM_USER, replicas=None, maintenance=None, topology=None, validated=False):
     """Every Kubernetes object of the cluster, in apply order.
 
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
@@ -76,8 +76,10 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     its drains; a NodeSet absent renders its ``spec.replicas``), ``maintenance`` whether every StatefulSet is at
     zero now (None: ``spec.maintenance``; False while the maintenance drains: every pod runs until its node is idle),
     ``topology`` the topology.conf text (``plan/node_labels.py``; None with spec.topology: every worker unplaced).
+    ``validated``: the caller validated and defaulted both (``converge.plan`` does, once per pass): trusted as given.
     """
-    cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
+    if not validated:
+        cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets, replicas=replicas, maintenance=maintenance)
     spec = c.spec
     slurm_config = render_config_files(cluster, nodesets, slurm_user)
@@ -146,20 +148,22 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     return objects
 
 
-def every_node_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+def every_node_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION, validated=False):
     """(``{nodeset name: template hash}``, ``render(nodeset, Kubernetes node) -> Pod``) of the every-node NodeSets:
-    what plan/every_node.py needs to make the worker of a matching node."""
-    cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
+    what plan/every_node.py needs to make the worker of a matching node. ``validated``: see :func:`render_cluster`."""
+    if not validated:
+        cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets)
     hashes = dict((ns["metadata"]["name"], every_node_template(c, ns)[1]) for ns in nodesets
                   if every_node(ns["spec"]))
     return hashes, lambda nodeset, node: every_node_pod(c, nodeset, node)
 
 
-def elastic_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+def elastic_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION, validated=False):
     """(``{nodeset name: template hash}``, ``render(nodeset, node name) -> Pod``) of the elastic NodeSets: what
-    plan/elastic.py needs to create the pod of a node Slurm powered up."""
-    cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
+    plan/elastic.py needs to create the pod of a node Slurm powered up. ``validated``: see :func:`render_cluster`."""
+    if not validated:
+        cluster, nodesets = validate_cluster_with_nodesets(cluster, nodesets, collection_version)
     c = ClusterContext(cluster, nodesets)
     hashes = dict((ns["metadata"]["name"], elastic_template(c, ns)[1]) for ns in nodesets
                   if ns["spec"].get("elastic"))

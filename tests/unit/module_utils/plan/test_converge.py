@@ -765,3 +765,29 @@ def test_switching_the_health_program_off_resumes_the_drains_it_left():
                                       line("demo-cpu-2", "IDLE+DRAIN", "bad DIMM")))
     assert converge.plan(cluster(healthChecks={"enabled": False}), [nodeset(3)], obs, NOW).resume == ["demo-cpu-0"]
     assert converge.plan(cluster(), [nodeset(3)], obs, NOW).resume == []  # on: the program resumes its own
+
+
+def test_a_pass_validates_its_definition_once_and_the_renderers_trust_it(monkeypatch):
+    """One validation per definition per pass (the trace: every call of the validator counted), whatever the modes:
+    the renderers of the objects, of the elastic pods and of the every-node workers are given what the plan
+    validated."""
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
+    from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+
+    calls = []
+    real = specs.validate_cluster_with_nodesets
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("policy"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(specs, "validate_cluster_with_nodesets", counted)
+    monkeypatch.setattr(render, "validate_cluster_with_nodesets", counted)
+    sets = [nodeset(2), nodeset(0, name="gpu", elastic={"maxNodes": 2}),
+            nodeset(0, name="edge", placement={"everyNode": True})]
+    observed = dict(steady(), slurm=slurm(line("demo-cpu-0"), line("demo-cpu-1")),
+                    k8s_nodes={"k1": {"labels": {}, "unschedulable": False, "conditions": {"Ready": "True"}}})
+    p = converge.plan(cluster(), sets, observed, NOW)
+    assert len(calls) == 1, calls
+    assert sorted(ns["metadata"]["name"] for ns in p.valid_nodesets) == ["cpu", "edge", "gpu"]
+    assert any(m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-cpu" for m in p.manifests)
