@@ -24,12 +24,12 @@ Drains of ours whose purpose is over (a scale-in cancelled, maintenance ended, a
 resumed; drains with any other reason belong to an administrator (or to the health program on the node, which resumes
 its own) and are never touched. Slurm's node states are projected onto the worker pods (``projection.py``).
 
-:func:`plan` validates once (the renderers it calls trust it: ``validated=True``), then runs one planner per
-concern, each a pure function of the same :class:`model.Context` that fills its part of the :class:`model.Plan`:
-maintenance and SlurmUser (``maintenance.py``), scale and drains (``scale.py``), the rendered objects (``render``, given the replicas and the maintenance decided), the workers'
-rolling updates (``rolls.py``), the login pods' (``login.py``), the Slurm records of pods gone for good
-(``scale.py``), what the pods hold and what failed (``components.py``), Slurm's view onto Kubernetes and back
-(``projection.py``), readiness and the components' conditions (``components.py``).
+:func:`plan` validates once (the renderers it calls trust it: ``validated=True``), then runs one planner per concern,
+each a pure function of the same :class:`model.Context` that fills its part of the :class:`model.Plan`: maintenance and
+SlurmUser (``maintenance.py``), scale and drains (``scale.py``), the rendered objects (``render``, given the replicas
+and the maintenance decided), the workers' rolling updates (``rolls.py``), the login pods' (``login.py``), the Slurm
+records of pods gone for good (``scale.py``), what the pods hold and what failed (``components.py``), Slurm's view onto
+Kubernetes and back (``projection.py``), readiness and the components' conditions (``components.py``).
 """
 
 from __future__ import absolute_import, division, print_function
