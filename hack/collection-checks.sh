@@ -8,6 +8,11 @@ root=$PWD
 export PATH="$root/.venv/bin:$PATH"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# One run at a time on a machine: ansible-test keeps its sanity venvs in ~/.ansible/test, and two runs building one
+# at once break it (a pip temp file missing: a cold make test failed so beside a developer's run).
+mkdir -p "$HOME/.ansible"
+exec 8>"$HOME/.ansible/.soperator-collection-checks.lock"
+flock 8
 
 # ansible-test bootstraps pip in its sanity venvs with a get-pip script from a host this machine cannot
 # reach; a cached script is used instead when present. Ours installs pip with ensurepip and lets it fetch the
@@ -57,7 +62,7 @@ for m in "$dest"/plugins/modules/*.py; do
 done
 # The other plugins with documentation: the jail's inventory and connection, the filters (their .yml files).
 for kind in inventory connection filter; do
-  for p in "$dest"/plugins/$kind/*.py "$dest"/plugins/$kind/*.yml; do
+  for p in "$dest/plugins/$kind"/*.py "$dest/plugins/$kind"/*.yml; do
     [ -e "$p" ] || continue
     case $kind:$p in filter:*.py) continue ;; esac  # a filter's documentation is its .yml file
     name=soperator.slurm.$(basename "${p%.*}")
