@@ -116,6 +116,11 @@ def admin_job(login_statefulset, idle_seconds):
     collected with it); labelled for the jail connection, not for the converge (none of its selectors takes it)."""
     md = login_statefulset["metadata"]
     cluster = (md.get("labels") or {}).get(names.LABEL_INSTANCE)
+    # The Job is named and labelled for this cluster: the jail connection of the cluster the label names enters it.
+    if not isinstance(cluster, str) or md.get("name") != names.login_name(cluster):
+        raise ValueError("StatefulSet %s/%s: its label %s is %r, not the SlurmCluster whose login StatefulSet it is "
+                         "(the converge sets it: converge the cluster again)"
+                         % (md.get("namespace"), md.get("name"), names.LABEL_INSTANCE, cluster))
     template = copy.deepcopy(login_statefulset["spec"]["template"]["spec"])
     sshd = next(c for c in template["containers"] if c["name"] == "sshd")
     mounts = [m for m in sshd.get("volumeMounts") or () if _jail_mount(m)]

@@ -1,6 +1,7 @@
 """The jail's administration Job (render/jail.py admin_job): the login pod's image, capabilities, jail and
 sub-mounts, nothing else."""
 
+import pytest
 import yaml
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
@@ -44,6 +45,21 @@ def test_the_administration_pod_is_the_login_container_without_sshd():
     assert [e["name"] for e in container["env"]] == ["SOPERATOR_ROLE", "SOPERATOR_JAIL_SUB_MOUNTS"]
     assert pod["nodeSelector"] == {"soperator.dev/localcluster": "real"}
     assert pod["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize("label", [None, "other"])
+def test_a_login_statefulset_not_labelled_for_its_cluster_makes_no_job(label):
+    """The Job's name and instance label say which cluster's jail connection enters it: taken from a label that is
+    gone (a Job None-jail-admin, which demo's connection never finds) or names another cluster (other's connection
+    would enter demo's jail), they are refused, naming the label."""
+    sts = login_sts()
+    if label is None:
+        del sts["metadata"]["labels"][names.LABEL_INSTANCE]
+    else:
+        sts["metadata"]["labels"][names.LABEL_INSTANCE] = label
+    with pytest.raises(ValueError, match="StatefulSet slurm/demo-login: its label %s is %r" % (
+            names.LABEL_INSTANCE, label)):
+        jail.admin_job(sts, 120)
 
 
 def test_the_idle_script_is_valid_sh():
