@@ -11,27 +11,32 @@ ConfigMap: slurmdbd's entrypoint appends it from the Secret when it writes slurm
 MariaDB's entrypoint puts it into an init file there.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from dataclasses import dataclass, field
+from typing import List, Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
+    ClusterContext,
     config_hash,
     container_resources,
     security,
     statefulset,
     tcp_probe,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 MARIADB_OPERATOR_API_VERSION = "k8s.mariadb.com/v1alpha1"
 # Settings slurmdbd asks of its database (it warns at start otherwise): long lock waits for its rollups.
 MARIADB_SETTINGS = "[mariadb]\ninnodb_lock_wait_timeout=900\ninnodb_log_file_size=64M\nmax_allowed_packet=64M\n"
 
 
-def non_root(uid, read_only=False):
+def non_root(uid: int, read_only: bool = False) -> KubeObject:
     """A container that runs as ``uid`` from its first instruction: nothing to drop to, no capability."""
     context = security([], RUNTIME_DEFAULT)
     context.update(runAsUser=uid, runAsGroup=uid, runAsNonRoot=True)
@@ -40,7 +45,7 @@ def non_root(uid, read_only=False):
     return context
 
 
-def database_password_ref(c):
+def database_password_ref(c: ClusterContext) -> tuple[str, str]:
     """(Secret name, key) of the password slurmdbd connects with."""
     database = c.spec["accounting"]["database"]
     if database["type"] == "External":
@@ -48,7 +53,7 @@ def database_password_ref(c):
     return names.db_password_name(c.name), names.DB_PASSWORD_KEY
 
 
-def accounting_service(c):
+def accounting_service(c: ClusterContext) -> KubeObject:
     name = names.accounting_name(c.name)
     return {
         "apiVersion": "v1", "kind": "Service", "metadata": c.owned(name, names.COMPONENT_ACCOUNTING),
@@ -62,7 +67,7 @@ def accounting_service(c):
     }
 
 
-def slurmdbd(c, slurmdbd_config):
+def slurmdbd(c: ClusterContext, slurmdbd_config: Mapping[str, str]) -> KubeObject:
     spec = c.spec["accounting"]
     database = spec["database"]
     image = c.spec["images"]["slurmdbd"]
@@ -125,7 +130,7 @@ def slurmdbd(c, slurmdbd_config):
 
 
 # --- the in-cluster MariaDB ----------------------------------------------------------------------------------
-def database_service(c):
+def database_service(c: ClusterContext) -> KubeObject:
     return {
         "apiVersion": "v1", "kind": "Service",
         "metadata": c.owned(names.database_name(c.name), names.COMPONENT_DATABASE),
@@ -136,7 +141,7 @@ def database_service(c):
     }
 
 
-def mariadb(c):
+def mariadb(c: ClusterContext) -> KubeObject:
     database = c.spec["accounting"]["database"]
     image = c.spec["images"]["mariadb"]
     volumes = [
@@ -186,7 +191,7 @@ def mariadb(c):
     })
 
 
-def mariadb_operator_database(c):
+def mariadb_operator_database(c: ClusterContext) -> KubeObject:
     """A mariadb-operator ``MariaDB`` with the database and user slurmdbd needs. Created once (like a claim): the
     database outlives the SlurmCluster (deletionPolicy.database) and later edits of it are yours."""
     database = c.spec["accounting"]["database"]
@@ -210,18 +215,28 @@ def mariadb_operator_database(c):
     }
 
 
-def accounting_objects(c, slurmdbd_config):
-    """Every accounting object by kind, for render.py to place in apply order: (secrets, data, config maps,
-    services, statefulsets)."""
+@dataclass(frozen=True)
+class Accounting:
+    """Every accounting object by kind, as :func:`accounting_objects` makes them, for render_cluster to place in apply
+    order (empty without accounting)."""
+
+    secrets: List[KubeObject] = field(default_factory=list)  # the database password, generated (not External)
+    data: List[KubeObject] = field(default_factory=list)  # a mariadb-operator MariaDB, created once
+    services: List[KubeObject] = field(default_factory=list)  # slurmdbd's, the in-cluster MariaDB's
+    workloads: List[KubeObject] = field(default_factory=list)  # StatefulSets: the in-cluster MariaDB, then slurmdbd
+
+
+def accounting_objects(c: ClusterContext, slurmdbd_config: Mapping[str, str]) -> Accounting:
+    """Every accounting object by kind (:class:`Accounting`), for render_cluster to place in apply order."""
     database = c.spec["accounting"]["database"]
-    secrets, data, services, workloads = [], [], [accounting_service(c)], []
+    found = Accounting(services=[accounting_service(c)])
     if database["type"] != "External":
-        secrets.append(c.generated_secret(names.db_password_name(c.name), names.GENERATE_DB_PASSWORD,
-                                          names.COMPONENT_DATABASE))
+        found.secrets.append(c.generated_secret(names.db_password_name(c.name), names.GENERATE_DB_PASSWORD,
+                                                names.COMPONENT_DATABASE))
     if database["type"] == "MariaDBOperator":
-        data.append(mariadb_operator_database(c))
+        found.data.append(mariadb_operator_database(c))
     elif database["type"] == "InCluster":
-        services.append(database_service(c))
-        workloads.append(mariadb(c))
-    workloads.append(slurmdbd(c, slurmdbd_config))
-    return secrets, data, services, workloads
+        found.services.append(database_service(c))
+        found.workloads.append(mariadb(c))
+    found.workloads.append(slurmdbd(c, slurmdbd_config))
+    return found

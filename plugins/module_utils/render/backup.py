@@ -10,23 +10,27 @@ only as Secret files the program reads (RESTIC_PASSWORD_FILE, and the credential
 by the program): never a ConfigMap, never the pod's env that ``kubectl describe`` shows, never a log line.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Iterable, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
+    ClusterContext,
     container_resources,
     security,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, Spec
 
 # restic reads every file of every user as root. Root without capabilities is subject to the files' modes (a 0600
 # file of a user, a 0700 home): DAC_READ_SEARCH lets it read any file and search any directory, and nothing more; it
 # cannot write (the jail is mounted read-only, and DAC_OVERRIDE, CHOWN, FOWNER are not granted).
 BACKUP_CAPABILITIES = ["DAC_READ_SEARCH"]
 # The retention step only talks to the repository (a claim's files are root's: the backup wrote them as root).
-RETENTION_CAPABILITIES = []
+RETENTION_CAPABILITIES: list[str] = []
 # A restore writes files of every user back with their owners, modes and attributes.
 RESTORE_CAPABILITIES = [
     "CHOWN",  # files get their owners back
@@ -41,16 +45,17 @@ _PASSWORD_FILE = "repository-password"
 RETRY_LOCK = "2h"
 
 
-def backup_enabled(c):
+def backup_enabled(c: ClusterContext) -> bool:
     return bool(c.spec["jail"].get("backup")) and not c.maintenance
 
 
-def _repository(c, backup):
+def _repository(c: ClusterContext,
+                backup: Spec) -> tuple[str, list[KubeObject], list[KubeObject], list[KubeObject]]:
     """(RESTIC_REPOSITORY, extra env, volumes, mounts) of the repository."""
     repo = backup["repository"]
-    env: list = []
-    volumes: list = []
-    mounts: list = []
+    env: list[KubeObject] = []
+    volumes: list[KubeObject] = []
+    mounts: list[KubeObject] = []
     credentials = None
     if "s3" in repo:
         s3 = repo["s3"]
@@ -73,7 +78,9 @@ def _repository(c, backup):
     return url, env, volumes, mounts
 
 
-def _pod(c, name, args, capabilities, jail_read_only, extra_volumes=(), extra_mounts=(), component=None):
+def _pod(c: ClusterContext, name: str, args: list[str], capabilities: Sequence[str], jail_read_only: bool | None,
+         extra_volumes: Iterable[KubeObject] = (), extra_mounts: Iterable[KubeObject] = (),
+         component: str | None = None) -> KubeObject:
     """The pod of a backup, retention or restore run: root with ``capabilities`` only, a read-only root filesystem."""
     backup = c.spec["jail"]["backup"]
     url, env, volumes, mounts = _repository(c, backup)
@@ -116,7 +123,7 @@ def _pod(c, name, args, capabilities, jail_read_only, extra_volumes=(), extra_mo
     return pod
 
 
-def _excludes(backup):
+def _excludes(backup: Spec) -> list[str]:
     """restic --exclude arguments: a pattern starting with '/' is a path of the jail, as the snapshots hold it."""
     args = []
     for pattern in backup.get("excludes") or ():
@@ -124,7 +131,7 @@ def _excludes(backup):
     return args
 
 
-def _cronjob(c, name, schedule, pod, deadline):
+def _cronjob(c: ClusterContext, name: str, schedule: str, pod: KubeObject, deadline: int) -> KubeObject:
     labels = names.labels(c.name, names.COMPONENT_BACKUP)
     return {
         "apiVersion": "batch/v1", "kind": "CronJob",
@@ -146,7 +153,7 @@ def _cronjob(c, name, schedule, pod, deadline):
     }
 
 
-def backup_cronjob(c):
+def backup_cronjob(c: ClusterContext) -> KubeObject | None:
     """The backup CronJob, or None (no spec.jail.backup, or the cluster is in maintenance: a restore may be writing
     the jail)."""
     if not backup_enabled(c):
@@ -157,7 +164,7 @@ def backup_cronjob(c):
     return _cronjob(c, names.backup_name(c.name), backup["schedule"], pod, 24 * 3600)
 
 
-def retention_cronjob(c):
+def retention_cronjob(c: ClusterContext) -> KubeObject | None:
     """The retention step: restic forget --prune of this cluster's snapshots, on its own schedule."""
     if not backup_enabled(c):
         return None
@@ -169,7 +176,7 @@ def retention_cronjob(c):
     return _cronjob(c, names.backup_retention_name(c.name), keep["schedule"], pod, 24 * 3600)
 
 
-def restore_job(c, snapshot, path="", into=""):
+def restore_job(c: ClusterContext, snapshot: str, path: str = "", into: str = "") -> KubeObject:
     """A Job that restores ``path`` (a jail path, "" for the whole jail) of ``snapshot`` into the jail: at the same
     place when ``into`` is "" (the cluster must be in maintenance: the caller checks), else below ``into`` (a jail
     path, e.g. /restore/2024-06-01, made if missing). Arguments are validated by the caller (api/restore.py)."""

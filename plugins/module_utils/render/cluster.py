@@ -10,9 +10,11 @@ in its own file: ``controller``, ``login``, ``worker``, ``jail``; what they shar
 ``common``.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Callable, Collection, Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
@@ -23,7 +25,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.common impo
     pdb,
     secret,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import accounting_objects
+from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import Accounting, accounting_objects
 from ansible_collections.soperator.slurm.plugins.module_utils.render.backup import backup_cronjob, retention_cronjob
 from ansible_collections.soperator.slurm.plugins.module_utils.render.controller import controller
 from ansible_collections.soperator.slurm.plugins.module_utils.render.exporter import (
@@ -52,9 +54,14 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import va
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.render.sshd_conf import render_sshd_config
 from ansible_collections.soperator.slurm.plugins.module_utils.render.topology import render_topology_conf
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster
+
+# render(nodeset, name) -> the Pod of one worker of an elastic NodeSet (name: the Slurm node's) or of an every-node
+# NodeSet (name: the Kubernetes node's), as :func:`elastic_pods` and :func:`every_node_pods` return it.
+PodRenderer = Callable[[NodeSet, str], KubeObject]
 
 
-def worker_names(c):
+def worker_names(c: ClusterContext) -> list[str]:
     """Every worker name of every NodeSet, at the replicas rendered; every name of an elastic one (its NodeName
     records: Slurm plans jobs onto powered-down nodes)."""
     return [names.pod_name(names.worker_name(c.name, ns["metadata"]["name"]), o)
@@ -62,8 +69,11 @@ def worker_names(c):
             for o in range(ns["spec"]["elastic"]["maxNodes"] if ns["spec"].get("elastic") else c.workers(ns))]
 
 
-def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSION, served=(),
-                   slurm_user=names.SLURM_USER, replicas=None, maintenance=None, topology=None, validated=False):
+def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                   collection_version: str = names.COLLECTION_VERSION, served: Collection[str] = (),
+                   slurm_user: str = names.SLURM_USER,
+                   replicas: Mapping[str, int] | None = None, maintenance: bool | None = None,
+                   topology: str | None = None, validated: bool = False) -> list[KubeObject]:
     """Every Kubernetes object of the cluster, in apply order.
 
     ``cluster`` is a SlurmCluster object and ``nodesets`` its NodeSet objects (apiVersion, kind, metadata with
@@ -91,16 +101,15 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
                secret(c, names.ssh_host_keys_name(c.name), names.GENERATE_SSH_HOST_KEYS)]
     if spec["restApi"]["enabled"]:
         objects.append(secret(c, names.jwt_key_name(c.name), names.GENERATE_JWT_KEY))
-    accounting = ([], [], [], [])
-    slurmdbd_config = None
+    accounting = Accounting()
+    slurmdbd_config: dict[str, str] | None = None
     if spec["accounting"]["enabled"]:
         slurmdbd_config = {"slurmdbd.conf": render_slurmdbd_conf(cluster)}
         accounting = accounting_objects(c, slurmdbd_config)
-    account_secrets, account_data, account_services, account_workloads = accounting
-    objects += account_secrets
+    objects += accounting.secrets
     if "existingClaim" not in spec["jail"]:
         objects.append(jail_claim(c))
-    objects += account_data
+    objects += accounting.data
     objects += [config_map(c, names.slurm_config_name(c.name), slurm_config),
                 config_map(c, names.sshd_config_name(c.name), sshd_config), health_config(c)]
     if slurmdbd_config is not None:
@@ -114,7 +123,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
                                     names.SSH_PORT))
     objects += [headless_service(c, names.worker_name(c.name, ns["metadata"]["name"]), names.COMPONENT_WORKER,
                                  "slurmd", names.SLURMD_PORT, nodeset=ns) for ns in c.nodesets]
-    objects += account_services
+    objects += accounting.services
     if spec["restApi"]["enabled"]:
         objects.append(rest_service(c))
     if spec["exporter"]["enabled"]:
@@ -130,7 +139,7 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
         if cronjob is not None:
             objects.append(cronjob)
     # The database and slurmdbd first: slurmctld registers with slurmdbd when it starts.
-    objects += account_workloads
+    objects += accounting.workloads
     objects.append(controller(c, slurm_config, slurm_user))
     objects.append(login(c, sshd_config, slurm_user))
     # Elastic and every-node NodeSets have no StatefulSet: their pods are made one by one (plan/elastic.py,
@@ -148,7 +157,9 @@ def render_cluster(cluster, nodesets, collection_version=names.COLLECTION_VERSIO
     return objects
 
 
-def every_node_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION, validated=False):
+def every_node_pods(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                    collection_version: str = names.COLLECTION_VERSION,
+                    validated: bool = False) -> tuple[dict[str, str], PodRenderer]:
     """(``{nodeset name: template hash}``, ``render(nodeset, Kubernetes node) -> Pod``) of the every-node NodeSets:
     what plan/every_node.py needs to make the worker of a matching node. ``validated``: see :func:`render_cluster`."""
     if not validated:
@@ -159,7 +170,8 @@ def every_node_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSI
     return hashes, lambda nodeset, node: every_node_pod(c, nodeset, node)
 
 
-def elastic_pods(cluster, nodesets, collection_version=names.COLLECTION_VERSION, validated=False):
+def elastic_pods(cluster: SlurmCluster, nodesets: Sequence[NodeSet], collection_version: str = names.COLLECTION_VERSION,
+                 validated: bool = False) -> tuple[dict[str, str], PodRenderer]:
     """(``{nodeset name: template hash}``, ``render(nodeset, node name) -> Pod``) of the elastic NodeSets: what
     plan/elastic.py needs to create the pod of a node Slurm powered up. ``validated``: see :func:`render_cluster`."""
     if not validated:

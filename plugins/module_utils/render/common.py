@@ -5,14 +5,16 @@
 builders of the kinds several components use (Secrets, ConfigMaps, headless Services, StatefulSets, budgets).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import copy
+from typing import Dict, Iterable, List, Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import digests, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import EMPTY_DIR_MODE, sub_mount_read_only
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster, Spec
 
 RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 
@@ -26,16 +28,16 @@ MUNGE_CAPABILITIES = [
 ]
 
 
-def config_hash(data):
+def config_hash(data: object) -> str:
     """The digest of a ConfigMap's data (or a pod template): changes exactly when a file changes."""
     return digests.of_value(data)
 
 
-def merge_placement(cluster_wide, specific):
+def merge_placement(cluster_wide: Spec | None, specific: Spec | None) -> KubeObject:
     """Pod-spec placement fields: nodeSelector merged (specific wins), tolerations added, affinity parts replaced."""
     cluster_wide = cluster_wide or {}
     specific = specific or {}
-    result: dict = {}
+    result: KubeObject = {}
     selector = dict(cluster_wide.get("nodeSelector") or {})
     selector.update(specific.get("nodeSelector") or {})
     if selector:
@@ -51,8 +53,8 @@ def merge_placement(cluster_wide, specific):
     return result
 
 
-def security(capabilities, seccomp=None, escalation=False):
-    context: dict = {"capabilities": {"drop": ["ALL"]}}
+def security(capabilities: Sequence[str], seccomp: KubeObject | None = None, escalation: bool = False) -> KubeObject:
+    context: KubeObject = {"capabilities": {"drop": ["ALL"]}}
     if capabilities:
         context["capabilities"]["add"] = list(capabilities)
     if not escalation:
@@ -62,15 +64,16 @@ def security(capabilities, seccomp=None, escalation=False):
     return context
 
 
-def container_resources(spec_resources):
-    result = {}
+def container_resources(spec_resources: Spec | None) -> KubeObject:
+    resources = spec_resources or {}
+    result: KubeObject = {}
     for kind in ("requests", "limits"):
-        if (spec_resources or {}).get(kind):
-            result[kind] = dict(spec_resources[kind])
+        if resources.get(kind):
+            result[kind] = dict(resources[kind])
     return result
 
 
-def tcp_probe(port_name):
+def tcp_probe(port_name: str) -> KubeObject:
     return {"tcpSocket": {"port": port_name}, "periodSeconds": 10, "failureThreshold": 3}
 
 
@@ -80,7 +83,19 @@ class ClusterContext(object):
     ``replicas``: ``{nodeset name: workers}`` decided by the planner (a NodeSet absent: its ``spec.replicas``);
     ``maintenance``: whether the cluster is rendered scaled to zero (None: its ``spec.maintenance``)."""
 
-    def __init__(self, cluster, nodesets, replicas=None, maintenance=None):
+    obj: SlurmCluster  # the validated, defaulted SlurmCluster (the owner of cluster-level objects)
+    spec: Spec  # its spec
+    name: str  # its metadata.name
+    namespace: str  # its metadata.namespace: every object's
+    nodesets: List[NodeSet]  # its validated NodeSets, by name
+    maintenance: bool  # rendered in maintenance: every StatefulSet at zero, no populate Job, backup or NCCL check
+    replicas: Dict[str, int]  # {nodeset name: workers} the planner decided (absent: its spec.replicas)
+    pull_policy: str  # spec.images.pullPolicy, every container's
+    conf_server: str  # slurmctld's host:port, where configless clients fetch the configuration
+    jail_claim: str  # the jail's PersistentVolumeClaim: spec.jail.existingClaim, else the one rendered
+
+    def __init__(self, cluster: SlurmCluster, nodesets: Iterable[NodeSet],
+                 replicas: Mapping[str, int] | None = None, maintenance: bool | None = None) -> None:
         self.obj = cluster
         self.spec = cluster["spec"]
         self.name = cluster["metadata"]["name"]
@@ -93,12 +108,13 @@ class ClusterContext(object):
         jail = self.spec["jail"]
         self.jail_claim = jail.get("existingClaim") or names.jail_claim_name(self.name)
 
-    def workers(self, nodeset):
+    def workers(self, nodeset: NodeSet) -> int:
         """How many workers a NodeSet's StatefulSet asks for (before maintenance scales it to zero)."""
         return self.replicas.get(nodeset["metadata"]["name"], nodeset["spec"]["replicas"])
 
     # metadata ------------------------------------------------------------------------------------------------
-    def metadata(self, name, component, nodeset=None, owner=None, annotations=None):
+    def metadata(self, name: str, component: str, nodeset: NodeSet | None = None, owner: KubeObject | None = None,
+                 annotations: Mapping[str, str] | None = None) -> KubeObject:
         set_name = nodeset["metadata"]["name"] if nodeset is not None else None
         md = {"name": name, "namespace": self.namespace, "labels": names.labels(self.name, component, set_name)}
         if annotations:
@@ -110,14 +126,15 @@ class ClusterContext(object):
             }]
         return md
 
-    def owned(self, name, component, annotations=None):
+    def owned(self, name: str, component: str, annotations: Mapping[str, str] | None = None) -> KubeObject:
         """Metadata of a cluster-level object owned by the SlurmCluster."""
         return self.metadata(name, component, owner=self.obj, annotations=annotations)
 
     # volumes -------------------------------------------------------------------------------------------------
-    def jail_volumes(self, with_sub_mounts=True):
+    def jail_volumes(self, with_sub_mounts: bool = True) -> tuple[list[KubeObject], list[KubeObject]]:
+        """(volumes, mounts) of the jail's claim and, ``with_sub_mounts``, of each sub-mount (at SUB_MOUNTS_DIR)."""
         volumes = [{"name": "jail", "persistentVolumeClaim": {"claimName": self.jail_claim}}]
-        mounts: list[dict[str, object]] = [{"name": "jail", "mountPath": names.JAIL_MOUNT}]
+        mounts: list[KubeObject] = [{"name": "jail", "mountPath": names.JAIL_MOUNT}]
         if not with_sub_mounts:
             return volumes, mounts
         for sub in self.spec["jail"].get("subMounts") or ():
@@ -137,7 +154,7 @@ class ClusterContext(object):
                            "readOnly": read_only})
         return volumes, mounts
 
-    def jail_sub_mounts_env(self):
+    def jail_sub_mounts_env(self) -> list[KubeObject]:
         """The sub-mounts for the entrypoint, which binds each from SUB_MOUNTS_DIR into the jail: ``NAME:PATH:ro|rw``
         each, ``:MODE`` added for an emptyDir (its directory root's, with that mode). A list of the container's env:
         empty without sub-mounts."""
@@ -149,28 +166,28 @@ class ClusterContext(object):
             entries.append(entry)
         return [{"name": "SOPERATOR_JAIL_SUB_MOUNTS", "value": " ".join(entries)}] if entries else []
 
-    def jwt_volume(self, mode=0o400):
+    def jwt_volume(self, mode: int = 0o400) -> KubeObject:
         """The JWT key: root's for the controller entrypoint (it gives slurmctld a copy of its own), the slurm group's
         for slurmdbd (0440 with its pod's fsGroup)."""
         return {"name": "jwt-key", "secret": {"secretName": names.jwt_key_name(self.name), "defaultMode": mode,
                                               "items": [{"key": names.JWT_KEY_FILE, "path": names.JWT_KEY_FILE}]}}
 
-    def generated_secret(self, name, generator, component=names.COMPONENT_SECRET):
+    def generated_secret(self, name: str, generator: str, component: str = names.COMPONENT_SECRET) -> KubeObject:
         return secret(self, name, generator, component)
 
-    def slurm_conf_volume(self):
+    def slurm_conf_volume(self) -> KubeObject:
         """slurm.conf alone, for the Slurm clients that are no login node (slurmrestd, the exporter): the same
         ConfigMap slurmctld reads; their pod templates carry its hash, so a change restarts them."""
         return {"name": "slurm-config", "configMap": {"name": names.slurm_config_name(self.name),
                                                       "items": [{"key": "slurm.conf", "path": "slurm.conf"}]}}
 
-    def munge_volumes(self):
+    def munge_volumes(self) -> list[KubeObject]:
         return [
             {"name": "munge-key", "secret": {"secretName": names.munge_key_name(self.name), "defaultMode": 0o400}},
             {"name": "munge-run", "emptyDir": {}},
         ]
 
-    def munge_sidecar(self, image):
+    def munge_sidecar(self, image: str) -> KubeObject:
         """munged as a native sidecar: started (socket ready) before the Slurm daemon, stopped after it."""
         return {
             "name": "munge",
@@ -186,7 +203,8 @@ class ClusterContext(object):
             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
         }
 
-    def pod_spec(self, placement, containers, volumes, init_containers=None, grace=None):
+    def pod_spec(self, placement: Spec | None, containers: list[KubeObject], volumes: list[KubeObject],
+                 init_containers: list[KubeObject] | None = None, grace: int | None = None) -> KubeObject:
         spec = {
             # Slurm pods never talk to the Kubernetes API.
             "automountServiceAccountToken": False,
@@ -205,13 +223,13 @@ class ClusterContext(object):
 
 
 # --------------------------------------------------------------------------------------------------- objects
-def run_mount(volume, path):
+def run_mount(volume: str, path: str) -> KubeObject:
     """A per-pod runtime directory at ``path``. Jobs and sessions see it at the same place in the jail: the
     entrypoint binds it there read-only, without following a symlink of the jail (share_run_dirs)."""
     return {"name": volume, "mountPath": path}
 
 
-def secret(c, name, generator, component=names.COMPONENT_SECRET):
+def secret(c: ClusterContext, name: str, generator: str, component: str = names.COMPONENT_SECRET) -> KubeObject:
     return {
         "apiVersion": "v1", "kind": "Secret",
         # No owner reference: the keys must survive deletion of the SlurmCluster (deletionPolicy.secrets).
@@ -221,12 +239,13 @@ def secret(c, name, generator, component=names.COMPONENT_SECRET):
     }
 
 
-def config_map(c, name, data):
+def config_map(c: ClusterContext, name: str, data: Mapping[str, str]) -> KubeObject:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": c.owned(name, names.COMPONENT_CONFIG),
             "data": data}
 
 
-def headless_service(c, name, component, port_name, port, nodeset=None):
+def headless_service(c: ClusterContext, name: str, component: str, port_name: str, port: int,
+                     nodeset: NodeSet | None = None) -> KubeObject:
     owner = nodeset if nodeset is not None else c.obj
     return {
         "apiVersion": "v1", "kind": "Service",
@@ -241,7 +260,9 @@ def headless_service(c, name, component, port_name, port, nodeset=None):
     }
 
 
-def statefulset(c, name, component, replicas, service, pod_spec, nodeset=None, annotations=None, extra=None):
+def statefulset(c: ClusterContext, name: str, component: str, replicas: int, service: str, pod_spec: KubeObject,
+                nodeset: NodeSet | None = None, annotations: Mapping[str, str] | None = None,
+                extra: KubeObject | None = None) -> KubeObject:
     set_name = nodeset and nodeset["metadata"]["name"]
     template_md = {"labels": names.labels(c.name, component, set_name)}
     if annotations:
@@ -259,7 +280,7 @@ def statefulset(c, name, component, replicas, service, pod_spec, nodeset=None, a
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata, "spec": spec}
 
 
-def pdb(c, name, component, nodeset=None):
+def pdb(c: ClusterContext, name: str, component: str, nodeset: NodeSet | None = None) -> KubeObject:
     owner = nodeset if nodeset is not None else c.obj
     return {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",

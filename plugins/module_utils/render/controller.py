@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The controller: slurmctld's StatefulSet (its spool on a claim template) with the munge sidecar."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
@@ -13,12 +15,14 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.health impo
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import config_keys
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
+    ClusterContext,
     config_hash,
     container_resources,
     security,
     statefulset,
     tcp_probe,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 CONTROLLER_CAPABILITIES = [
     "CHOWN",  # the spool volume is handed to SlurmUser on first start
@@ -32,7 +36,7 @@ CONTROLLER_CAPABILITIES = [
 RECONFIGURE_FILES = ("topology.conf",)
 
 
-def restart_files(slurm_config):
+def restart_files(slurm_config: Mapping[str, str]) -> dict[str, str]:
     """What restarts slurmctld when it changes (its pod template's config hash): of slurm.conf only the lines of the
     keys Slurm documents as needing a restart (config_keys.RESTART_KEYS; the rest is applied in place by the
     converge's reconfigure, plan/slurm_config.py), the other files but RECONFIGURE_FILES whole."""
@@ -42,17 +46,17 @@ def restart_files(slurm_config):
     return files
 
 
-def restart_digest(slurm_config):
+def restart_digest(slurm_config: Mapping[str, str]) -> str:
     return config_hash(restart_files(slurm_config))
 
 
-def controller(c, slurm_config, slurm_user=names.SLURM_USER):
+def controller(c: ClusterContext, slurm_config: Mapping[str, str], slurm_user: str = names.SLURM_USER) -> KubeObject:
     spec = c.spec["controller"]
     image = c.spec["images"]["controller"]
     jail_volumes = c.jail_volumes(with_sub_mounts=False)[0]
     volumes = ([{"name": "slurm-config", "configMap": {"name": names.slurm_config_name(c.name)}}] + c.munge_volumes()
                + jail_volumes)
-    mounts = []
+    mounts: list[KubeObject] = []
     if c.spec["restApi"]["enabled"]:
         volumes.append(c.jwt_volume())
         mounts.append({"name": "jwt-key", "mountPath": names.JWT_KEY_MOUNT, "readOnly": True})

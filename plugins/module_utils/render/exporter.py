@@ -7,23 +7,25 @@ The exporter is a Slurm client (sinfo, squeue, sshare, sdiag): munge for credent
 cluster's ConfigMap. It runs as nobody, with no capability: it reads only what any user may read.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import non_root
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
+    ClusterContext,
     config_hash,
     container_resources,
     statefulset,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.config_keys import restart_lines
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 SERVICE_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 
 
-def exporter_service(c):
+def exporter_service(c: ClusterContext) -> KubeObject:
     return {
         "apiVersion": "v1", "kind": "Service",
         "metadata": c.owned(names.exporter_name(c.name), names.COMPONENT_EXPORTER),
@@ -33,7 +35,7 @@ def exporter_service(c):
     }
 
 
-def exporter_args(c):
+def exporter_args(c: ClusterContext) -> list[str]:
     args = [names.EXPORTER_BINARY, "--web.listen-address=:%d" % names.EXPORTER_PORT,
             "--collect.interval=%s" % c.spec["exporter"]["collectInterval"]]
     if not c.spec["accounting"]["enabled"]:
@@ -41,7 +43,8 @@ def exporter_args(c):
     return args
 
 
-def exporter(c, slurm_config):
+def exporter(c: ClusterContext, slurm_config: str) -> KubeObject:
+    """The exporter's StatefulSet; ``slurm_config``: the slurm.conf rendered."""
     spec = c.spec["exporter"]
     image = c.spec["images"]["exporter"]
     container = {
@@ -69,7 +72,7 @@ def exporter(c, slurm_config):
                            names.ANNOTATION_CONFIG_HASH: config_hash({"slurm.conf": restart_lines(slurm_config)})})
 
 
-def service_monitor(c):
+def service_monitor(c: ClusterContext) -> KubeObject:
     monitor = c.spec["exporter"]["serviceMonitor"]
     metadata = c.owned(names.exporter_name(c.name), names.COMPONENT_EXPORTER)
     for key, value in sorted((monitor.get("labels") or {}).items()):

@@ -9,20 +9,23 @@ serialized as JSON, never evaluated by a shell. A ConfigMap rather than pod envi
 HealthCheckProgram with an empty environment, and a changed threshold reaches the mounted file without replacing a pod.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import json
+from typing import Any, Dict, Iterable, List, TypedDict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
+    ClusterContext,
     config_map,
     run_mount,
     security,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import health_enabled, real_memory_mib
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, Spec
 
 # The NCCL check pod's host name: slurmctld calls srun back by the name srun reports, which the pod's headless Service
 # (and the controller's DNS searches) resolve. One at a time (concurrencyPolicy Forbid), so one name serves.
@@ -31,13 +34,46 @@ NCCL_HOSTNAME = "nccl-check"
 # The NCCL check runs as SlurmUser (slurm), not root: Slurm's super user besides root, so it may drain nodes; not
 # root, so its test jobs pass DisableRootJobs and it cannot write over the jail's files (only its results directory,
 # which the jail image gives to slurm). No capability: it only talks to slurmctld through munge.
-NCCL_CAPABILITIES = []
+NCCL_CAPABILITIES: list[str] = []
 
 _GPU_KEYS = ("persistenceMode", "maxUncorrectedEccErrors", "maxRetiredPages", "maxRemappedRows", "xids",
              "maxXidEvents", "dcgmDiagLevel")
 
 
-def gpu_settings(cluster_spec, nodeset_spec):
+class NodeSetHealth(TypedDict):
+    """What the health program checks on the nodes of one NodeSet (:func:`nodeset_health`): the file
+    ``<nodeset>.json`` of the ConfigMap, which images/worker/soperator_health.py reads on each of them."""
+
+    enabled: bool  # whether it checks at all (the cluster's health program runs and the NodeSet's checks are on)
+    checks: Dict[str, Any]  # each check's settings: munge, jail, disks, memory; gpu and dcgm on a NodeSet with GPUs
+
+
+class NcclNodeSet(TypedDict):
+    """A NodeSet the NCCL check tests (:class:`NcclSettings`' nodesets)."""
+
+    gpus: int  # spec.gpu.count
+    minBusBandwidthGBps: int  # spec.healthChecks.ncclMinBusBandwidthGBps: a node under it is drained
+
+
+class _NcclSettings(TypedDict):
+    command: str
+    args: List[str]  # all_reduce_perf's: -b minBytes -e maxBytes -f 2
+    pairs: bool
+    mpi: str
+    gres: bool
+    timeLimitMinutes: int
+    resultsDir: str  # where it writes its results: in the jail, as the pod mounts it
+    nodesets: Dict[str, NcclNodeSet]  # by NodeSet name
+
+
+class NcclSettings(_NcclSettings, total=False):
+    """The NCCL check's settings (:func:`nccl_settings`: spec.healthChecks.nccl and the NodeSets it tests), the file
+    names.NCCL_CONFIG_FILE of the ConfigMap, which the check's CronJob reads (images/worker/soperator_health.py)."""
+
+    partition: str  # of the test jobs; absent: the cluster's default partition
+
+
+def gpu_settings(cluster_spec: Spec, nodeset_spec: Spec) -> dict[str, Any]:
     """The cluster's GPU thresholds with the NodeSet's on top."""
     merged = dict((k, cluster_spec["healthChecks"]["gpu"][k]) for k in _GPU_KEYS)
     merged.update((k, v) for k, v in ((nodeset_spec.get("healthChecks") or {}).get("gpu") or {}).items()
@@ -45,11 +81,11 @@ def gpu_settings(cluster_spec, nodeset_spec):
     return merged
 
 
-def nodeset_health(cluster_spec, nodeset):
+def nodeset_health(cluster_spec: Spec, nodeset: NodeSet) -> NodeSetHealth:
     """What the health program checks on the nodes of ``nodeset`` (the file it reads)."""
     health = cluster_spec["healthChecks"]
     spec = nodeset["spec"]
-    checks: dict = {
+    checks: dict[str, Any] = {
         "munge": True,
         "jail": {"path": names.JAIL_MOUNT, "requireMount": True},
         "disks": [{"path": names.SLURMD_SPOOL, "minFreeMiB": health["minFreeSpoolMiB"]},
@@ -67,15 +103,15 @@ def nodeset_health(cluster_spec, nodeset):
     return {"enabled": enabled, "checks": checks}
 
 
-def nccl_sets(nodesets):
+def nccl_sets(nodesets: Iterable[NodeSet]) -> list[NodeSet]:
     """NodeSets the NCCL check tests: GPUs and a bus bandwidth threshold."""
     return [ns for ns in nodesets if ns["spec"]["gpu"]["count"]
             and ns["spec"]["healthChecks"].get("ncclMinBusBandwidthGBps")]
 
 
-def nccl_settings(cluster_spec, nodesets):
+def nccl_settings(cluster_spec: Spec, nodesets: Iterable[NodeSet]) -> NcclSettings:
     nccl = cluster_spec["healthChecks"]["nccl"]
-    settings = {
+    settings: NcclSettings = {
         "command": nccl["command"], "args": ["-b", nccl["minBytes"], "-e", nccl["maxBytes"], "-f", "2"],
         "pairs": nccl["pairs"], "mpi": nccl["mpi"], "gres": True, "timeLimitMinutes": nccl["timeLimitMinutes"],
         "resultsDir": names.JAIL_MOUNT + names.NCCL_RESULTS_DIR,
@@ -89,17 +125,17 @@ def nccl_settings(cluster_spec, nodesets):
     return settings
 
 
-def _json(data):
+def _json(data: object) -> str:
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
-def health_config(c):
+def health_config(c: ClusterContext) -> KubeObject:
     data = dict(("%s.json" % ns["metadata"]["name"], _json(nodeset_health(c.spec, ns))) for ns in c.nodesets)
     data[names.NCCL_CONFIG_FILE] = _json(nccl_settings(c.spec, c.nodesets))
     return config_map(c, names.health_config_name(c.name), data)
 
 
-def worker_health_volume(c, nodeset):
+def worker_health_volume(c: ClusterContext, nodeset: NodeSet) -> tuple[KubeObject, KubeObject]:
     """The worker's own file of the ConfigMap, at the path the program reads."""
     volume = {"name": "health-checks", "configMap": {
         "name": names.health_config_name(c.name),
@@ -107,12 +143,12 @@ def worker_health_volume(c, nodeset):
     return volume, {"name": "health-checks", "mountPath": names.HEALTH_CONFIG_MOUNT, "readOnly": True}
 
 
-def nccl_enabled(c):
+def nccl_enabled(c: ClusterContext) -> bool:
     nccl = c.spec["healthChecks"]["nccl"]
     return bool(nccl.get("schedule") and nccl_sets(c.nodesets) and not c.maintenance)
 
 
-def nccl_service(c):
+def nccl_service(c: ClusterContext) -> KubeObject | None:
     """The headless Service that gives the NCCL check pod a DNS name (srun's callbacks), or None."""
     if not nccl_enabled(c):
         return None
@@ -124,7 +160,7 @@ def nccl_service(c):
                      "ports": [{"name": "srun", "port": 6820, "protocol": "TCP"}]}}
 
 
-def nccl_cronjob(c):
+def nccl_cronjob(c: ClusterContext) -> KubeObject | None:
     """The NCCL check's CronJob, or None (not scheduled, or no NodeSet with GPUs and a threshold)."""
     nccl = c.spec["healthChecks"]["nccl"]
     if not nccl_enabled(c):

@@ -12,7 +12,7 @@ own. The bind password and the CA are mounted in the sidecar alone, from optiona
 reported in ``IdentityReady``, not a pod that never starts); the ConfigMap holds no password.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -20,16 +20,18 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.identity import enabled
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
+    ClusterContext,
     config_map,
     container_resources,
     security,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render.sssd_conf import render_sssd_conf
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 # None: Debian builds sssd to run as root (its systemd unit says so), and root needs no capability for what it does
 # here: it owns every file it reads and writes (its volumes, the Secrets' files), listens on no privileged port and
 # becomes no other user (measured: tests/images/test_smoke.py runs it with an empty bounding set).
-SSSD_CAPABILITIES = []
+SSSD_CAPABILITIES: list[str] = []
 CONFIG_KEY = "sssd.conf"          # nss only: every pod
 LOGIN_CONFIG_KEY = "sssd-login.conf"  # nss and ssh: login pods (sshd's AuthorizedKeysCommand)
 # How often the controller's sidecar looks at the directory (its finding is the SlurmCluster's IdentityReady); the
@@ -39,13 +41,13 @@ CHECK_INTERVAL = 60
 _MEMORY = {"medium": "Memory", "sizeLimit": "64Mi"}
 
 
-def sssd_config_map(c):
+def sssd_config_map(c: ClusterContext) -> KubeObject:
     """``<cluster>-sssd-config``: sssd.conf without the bind password, for the login pods and for the others."""
     return config_map(c, names.sssd_config_name(c.name), {CONFIG_KEY: render_sssd_conf(c.obj),
                                                           LOGIN_CONFIG_KEY: render_sssd_conf(c.obj, ssh=True)})
 
 
-def _volumes(c, login):
+def _volumes(c: ClusterContext, login: bool) -> list[KubeObject]:
     ldap = c.spec["identity"]["ldap"]
     volumes = [
         {"name": "sssd-config", "configMap": {"name": names.sssd_config_name(c.name), "items": [
@@ -70,7 +72,7 @@ def _volumes(c, login):
     return volumes
 
 
-def sidecar(c, login=False, controller=False):
+def sidecar(c: ClusterContext, login: bool = False, controller: bool = False) -> KubeObject:
     """The sssd sidecar: started (its socket there) before the pod's daemon, stopped after it."""
     ldap = c.spec["identity"]["ldap"]
     mounts = [
@@ -110,7 +112,8 @@ def sidecar(c, login=False, controller=False):
     return container
 
 
-def attach(c, pod, daemon, login=False, controller=False):
+def attach(c: ClusterContext, pod: KubeObject, daemon: KubeObject, login: bool = False,
+           controller: bool = False) -> KubeObject:
     """Give a pod spec the sssd sidecar (after its other sidecars) and its volumes, and its daemon container
     (``daemon``, a container of ``pod``) the socket directory, read-only. Nothing without ``spec.identity.ldap``."""
     if not enabled(c.spec):

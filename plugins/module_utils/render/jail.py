@@ -4,7 +4,7 @@
 """The jail: its claim (created once), the Job that populates it once, and the administration Job the jail connection
 makes while no login pod runs."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -14,8 +14,10 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import jail_shell
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
+    ClusterContext,
     security,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 POPULATE_CAPABILITIES = [
     "CHOWN",  # the jail's files keep their owners
@@ -26,7 +28,7 @@ POPULATE_CAPABILITIES = [
 ]
 
 
-def jail_claim(c):
+def jail_claim(c: ClusterContext) -> KubeObject:
     jail = c.spec["jail"]
     spec = {"accessModes": ["ReadWriteMany"], "storageClassName": jail["storageClassName"],
             "resources": {"requests": {"storage": jail["size"]}}}
@@ -37,7 +39,7 @@ def jail_claim(c):
             "spec": spec}
 
 
-def populate_job(c):
+def populate_job(c: ClusterContext) -> KubeObject:
     token = c.spec["jail"]["populate"]["repopulateToken"]
     images = c.spec["images"]
     jail_volumes, jail_mounts = c.jail_volumes(with_sub_mounts=False)
@@ -97,17 +99,17 @@ _ADMIN_POD_KEYS = ("automountServiceAccountToken", "enableServiceLinks", "securi
 _ADMIN_ENV = ("SOPERATOR_JAIL_SUB_MOUNTS",)
 
 
-def admin_name(cluster):
+def admin_name(cluster: str) -> str:
     """The jail's administration Job (its pod: this and a suffix)."""
     return "%s-jail-admin" % cluster
 
 
-def _jail_mount(mount):
+def _jail_mount(mount: KubeObject) -> bool:
     path = mount.get("mountPath") or ""
     return path == names.JAIL_MOUNT or path.startswith(names.SUB_MOUNTS_DIR + "/")
 
 
-def admin_job(login_statefulset, idle_seconds):
+def admin_job(login_statefulset: KubeObject, idle_seconds: float) -> KubeObject:
     """The jail's administration Job, from the cluster's login StatefulSet as the converge applied it (so what the
     installer's policy judged: image, placement, sub-mounts): one pod running the login image with the sshd
     container's securityContext (the same capabilities, so that a task may do in it what it may do in a login pod),

@@ -3,15 +3,18 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The login nodes: sshd's StatefulSet (sessions chrooted into the jail), its Services."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import non_root
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     RUNTIME_DEFAULT,
+    ClusterContext,
     config_hash,
     container_resources,
     run_mount,
@@ -19,6 +22,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.common impo
     statefulset,
     tcp_probe,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 LOGIN_CAPABILITIES = [
     "AUDIT_WRITE",  # sshd writes login audit records; without it, logins fail
@@ -45,7 +49,7 @@ SACKD_SLURM_CONF = names.SLURM_RUN_DIR + "/conf/slurm.conf"
 SACKD_STARTUP_SECONDS = 1800
 
 
-def login_service(c):
+def login_service(c: ClusterContext) -> KubeObject:
     service = c.spec["login"]["service"]
     port = {"name": "ssh", "port": service["port"], "targetPort": "ssh", "protocol": "TCP"}
     if "nodePort" in service:
@@ -58,7 +62,7 @@ def login_service(c):
             "spec": spec}
 
 
-def sackd_security(slurm_user):
+def sackd_security(slurm_user: str) -> KubeObject:
     """sackd runs as SlurmUser, as Slurm intends: slurmctld pushes each new configuration to it with a credential
     only SlurmUser may decode (munge refused it to a root sackd: "Unauthorized credential for client UID=0", and the
     login's clients kept the old slurm.conf until the pod restarted). A cluster whose SlurmUser is still root (made
@@ -68,7 +72,7 @@ def sackd_security(slurm_user):
     return non_root(names.SLURM_UID, read_only=True)
 
 
-def login(c, sshd_config, slurm_user=names.SLURM_USER):
+def login(c: ClusterContext, sshd_config: Mapping[str, str], slurm_user: str = names.SLURM_USER) -> KubeObject:
     spec = c.spec["login"]
     image = c.spec["images"]["login"]
     jail_volumes, jail_mounts = c.jail_volumes()

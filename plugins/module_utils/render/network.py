@@ -16,25 +16,28 @@ and the other components are selected by none (slurmctld, slurmd and sshd serve 
 A pod's labels are what the peers are selected by: whoever may create pods with them in the namespace may pass.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import copy
+from typing import Iterable
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.render.common import ClusterContext
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 NETWORK_POLICY_API_VERSION = "networking.k8s.io/v1"
 
 
-def _pods(c, components):
+def _pods(c: ClusterContext, components: Iterable[str]) -> KubeObject:
     """A peer: the cluster's pods of ``components`` (in the cluster's namespace)."""
     return {"podSelector": {
         "matchLabels": {names.LABEL_NAME: "slurm", names.LABEL_INSTANCE: c.name},
         "matchExpressions": [{"key": names.LABEL_COMPONENT, "operator": "In", "values": sorted(components)}]}}
 
 
-def _policy(c, name, component, port, peers):
+def _policy(c: ClusterContext, name: str, component: str, port: int, peers: list[KubeObject]) -> KubeObject:
     return {
         "apiVersion": NETWORK_POLICY_API_VERSION, "kind": "NetworkPolicy",
         "metadata": c.owned(name, component),
@@ -44,7 +47,7 @@ def _policy(c, name, component, port, peers):
     }
 
 
-def network_policies(c):
+def network_policies(c: ClusterContext) -> list[KubeObject]:
     """The NetworkPolicies of the cluster's enabled components; none when ``spec.networkPolicies.enabled`` is off."""
     spec = c.spec
     settings = spec["networkPolicies"]

@@ -14,16 +14,18 @@ drop them, the subset test cannot see that); the subset test catches hand edits 
 cannot see those). Anything else is server-side applied, which is always safe, merely one more request.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import base64
 import copy
 import re
+from typing import Collection, Iterable, Mapping, Optional, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import digests, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 APPLIED_HASH = names.ANNOTATION_APPLIED_HASH
 CREATE_ONLY = names.ANNOTATION_CREATE_ONLY
@@ -44,27 +46,32 @@ APPLY = "apply"  # server-side apply (creates it when absent)
 SKIP = "skip"  # live copy already matches: no request
 KEEP = "keep"  # create-only object, present: never touched again
 
+# The identity of an object (:func:`object_key`): (API group, kind, namespace, name), each as the object has it
+# ("" for the core group; namespace None for a cluster-scoped object).
+ObjectKey = Tuple[str, Optional[str], Optional[str], Optional[str]]
 
-def annotations(obj):
+
+def annotations_of(obj: KubeObject | None) -> Mapping[str, object]:
+    """An object's annotations as written (a manifest's YAML may give a value that is no string)."""
     return ((obj or {}).get("metadata") or {}).get("annotations") or {}
 
 
-def labels(obj):
+def labels(obj: KubeObject | None) -> Mapping[str, object]:
     return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
 
-def api_group(api_version):
+def api_group(api_version: str) -> str:
     """``apps/v1`` -> ``apps``; ``v1`` -> ``""`` (the core group)."""
     return api_version.rpartition("/")[0] if "/" in api_version else ""
 
 
-def object_key(obj):
+def object_key(obj: KubeObject) -> ObjectKey:
     """Identity of an object: (group, kind, namespace, name). The version is not part of identity."""
     md = obj.get("metadata") or {}
     return (api_group(obj.get("apiVersion", "")), obj.get("kind"), md.get("namespace"), md.get("name"))
 
 
-def describe(obj):
+def describe(obj: KubeObject) -> str:
     """``Kind namespace/name`` (or ``Kind name`` when cluster-scoped), for messages and diff headers."""
     md = obj.get("metadata") or {}
     if md.get("namespace"):
@@ -72,19 +79,20 @@ def describe(obj):
     return "%s %s" % (obj.get("kind"), md.get("name"))
 
 
-def is_create_only(obj):
-    return str(annotations(obj).get(CREATE_ONLY, "")).lower() == "true"
+def is_create_only(obj: KubeObject | None) -> bool:
+    return str(annotations_of(obj).get(CREATE_ONLY, "")).lower() == "true"
 
 
-def generator(obj):
-    return annotations(obj).get(GENERATE)
+def generator(obj: KubeObject | None) -> object | None:
+    """The generator an object's annotation names, as written; None: none."""
+    return annotations_of(obj).get(GENERATE)
 
 
-def is_prune_exempt(obj):
-    return str(annotations(obj).get(PRUNE, "")).lower() == "false"
+def is_prune_exempt(obj: KubeObject | None) -> bool:
+    return str(annotations_of(obj).get(PRUNE, "")).lower() == "false"
 
 
-def without_applied_hash(manifest):
+def without_applied_hash(manifest: KubeObject) -> KubeObject:
     """A deep copy of ``manifest`` without our hash annotation (and without an annotations map left empty)."""
     out = copy.deepcopy(manifest)
     md = out.get("metadata") or {}
@@ -96,12 +104,12 @@ def without_applied_hash(manifest):
     return out
 
 
-def manifest_hash(manifest):
+def manifest_hash(manifest: KubeObject) -> str:
     """sha256 (hex) of the canonical JSON of the desired manifest, our own hash annotation excluded."""
     return digests.of_value(without_applied_hash(manifest))
 
 
-def with_applied_hash(manifest):
+def with_applied_hash(manifest: KubeObject) -> KubeObject:
     """What the adapter applies: the manifest plus the hash annotation."""
     out = without_applied_hash(manifest)
     md = out.setdefault("metadata", {})
@@ -109,11 +117,11 @@ def with_applied_hash(manifest):
     return out
 
 
-def _empty(value):
+def _empty(value: object) -> bool:
     return value is None or value == {} or value == []
 
 
-def is_subset(desired, live):
+def is_subset(desired: object, live: object) -> bool:
     """True when every field of ``desired`` is present in ``live`` with the same value.
 
     Maps: each desired key must be in ``live`` (an empty or null desired value also matches an absent key,
@@ -142,7 +150,7 @@ def is_subset(desired, live):
     return desired == live
 
 
-def comparable(manifest):
+def comparable(manifest: KubeObject) -> KubeObject:
     """The desired manifest as the apiserver will store it, for :func:`is_subset` against a live copy.
 
     Only the conversions the apiserver always does: a Secret's ``stringData`` is merged into ``data`` as base64.
@@ -156,14 +164,14 @@ def comparable(manifest):
     return out
 
 
-def in_sync(desired, live):
+def in_sync(desired: KubeObject, live: KubeObject) -> bool:
     """The skip rule (see the module docstring)."""
-    if annotations(live).get(APPLIED_HASH) != manifest_hash(desired):
+    if annotations_of(live).get(APPLIED_HASH) != manifest_hash(desired):
         return False
     return is_subset(comparable(desired), live)
 
 
-def plan_object(desired, live):
+def plan_object(desired: KubeObject, live: KubeObject | None) -> str:
     """What to do with one desired object given its live copy (``None`` when absent): CREATE/APPLY/SKIP/KEEP."""
     if is_create_only(desired):
         return KEEP if live is not None else CREATE
@@ -177,7 +185,7 @@ _STRATEGIES = {("StatefulSet", "updateStrategy"): ("RollingUpdate", "rollingUpda
                ("Deployment", "strategy"): ("RollingUpdate", "rollingUpdate")}
 
 
-def strategy_switch_patch(desired, live):
+def strategy_switch_patch(desired: KubeObject, live: KubeObject | None) -> KubeObject | None:
     """A JSON merge patch that switches a live object's update strategy away from RollingUpdate first, or None.
 
     The API server defaults ``rollingUpdate`` parameters that no field manager owns, so a server-side apply of
@@ -195,7 +203,8 @@ def strategy_switch_patch(desired, live):
     return None
 
 
-def plan_prune(listed, desired_keys, protect_kinds=DEFAULT_PROTECT_KINDS):
+def plan_prune(listed: Iterable[KubeObject], desired_keys: Collection[ObjectKey],
+               protect_kinds: Collection[str] = DEFAULT_PROTECT_KINDS) -> list[KubeObject]:
     """Objects among ``listed`` (live, matching the prune selector) to delete: not desired, not exempt,
     not of a protected kind, not already being deleted."""
     out = []
@@ -210,7 +219,7 @@ def plan_prune(listed, desired_keys, protect_kinds=DEFAULT_PROTECT_KINDS):
     return out
 
 
-def parse_kind(text):
+def parse_kind(text: str | None) -> tuple[str, str]:
     """``apps/v1/StatefulSet`` -> (``apps/v1``, ``StatefulSet``); ``v1/ConfigMap`` -> (``v1``, ``ConfigMap``)."""
     api_version, dummy, kind = (text or "").rpartition("/")
     if not api_version or not kind or not kind[:1].isupper():
@@ -223,8 +232,10 @@ def parse_kind(text):
 _SET_RE = re.compile(r"^\s*(!?)\s*([^\s!=,()]+)\s*(?:(notin|in)\s*\(([^)]*)\)|(==|=|!=)\s*([^\s,()]*))?\s*$")
 
 
-def _split_selector(selector):
-    parts, depth, cur = [], 0, []
+def _split_selector(selector: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in selector:
         if ch == "(":
             depth += 1
@@ -239,7 +250,7 @@ def _split_selector(selector):
     return [p for p in parts if p.strip()]
 
 
-def selector_matches(selector, obj_labels):
+def selector_matches(selector: str | None, obj_labels: Mapping[str, object]) -> bool:
     """Whether labels match a Kubernetes label selector string (equality- and set-based forms)."""
     for req in _split_selector(selector or ""):
         m = _SET_RE.match(req)
@@ -271,7 +282,7 @@ def selector_matches(selector, obj_labels):
 # --- diff and redaction ----------------------------------------------------------------------------------
 
 
-def strip_volatile(obj):
+def strip_volatile(obj: KubeObject | None) -> KubeObject | None:
     """A deep copy without what the server maintains (status, managedFields, resourceVersion, uid,
     creationTimestamp, generation) and without our hash annotation: what a user compares."""
     if obj is None:
@@ -284,7 +295,7 @@ def strip_volatile(obj):
     return out
 
 
-def redact(obj):
+def redact(obj: KubeObject | None) -> KubeObject | None:
     """A copy where a Secret's ``data``/``stringData`` values are replaced by ``<hidden>`` (keys kept)."""
     if obj is None or obj.get("kind") != "Secret":
         return obj
@@ -295,20 +306,20 @@ def redact(obj):
     return out
 
 
-def normalize(obj):
+def normalize(obj: KubeObject | None) -> KubeObject | None:
     """What diffs and results show of an object: :func:`strip_volatile` then :func:`redact`."""
     return redact(strip_volatile(obj))
 
 
-def same_object(before, after):
+def same_object(before: KubeObject | None, after: KubeObject | None) -> bool:
     """Whether two live copies differ in anything but server-maintained fields (secret values included)."""
     return strip_volatile(before) == strip_volatile(after)
 
 
-def secret_values(manifests):
+def secret_values(manifests: Iterable[object] | None) -> set[str]:
     """Every secret value as it appears in ``manifests`` (Secret ``data`` and ``stringData`` values), for a
     module's ``no_log_values``: these are the strings an API error or a log line could echo back."""
-    out = set()
+    out: set[str] = set()
     for obj in manifests or []:
         if not isinstance(obj, dict) or obj.get("kind") != "Secret":
             continue
@@ -325,7 +336,7 @@ _MANAGER_RE = re.compile(r'conflicts? with "([^"]+)"')
 _FIELD_RE = re.compile(r"(?:^|\s)(\.[^\s]+)", re.MULTILINE)
 
 
-def parse_conflict(message):
+def parse_conflict(message: str | None) -> tuple[list[str], list[str]]:
     """Managers and field paths named by a server-side apply 409 message.
 
     The apiserver says ``Apply failed with 2 conflicts: conflicts with "other" using v1:\\n- .data.a\\n- .data.b``
@@ -339,7 +350,7 @@ def parse_conflict(message):
     return managers, fields
 
 
-def last_written(live, manager):
+def last_written(live: KubeObject | None, manager: str) -> int | None:
     """Epoch seconds at which ``manager`` last changed ``live`` (its newest managedFields entry: the API server
     stamps an entry when a value it owns changes, not at an apply that changes nothing); None when not known."""
     times = [durations.epoch_of(e.get("time")) for e in ((live or {}).get("metadata") or {}).get("managedFields") or ()
@@ -348,7 +359,7 @@ def last_written(live, manager):
     return max(known) if known else None
 
 
-def imperative_only(managers, live):
+def imperative_only(managers: Collection[str], live: KubeObject | None) -> bool:
     """True when each of ``managers`` owns fields of ``live`` only through Update operations (kubectl edit,
     patch, scale...). Those are hand edits of what we declare: re-applying with force repairs them. A manager
     that also applies (``operation: Apply``) is another declarative owner: a real conflict."""
@@ -362,11 +373,11 @@ def imperative_only(managers, live):
     return True
 
 
-def applied_by(live, path):
+def applied_by(live: KubeObject | None, path: Iterable[str]) -> str | None:
     """The one field manager whose server-side apply (``operation: Apply``, not a subresource's) owns the field
     at ``path`` (keys, e.g. ``("spec", "replicas")``) of ``live``, by its managedFields; None when none or several
     do. A write as that manager of what it applied changes nobody's ownership."""
-    found = set()
+    found: set[str] = set()
     for entry in ((live or {}).get("metadata") or {}).get("managedFields") or []:
         if entry.get("operation") != "Apply" or entry.get("subresource"):
             continue
@@ -381,11 +392,11 @@ def applied_by(live, path):
 # --- input checks ----------------------------------------------------------------------------------------
 
 
-def check_manifests(manifests):
+def check_manifests(manifests: Iterable[object] | None) -> list[str]:
     """Problems with a list of desired manifests, as ``manifests[i]: message`` strings (empty when fine):
     missing apiVersion/kind/name, duplicates, unknown generators."""
     problems = []
-    seen = {}
+    seen: dict[ObjectKey, int] = {}
     for i, obj in enumerate(manifests or []):
         where = "manifests[%d]" % i
         if not isinstance(obj, dict):

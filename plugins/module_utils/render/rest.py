@@ -9,7 +9,7 @@ munge key nor the JWT key (only slurmctld and slurmdbd verify tokens), and it ru
 which Slurm requires (it refuses root and SlurmUser).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -17,15 +17,17 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.accounting import non_root
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
+    ClusterContext,
     config_hash,
     container_resources,
     statefulset,
     tcp_probe,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.config_keys import restart_lines
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
-def rest_service(c):
+def rest_service(c: ClusterContext) -> KubeObject:
     service = c.spec["restApi"]["service"]
     return {
         "apiVersion": "v1", "kind": "Service", "metadata": c.owned(names.rest_name(c.name), names.COMPONENT_REST),
@@ -34,7 +36,8 @@ def rest_service(c):
     }
 
 
-def slurmrestd(c, slurm_config):
+def slurmrestd(c: ClusterContext, slurm_config: str) -> KubeObject:
+    """slurmrestd's StatefulSet; ``slurm_config``: the slurm.conf rendered."""
     spec = c.spec["restApi"]
     plugins = ["openapi/slurmctld"] + (["openapi/slurmdbd"] if c.spec["accounting"]["enabled"] else [])
     container = {

@@ -7,7 +7,7 @@ sshd uses the FIRST value it reads for a keyword, so allowed overrides replace d
 being appended, and the keywords the operator owns are not overridable at all (validated in api/config_rules.py).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -16,6 +16,7 @@ import re
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.types import SlurmCluster
 
 _UNSAFE = re.compile(r"[\r\n\x00]")
 
@@ -57,14 +58,14 @@ SSHD_DEFAULTS = (
 )
 
 
-def _line(key, value, path):
+def _line(key: str, value: object, path: str) -> str:
     text = str(value).strip()
     if _UNSAFE.search(text):
         raise SpecError(path, "value %r would break the sshd_config line (line break or NUL)" % text)
     return "%s %s" % (key, text)
 
 
-def render_sshd_config(cluster):
+def render_sshd_config(cluster: SlurmCluster) -> str:
     """sshd_config of a validated SlurmCluster."""
     md = cluster["metadata"]
     overrides = cluster["spec"]["login"].get("sshdConfig") or {}

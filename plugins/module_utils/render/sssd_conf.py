@@ -9,7 +9,7 @@ and never authenticates anyone (``auth_provider = none``): users log in with SSH
 here for what would end its line (the schema's patterns refuse it first).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -19,6 +19,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.identity import FIELD, KEY_FIELDS
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import accounts
+from ansible_collections.soperator.slurm.plugins.module_utils.types import SlurmCluster
 
 DOMAIN = "directory"
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
@@ -55,7 +56,7 @@ DOMAIN_SETTINGS = (
 )
 
 
-def _line(key, value):
+def _line(key: str, value: object) -> str:
     text = str(value)
     if _UNSAFE.search(text) or text != text.strip():
         raise SpecError(KEY_FIELDS.get(key, FIELD), "value %r would break sssd.conf (a control character, or "
@@ -63,7 +64,7 @@ def _line(key, value):
     return "%s = %s" % (key, text)
 
 
-def render_sssd_conf(cluster, ssh=False):
+def render_sssd_conf(cluster: SlurmCluster, ssh: bool = False) -> str:
     """sssd.conf of a validated SlurmCluster with ``spec.identity.ldap``; ``ssh``: also the responder of the SSH keys
     (login pods: sshd's AuthorizedKeysCommand asks it)."""
     md = cluster["metadata"]

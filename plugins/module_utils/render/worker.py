@@ -3,13 +3,16 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The workers of a NodeSet: slurmd's StatefulSet, one dynamic Slurm node per pod."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Iterable, Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
+    ClusterContext,
     config_hash,
     container_resources,
     run_mount,
@@ -19,6 +22,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render.common impo
 from ansible_collections.soperator.slurm.plugins.module_utils.render.health import worker_health_volume
 from ansible_collections.soperator.slurm.plugins.module_utils.render.slurm_conf import node_conf_params
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import paths
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, Spec
 
 WORKER_CAPABILITIES = [
     "CHOWN",  # slurmstepd hands job output and spool files to the job's user
@@ -44,7 +48,7 @@ WORKER_CAPABILITIES = [
 SHARED_HOMES = ("/home", "/root")
 
 
-def shared_jail_paths(sub_mounts):
+def shared_jail_paths(sub_mounts: Iterable[Spec] | None) -> list[str]:
     """The jail paths the worker entrypoint mounts at the same path in slurmd's container: the homes, then each
     sub-mount the container may take (paths.may_mirror: never where its privileged processes execute, load or
     trust files; the validator refuses such a sub-mount anyway) that no earlier path carries already (a share is
@@ -59,7 +63,7 @@ def shared_jail_paths(sub_mounts):
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def one_per_node(pod, selector):
+def one_per_node(pod: KubeObject, selector: Mapping[str, str]) -> None:
     """A required anti-affinity to the NodeSet's own workers on the node's hostname: never two of them on one node;
     added to any the user wrote. A worker with no node left stays Pending (FailedScheduling says why)."""
     anti = pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {})
@@ -67,7 +71,7 @@ def one_per_node(pod, selector):
         {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": HOSTNAME_LABEL})
 
 
-def worker(c, nodeset):
+def worker(c: ClusterContext, nodeset: NodeSet) -> KubeObject:
     """A fixed NodeSet's StatefulSet: one dynamic node (``slurmd -Z``) per pod."""
     set_name = nodeset["metadata"]["name"]
     pod = worker_pod_spec(c, nodeset, elastic=False)
@@ -78,18 +82,18 @@ def worker(c, nodeset):
                        extra={"podManagementPolicy": "Parallel", "updateStrategy": {"type": "OnDelete"}})
 
 
-def _template(c, nodeset, spec):
+def _template(c: ClusterContext, nodeset: NodeSet, spec: KubeObject) -> tuple[KubeObject, str]:
     template = {"metadata": {"labels": names.labels(c.name, names.COMPONENT_WORKER, nodeset["metadata"]["name"])},
                 "spec": spec}
     return template, config_hash(template)[:16]
 
 
-def elastic_template(c, nodeset):
+def elastic_template(c: ClusterContext, nodeset: NodeSet) -> tuple[KubeObject, str]:
     """An elastic NodeSet's pod template (metadata and spec) and its hash (the pods' template-hash annotation)."""
     return _template(c, nodeset, worker_pod_spec(c, nodeset, elastic=True))
 
 
-def every_node_template(c, nodeset):
+def every_node_template(c: ClusterContext, nodeset: NodeSet) -> tuple[KubeObject, str]:
     """An every-node NodeSet's pod template and its hash: the StatefulSet's pod (one renderer) with the DaemonSet's
     tolerations."""
     spec = worker_pod_spec(c, nodeset, elastic=False)
@@ -111,7 +115,7 @@ EVERY_NODE_TOLERATIONS = (
 )
 
 
-def every_node_pod(c, nodeset, node):
+def every_node_pod(c: ClusterContext, nodeset: NodeSet, node: str) -> KubeObject:
     """The worker of an every-node NodeSet on Kubernetes node ``node``: named :func:`names.every_node_worker` (pod,
     hostname and Slurm node name), bound to the node by ``spec.nodeName`` (no scheduler: a cordoned node still gets its
     worker back, as a DaemonSet's), owned by its NodeSet. The pod is the NodeSet's worker pod, a dynamic node
@@ -124,7 +128,7 @@ def every_node_pod(c, nodeset, node):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": dict(template["spec"], nodeName=node)}
 
 
-def elastic_pod(c, nodeset, node_name):
+def elastic_pod(c: ClusterContext, nodeset: NodeSet, node_name: str) -> KubeObject:
     """The pod of one powered-up node of an elastic NodeSet: named exactly as the Slurm node (a ``State=CLOUD``
     record of slurm.conf), owned by its NodeSet. An individual Pod, not a StatefulSet's: the running nodes may have
     holes (node 2 up while node 1 is down), which a StatefulSet cannot have."""
@@ -135,7 +139,7 @@ def elastic_pod(c, nodeset, node_name):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
 
 
-def worker_pod_spec(c, nodeset, elastic):
+def worker_pod_spec(c: ClusterContext, nodeset: NodeSet, elastic: bool) -> KubeObject:
     set_name = nodeset["metadata"]["name"]
     spec = nodeset["spec"]
     image = spec.get("image") or c.spec["images"]["worker"]
@@ -196,7 +200,7 @@ def worker_pod_spec(c, nodeset, elastic):
     return pod
 
 
-def elastic_args():
+def elastic_args() -> list[str]:
     """slurmd of an elastic node: the NodeName record of slurm.conf (``State=CLOUD``) is its hardware, so no ``-Z``
     and no ``--conf``; ``-b`` reports a boot at slurmd's start, which Slurm waits for after a power-up (a container's
     kernel boot time is the host's, older than the request: without it the node never leaves POWERING_UP)."""
