@@ -63,7 +63,9 @@ def backup_runs(cluster_name, pods):
                 stuck.append(problem)
             continue
         report = _report(terminated.get("message")) or {}
-        end = report.get("end") or terminated.get("finishedAt") or ""
+        end = report.get("end")
+        if durations.epoch_of(end) is None:  # none, or not a time as Kubernetes writes one: when the container ended
+            end = terminated.get("finishedAt") or ""
         if terminated.get("exitCode") == 0 and report.get("result") == "Succeeded":
             successes.append((end, report))
         elif terminated.get("exitCode") is not None and report.get("result") != "Succeeded":
@@ -105,6 +107,8 @@ def plan_backup(p, ctx):
         return
     limit = durations.seconds(backup["overdueAfter"])
     since = durations.epoch_of(last_success or status["watchedSince"])
+    if since is None:  # not a time as this planner writes them (a status edited by hand): the clock starts now
+        since = ctx.now
     age = ctx.now - since
     if age > limit:
         since_text = last_success or status["watchedSince"]

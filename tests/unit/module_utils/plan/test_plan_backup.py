@@ -109,3 +109,14 @@ def test_the_cluster_status_carries_it_and_removes_it():
     gone = status.cluster_status(got, obj, off, durations.iso(NOW))
     assert gone["backup"] is None and "BackupReady" not in [c["type"] for c in gone["conditions"]]
     assert "backup" not in status.cluster_status({}, obj, off, durations.iso(NOW))
+
+
+def test_a_time_not_written_as_kubernetes_writes_them_is_no_failure_of_the_pass():
+    # A backup image of the user's (spec.images.backup) may write its report's end in another format: the overdue
+    # clock takes the container's end then (this raised TypeError, and every pass of the cluster failed).
+    p = planned([pod("b1", 0, ok("2026-01-01T02:00:00.123456+00:00"))])
+    assert p.backup["lastSuccessTime"] == durations.iso(NOW - 5)
+    assert p.components["BackupReady"][:2] == ("True", "Succeeded")
+    # A status whose time cannot be read (edited by hand): the clock starts now.
+    p = planned([], old={"lastSuccessTime": "yesterday", "watchedSince": durations.iso(NOW - 9000)})
+    assert p.components["BackupReady"][:2] == ("True", "Succeeded")
