@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
-from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api import errors as failures
 from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
@@ -47,10 +47,9 @@ MAX_PROGRESS_WAIT = 300  # longest requeue while a cluster is progressing withou
 Requeue = tuple[float | None, str]
 
 
-def _pod_state(pod: KubeObject | None) -> tuple[Any, tuple[Any, ...], bool]:
-    status = (pod or {}).get("status") or {}
-    ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
-    return status.get("phase"), tuple(ready), bool((pod or {}).get("metadata", {}).get("deletionTimestamp"))
+def _pod_state(pod: KubeObject | None) -> tuple[Any, str | None, bool]:
+    return (((pod or {}).get("status") or {}).get("phase"), readiness.status(pod),
+            bool((pod or {}).get("metadata", {}).get("deletionTimestamp")))
 
 
 def _settling(etype: str, old: KubeObject | None, new: KubeObject | None) -> bool:
@@ -71,7 +70,7 @@ def _settling(etype: str, old: KubeObject | None, new: KubeObject | None) -> boo
 def coming_up(pod: KubeObject) -> bool:
     """A pod on its way to Ready: Pending, or Running and not Ready (not one being deleted)."""
     phase, ready, deleting = _pod_state(pod)
-    return not deleting and (phase == "Pending" or phase == "Running" and "True" not in ready)
+    return not deleting and (phase == "Pending" or phase == "Running" and ready != "True")
 
 
 def settle_wait(burst: Sequence[float] | None, now: float, progressing: bool) -> float:

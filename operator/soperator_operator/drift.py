@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.soperator.slurm.plugins.module_utils import digests, kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils import digests, kinds, names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, scale
@@ -79,8 +79,9 @@ def _observed(obj: KubeObject) -> int:
 def _pod_fact(pod: KubeObject) -> list[Any]:
     md = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
-    return [md.get("uid"), status.get("phase"), ready, bool(md.get("deletionTimestamp")),
+    ready = readiness.status(pod)
+    # The Ready condition's status in a list, as the digests recorded in the clusters' status have it.
+    return [md.get("uid"), status.get("phase"), [] if ready is None else [ready], bool(md.get("deletionTimestamp")),
             (md.get("labels") or {}).get(model.REVISION_LABEL)]
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values as api_values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import elastic, model, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What the converge runs in the controller pod (_slurm.SCONTROL): epoch times, one line per node.
-SHOW_NODES = ["env", "SLURM_TIME_FORMAT=%s", "scontrol", "show", "node", "-o"]
+# What the converge runs in the controller pod: epoch times, one line per node.
+SHOW_NODES = scontrol.SHOW_NODES
 # How often a cluster with an elastic NodeSet is asked (seconds): a powered-up node's job waits for its pod.
 ELASTIC_PERIOD = 2.0
 
@@ -38,14 +38,9 @@ ELASTIC_PERIOD = 2.0
 Slurm = Mapping[str, SlurmNode]
 
 
-def _ready(pod: KubeObject | None) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in ((pod or {}).get("status") or {}).get("conditions") or ())
-
-
 def status_changes(nodesets: Sequence[KubeObject], statefulsets: Mapping[str, KubeObject],
                    pods: Mapping[str, KubeObject],
-                   slurm: Slurm) -> tuple[list[tuple[str, dict[str, int]]], list[tuple[str, KubeObject]]]:
+                   slurm: Slurm) -> tuple[list[tuple[str, dict[str, int]]], list[tuple[str, model.PodCondition]]]:
     """([(NodeSet name, counts)], [(pod name, condition)]) that differ from what the objects say now. Pure."""
     counts_to_write: list[tuple[str, dict[str, int]]] = []
     bound: set[str] = set()  # the workers of every-node NodeSets (no StatefulSet, no ordinal: found by their labels)
@@ -147,7 +142,7 @@ class SlurmStatus:
         namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         pods = self._cached("Pod", namespace, name)
         controller_pod = names.controller_pod(name)
-        if not _ready(pods.get(controller_pod)) or (cluster.get("spec") or {}).get("maintenance"):
+        if not readiness.ready(pods.get(controller_pod)) or (cluster.get("spec") or {}).get("maintenance"):
             return
         rc, out, err = self.kube.exec_argv(namespace, controller_pod, "slurmctld", SHOW_NODES)
         if rc != 0:

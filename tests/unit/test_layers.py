@@ -4,10 +4,10 @@ classified, so a file added or renamed cannot drop out of the rules.
 The collection's ``plugins/module_utils``, lowest layer first (a folder may import its own modules and those of the
 folders before it, never one after it):
 
-- the shared vocabulary (``names.py``, ``kinds.py``, ``digests.py``, ``types.py``), then ``slurm/``, ``api/``,
-  ``render/``, ``plan/``: the pure core, stdlib only and no I/O: no ``os``, ``subprocess``, ``time``, ``random``,
-  ``secrets``, ``socket``, ``uuid``, threads or processes, and no clock (a call of ``now``, ``utcnow``, ``today``,
-  ``monotonic``);
+- the shared vocabulary (``names.py``, ``kinds.py``, ``digests.py``, ``types.py``, ``readiness.py``), then
+  ``slurm/``, ``api/``, ``render/``, ``plan/``: the pure core, stdlib only and no I/O: no ``os``, ``subprocess``,
+  ``time``, ``random``, ``secrets``, ``socket``, ``uuid``, threads or processes, and no clock (a call of ``now``,
+  ``utcnow``, ``today``, ``monotonic``);
 - ``k8s/``: the adapters; they may also use third-party clients (kubernetes, urllib3, cryptography, Ansible's
   module_utils, PyYAML), never a module, an action or filter plugin, nor the operator.
 
@@ -39,7 +39,7 @@ PLUGINS = "ansible_collections.soperator.slurm.plugins"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 # The collection's layers, lowest first; each may import itself and those before it.
-VOCABULARY = ("names", "kinds", "digests", "types")
+VOCABULARY = ("names", "kinds", "digests", "types", "readiness")
 ORDER = ("vocabulary", "slurm", "api", "render", "plan", "k8s")
 PURE = ("vocabulary", "slurm", "api", "render", "plan")
 ENTRY_FOLDERS = ("modules", "action", "plugin_utils", "filter", "doc_fragments", "inventory", "connection")

@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.soperator.slurm.plugins.module_utils import readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import jail_shell
 
 CONNECTION = "soperator.slurm.jail"
@@ -68,7 +69,6 @@ def host_vars(cluster, nodesets, slurm_version=None):
                      "ready_replicas": ns_status.get("readyReplicas")})
     partitions = [{"name": p["name"], "default": bool(p.get("default")),
                    "nodesets": [s["name"] for s in sets if p["name"] in s["partitions"]]} for p in _partitions(spec)]
-    ready = [c for c in status.get("conditions") or () if c.get("type") == "Ready"]
     return {
         "ansible_connection": CONNECTION,
         "ansible_python_interpreter": JAIL_PYTHON,
@@ -83,7 +83,7 @@ def host_vars(cluster, nodesets, slurm_version=None):
         # What was asked (spec.maintenance) and what is (status.phase Maintenance: no pod of the cluster runs).
         "soperator_maintenance": bool(spec.get("maintenance")),
         "soperator_phase": status.get("phase"),
-        "soperator_ready": bool(ready) and ready[0].get("status") == "True",
+        "soperator_ready": readiness.ready(cluster),
     }
 
 

@@ -14,10 +14,9 @@ __metaclass__ = type
 
 from typing import Any
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import SlurmError
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
 
 
@@ -68,7 +67,7 @@ class ConfigChecks(object):
         desired = next((m for m in plan.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
         login_sts = names.login_name(self.name)
         ready = sorted(n for n, pod in observed["pods"].items() if names.ordinal(n, login_sts) is not None
-                       and not pod["metadata"].get("deletionTimestamp") and model.pod_ready(pod))
+                       and not pod["metadata"].get("deletionTimestamp") and readiness.ready(pod))
         if desired is None or not ready:
             return
         if self._live_data(name, applier) == desired["data"]:

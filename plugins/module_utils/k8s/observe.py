@@ -17,7 +17,7 @@ __metaclass__ = type
 
 from typing import Any
 
-from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity, values
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm, SlurmError
@@ -89,12 +89,7 @@ class Observation(object):
 
     def controller_ready(self, pods):
         pod = pods.get(names.controller_pod(self.name))
-        if not pod or (pod.get("metadata") or {}).get("deletionTimestamp"):
-            return False
-        for cond in (pod.get("status") or {}).get("conditions") or ():
-            if cond.get("type") == "Ready":
-                return cond.get("status") == "True"
-        return False
+        return bool(pod) and not (pod.get("metadata") or {}).get("deletionTimestamp") and readiness.ready(pod)
 
     def slurm(self):
         return Slurm(self.slurm_transport(names.controller_pod(self.name)))
@@ -205,7 +200,7 @@ class Observation(object):
                 rc, out, dummy = self.slurm_transport(name, login_check.CONTAINER)(login_check.sessions_command())
             except SlurmError:
                 # No sshd container to ask: a pod that is not ready holds no session (its sshd is not running).
-                sessions[name] = None if model.pod_ready(pods[name]) else 0
+                sessions[name] = None if readiness.ready(pods[name]) else 0
                 continue
             sessions[name] = login_check.parse_sessions(rc, out)
         return sessions

@@ -15,6 +15,12 @@ from typing import Collection, Iterable, List, Mapping, Optional, TypedDict, Typ
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import hostlist
 
 
+# scontrol with epoch seconds in its times (a Reason's `[user@time]`, SlurmdStartTime): no time zone to guess.
+SCONTROL = ["env", "SLURM_TIME_FORMAT=%s", "scontrol"]
+# Every node, one line each: what the converge and the operator's Slurm status loop run in the controller pod.
+SHOW_NODES = SCONTROL + ["show", "node", "-o"]
+
+
 # Pod names (DNS labels): the only node names we ever pass to scontrol, so a name cannot smuggle in a
 # hostlist expression ("a,b", "n[1-9]") or another key=value.
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")
