@@ -228,7 +228,6 @@ options:
     default: true
 seealso:
   - module: soperator.slurm.apply_manifests
-  - module: soperator.slurm.slurm_nodes
 notes:
   - Needs the C(kubernetes) Python library, and RBAC for the kinds it renders, C(get) and C(create) on C(pods/exec)
     in the namespace, and C(patch) on the status of SlurmClusters and NodeSets.

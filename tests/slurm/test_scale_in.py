@@ -1,8 +1,10 @@
 """Scale-in against real Slurm 24.11 with dynamic nodes: drain first, no job lost, no ghost node, admin
 drains untouched, a cancelled scale-in resumed.
 
-The adapter (plugins/module_utils/k8s/slurm_exec.py) runs scontrol through its local transport inside the cluster's
-namespaces (dynamic_cluster.py). Every command is bounded (`timeout`, `srun --immediate`).
+The converge's own scale-in (plan/scale.py: ``shrink`` and ``resume_ours``, on plan/drains.py's decisions) is planned
+on what scontrol prints and carried out as the converger does, through the Slurm adapter
+(plugins/module_utils/k8s/slurm_exec.py), whose local transport runs scontrol inside the cluster's namespaces
+(dynamic_cluster.py). Every command is bounded (`timeout`, `srun --immediate`).
 
 SOPERATOR_RECORD_FIXTURES=1 rewrites tests/unit/fixtures/scontrol/*.yaml from what scontrol prints here:
 the unit tests replay those recordings, so their inputs are real outputs, never invented ones.
@@ -10,7 +12,6 @@ the unit tests replay those recordings, so their inputs are real outputs, never 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from slurm_cluster import running, wait_for
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_exec as _slurm
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import LocalTransport, Slurm
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, model, scale
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
 FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "scontrol"
@@ -101,45 +102,71 @@ def node_fields(dyn, name):
     return scontrol.parse_show_node(dyn.run(["scontrol", "show", "node", "-o", name]).check().stdout)[name]
 
 
+class Pass:
+    """What one converge pass decides for the NodeSet's StatefulSet going from ``current`` to ``target`` pods
+    (``count``: the replicas it may have now; ``plan``: its drains and resumes), and what it did."""
+
+    def __init__(self, count, plan, entries, resumed):
+        self.count, self.plan, self.entries, self.resumed = count, plan, entries, resumed
+
+    @property
+    def drained(self):
+        return self.plan.drain.get(REASON, [])
+
+    @property
+    def actions(self):
+        return [e["action"] for e in self.entries]
+
+
+def converge(slurm, current, target, now=None, drain_timeout="30m", on_timeout="Wait", check_mode=False):
+    """One pass of the converge's scale-in (plan/scale.py's ``shrink``, ``resume_ours``) on Slurm's node table, carried
+    out as the converger's ``act`` does (drain, then resume: only nodes whose reason is still ours)."""
+    now = time.time() if now is None else now
+    nodeset = {"metadata": {"name": "cpu"}, "spec": {"drainTimeout": drain_timeout, "onDrainTimeout": on_timeout}}
+    nodes = slurm.show_nodes()
+    p = model.Plan()
+    count = scale.shrink(p, nodes, nodeset, STATEFULSET, current, target, now, REASON, "NodeSet cpu")
+    if target >= current:
+        scale.resume_ours(p, nodes, [names.pod_name(STATEFULSET, o) for o in range(target)], (REASON,))
+    victims = drains.scale_in_victims(current, target, STATEFULSET)
+    entries = drains.plan_scale_in(nodes, victims, now=now, drain_timeout=model.drain_timeout(nodeset))
+    resumed = []
+    if not check_mode:
+        for reason, node_names in sorted(p.drain.items()):
+            slurm.drain(node_names, reason)
+        resumed = slurm.resume(p.resume) if p.resume else []
+    return Pass(count, p, entries, resumed)
+
+
 def test_drain_wait_remove_delete_leaves_no_ghost(dyn, slurm, recorder):
     job = submit(dyn, node_name(2), 6)
     Slurm(recorder.record("idle-and-busy")).show_nodes()
 
     # 3 -> 1: demo-cpu-2 runs a job, demo-cpu-1 is idle. Both drained; the top one still runs its job, so
     # nothing may go yet (the StatefulSet would remove demo-cpu-2 first).
-    first = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
-    assert first["changed"] and first["drained"] == [node_name(2), node_name(1)]
-    assert [e["action"] for e in first["nodes"]] == [drains.WAIT, drains.READY]
-    assert first["removable"] == 0 and first["replicas"] == 3 and first["waiting"] == [node_name(2)]
+    first = converge(slurm, 3, 1)
+    assert first.drained == [node_name(2), node_name(1)] and first.count == 3
     Slurm(recorder.record("draining")).show_nodes()
+    second = converge(slurm, 3, 1)
+    assert second.actions == [drains.WAIT, drains.READY] and second.count == 3 and not second.drained
     for i in (1, 2):
         assert node_fields(dyn, node_name(i))["reason"] == REASON
     # A drained node takes no new job (bounded: srun would wait forever).
     refused = dyn.run(["srun", "--immediate=3", "-w", node_name(1), "true"], timeout=20)
     assert refused.returncode != 0
-    # Check mode predicts without changing; the real run is then a no-op.
-    predicted = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, check_mode=True)
-    assert not predicted["changed"] and predicted["removable"] == 0
 
     # Wait for the job: it completes untouched, then both victims are removable.
     start = time.monotonic()
-    done = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, wait=True, wait_timeout=30, wait_sleep=0.5)
-    assert not done["changed"] and not done["timed_out"]
-    assert done["removable"] == 2 and done["replicas"] == 1 and done["waiting"] == []
+    wait_for(lambda: converge(slurm, 3, 1).count == 1, 20, "both victims removable")
     assert time.monotonic() - start < 20
     assert job_state(dyn, job) == "COMPLETED"
     assert "finished" in (dyn.root / f"tmp/job-{job}.out").read_text()
     Slurm(recorder.record("drained")).show_nodes()
 
-    # Before the pods are gone nothing may be deleted (a running slurmd would register the node again).
-    kept = _slurm.remove(slurm, statefulset=STATEFULSET, replicas=1, pods_present=lambda names: names)
-    assert not kept["changed"] and kept["pods_present"] == [node_name(2), node_name(1)]
-
     # The StatefulSet shrinks: the pods (slurmd) go; then their node records are deleted.
     dyn.stop_node(2)
     dyn.stop_node(1)
-    gone = _slurm.remove(slurm, statefulset=STATEFULSET, replicas=1, pods_present=lambda names: [])
-    assert gone["changed"] and gone["deleted"] == [node_name(2), node_name(1)]
+    slurm.delete([node_name(2), node_name(1)])
     assert dyn.nodes() == [node_name(0)]
     res = recorder.record("unknown-node")(["scontrol", "show", "node", "-o", node_name(2)])
     assert res[0] != 0 and "not found" in (res[1] + res[2])
@@ -147,30 +174,27 @@ def test_drain_wait_remove_delete_leaves_no_ghost(dyn, slurm, recorder):
     with pytest.raises(_slurm.SlurmError) as failed:
         Slurm(recorder.record("update-unknown-node")).drain([node_name(2)], REASON)
     assert failed.value.details["rc"] == 1 and "Invalid node name" in failed.value.details["stderr"]
-    again = _slurm.remove(slurm, [node_name(2)], statefulset=STATEFULSET, replicas=1)
-    assert not again["changed"] and again["absent"] == [node_name(2)]
 
 
 def test_admin_drain_is_never_overwritten_nor_resumed(dyn, slurm, recorder):
     dyn.run(["scontrol", "update", f"nodename={node_name(2)}", "state=drain", f"reason={ADMIN_REASON}"]).check()
     busy_job = submit(dyn, node_name(0), 30)  # a node that stays: never touched
-    keep = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, remove_admin_drained=False)
-    assert keep["removable"] == 0 and keep["admin_drained"] == [node_name(2)]
-    assert keep["drained"] == [node_name(1)]
-    res = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
-    assert res["removable"] == 2 and not res["changed"]
+    res = converge(slurm, 3, 1)
+    assert res.actions == [drains.BLOCKED, drains.DRAIN] and res.drained == [node_name(1)]
+    res = converge(slurm, 3, 1)
+    assert res.count == 1 and not res.drained  # an admin's drained, idle node goes
     Slurm(recorder.record("admin-drained")).show_nodes()
     assert node_fields(dyn, node_name(2))["reason"] == ADMIN_REASON
 
     # The scale-in is cancelled (replicas back to 3): our drain is undone, the admin's is not.
-    cancel = _slurm.scale_in(slurm, STATEFULSET, 3, 3, REASON)
-    assert cancel["changed"] and cancel["resumed"] == [node_name(1)] and cancel["victims"] == []
+    cancel = converge(slurm, 3, 3)
+    assert cancel.resumed == [node_name(1)] and cancel.entries == []
     Slurm(recorder.record("resumed")).show_nodes()
     one, two = node_fields(dyn, node_name(1)), node_fields(dyn, node_name(2))
     assert not one["drain"] and not one["busy"]  # Slurm 24.11 keeps the old reason on a resumed node
     assert two["drain"] and two["reason"] == ADMIN_REASON
     assert job_state(dyn, busy_job) == "RUNNING"
-    assert not _slurm.scale_in(slurm, STATEFULSET, 3, 3, REASON)["changed"]
+    assert not converge(slurm, 3, 3).resumed
     # Nor is a resume forced on an admin's node by name.
     assert slurm.resume([node_name(2)]) == []
     assert node_fields(dyn, node_name(2))["reason"] == ADMIN_REASON
@@ -179,10 +203,10 @@ def test_admin_drain_is_never_overwritten_nor_resumed(dyn, slurm, recorder):
 
 def test_cancelled_scale_in_resumes_a_draining_node_its_job_untouched(dyn, slurm, recorder):
     job = submit(dyn, node_name(2), 30)
-    res = _slurm.scale_in(slurm, STATEFULSET, 3, 2, REASON)
-    assert res["drained"] == [node_name(2)] and res["removable"] == 0
-    cancel = _slurm.scale_in(slurm, STATEFULSET, 3, 3, REASON)
-    assert cancel["resumed"] == [node_name(2)]
+    res = converge(slurm, 3, 2)
+    assert res.drained == [node_name(2)] and res.count == 3
+    cancel = converge(slurm, 3, 3)
+    assert cancel.resumed == [node_name(2)]
     node = node_fields(dyn, node_name(2))
     assert not node["drain"] and node["busy"] and job_state(dyn, job) == "RUNNING"
     dyn.run(["scancel", job])
@@ -191,13 +215,15 @@ def test_cancelled_scale_in_resumes_a_draining_node_its_job_untouched(dyn, slurm
 def test_expired_drain_and_down_nodes_are_removable(dyn, slurm, recorder):
     job = submit(dyn, node_name(2), 30)
     dyn.run(["scontrol", "update", f"nodename={node_name(1)}", "state=down", "reason=pod evicted"]).check()
-    res = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON)
-    assert [e["action"] for e in res["nodes"]] == [drains.WAIT, drains.READY]
+    converge(slurm, 3, 1)
+    res = converge(slurm, 3, 1)
+    assert res.actions == [drains.WAIT, drains.READY] and res.count == 3
     Slurm(recorder.record("down-and-draining")).show_nodes()
-    # Drained by us long enough ago (now is 1 h later): given up, by the caller's drain_timeout.
-    later = _slurm.scale_in(slurm, STATEFULSET, 3, 1, REASON, drain_timeout=1800, now=lambda: time.time() + 3600)
-    assert later["removable"] == 2 and later["expired"] == [node_name(2)]
-    assert job_state(dyn, job) == "RUNNING"  # removing the pod is what ends it, not us
+    # Drained by us long enough ago (now is 1 h later): given up, by the NodeSet's drainTimeout (and set DOWN).
+    later = converge(slurm, 3, 1, now=time.time() + 3600, on_timeout="Proceed", check_mode=True)
+    assert later.count == 1 and [g["node"] for g in later.plan.give_up] == [node_name(2)]
+    assert later.plan.down == {REASON: [node_name(2)]}
+    assert job_state(dyn, job) == "RUNNING"  # removing the pod is what ends it, not the plan
     dyn.run(["scancel", job])
 
 
@@ -215,29 +241,6 @@ def test_the_jobs_on_each_node_are_named_by_squeue(dyn, slurm):
     finally:
         dyn.run(["scancel", one, two])
     wait_for(lambda: slurm.jobs_on([node_name(2)]) == {node_name(2): []}, 15, "no job left")
-
-
-def test_module_against_real_slurm(dyn, slurm, recorder, monkeypatch, capsys):
-    from ansible.module_utils.testing import patch_module_args
-
-    from ansible_collections.soperator.slurm.plugins.modules import slurm_nodes
-
-    monkeypatch.setattr(slurm_nodes, "transport", lambda params: recorder)
-    args = {"namespace": "slurm", "controller_pod": "demo-controller-0", "statefulset": STATEFULSET,
-            "current_replicas": 3, "replicas": 2}
-
-    def run(extra):
-        with patch_module_args(dict(args, **extra)), pytest.raises(SystemExit):
-            slurm_nodes.main()
-        return json.loads(capsys.readouterr().out)
-
-    predicted = run({"_ansible_check_mode": True, "_ansible_diff": True})
-    assert predicted["changed"] and predicted["drained"] == [node_name(2)] and predicted["removable"] == 1
-    assert not node_fields(dyn, node_name(2))["drain"]
-    real = run({"_ansible_diff": True})
-    assert real["changed"] and real["removable"] == predicted["removable"]
-    assert real["diff"]["after"][node_name(2)]["reason"] == REASON
-    assert not run({})["changed"]
 
 
 def test_a_pod_replaced_with_its_job_is_set_down_first_and_its_new_slurmd_is_resumed(dyn, slurm):

@@ -13,9 +13,8 @@ URL, which the API server's audit log records.
   API, for real use;
 * ``LocalTransport``: a local process with an argv prefix (the tests' way into a real Slurm in a rootfs).
 
-The decisions are pure and live in ``plan/drains.py`` (Slurm's output parsed by ``slurm/scontrol.py``);
-``scale_in()`` and ``remove()`` below read the nodes, ask the planner, run the few commands it asks for, and poll
-(with an injected clock) when told to wait.
+What to run is decided elsewhere: the planners (``plan/``, from Slurm's output parsed by ``slurm/scontrol.py``) and
+the converge (``converger.py``), which calls :class:`Slurm`'s operations, one ``scontrol`` call each.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,7 +22,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import subprocess
-import time
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
@@ -135,20 +133,6 @@ class KubernetesExecTransport(object):
         finally:
             ws.close()
 
-    def pods_present(self, pod_names):
-        """Names of these pods that still exist (a node record is only deleted once its pod is gone: a
-        running slurmd would register the node again)."""
-        present = []
-        for name in pod_names:
-            try:
-                self.core_v1.read_namespaced_pod(name, self.namespace)
-            except ApiException as e:
-                if e.status == 404:
-                    continue
-                raise SlurmError("cannot read pod %s/%s: %s %s" % (self.namespace, name, e.status, e.reason))
-            present.append(name)
-        return present
-
 
 class Slurm(object):
     """The Slurm operations the collection needs, each one ``scontrol`` call."""
@@ -231,108 +215,3 @@ class Slurm(object):
         node_names = scontrol.validate_node_names(node_names)
         if node_names:
             self.run(["scontrol", "update", "nodename=%s" % ",".join(node_names)] + list(settings))
-
-
-def _brief(nodes, node_names):
-    return dict((n, {"state": "+".join([nodes[n]["state"]] + nodes[n]["flags"]), "reason": nodes[n]["reason"]})
-                for n in node_names if n in nodes)
-
-
-def scale_in(slurm, statefulset, current_replicas, replicas, reason, drain_timeout=None,
-             remove_admin_drained=True, check_mode=False, wait=False, wait_timeout=120, wait_sleep=5,
-             sleep=time.sleep, monotonic=time.monotonic, now=time.time):
-    """Prepare going from ``current_replicas`` to ``replicas`` pods: resume our scale-in drains on pods that
-    stay, drain the victims, optionally wait for their jobs; report how many replicas may go now."""
-    if not drains.is_ours(reason):
-        raise ValueError("reason %r must start with %r, or our own drains would look like an admin's"
-                         % (reason, names.DRAIN_REASON_PREFIX))
-    reason = reason.strip()
-    victims = drains.scale_in_victims(current_replicas, replicas, statefulset)
-    scontrol.validate_node_names(victims)
-    nodes = slurm.show_nodes()
-    before = dict(nodes)
-
-    to_resume = drains.resume_candidates(nodes, statefulset, replicas, reason)
-    resumed = to_resume if check_mode else slurm.resume(to_resume)
-
-    def decide(nodes):
-        return drains.plan_scale_in(nodes, victims, now=now(), drain_timeout=drain_timeout,
-                                    remove_admin_drained=remove_admin_drained)
-
-    entries = decide(nodes)
-    to_drain = [e["name"] for e in entries if e["action"] == drains.DRAIN]
-    if to_drain:
-        if check_mode:
-            nodes = scontrol.simulate_drain(nodes, to_drain, reason)
-        else:
-            slurm.drain(to_drain, reason)
-            nodes = slurm.show_nodes()
-        entries = decide(nodes)
-    elif resumed and not check_mode:
-        nodes = slurm.show_nodes()
-
-    timed_out = False
-    if wait and not check_mode:
-        deadline = monotonic() + wait_timeout
-        while _worth_waiting(entries):
-            if monotonic() >= deadline:
-                timed_out = True
-                break
-            sleep(wait_sleep)
-            nodes = slurm.show_nodes()
-            entries = decide(nodes)
-
-    removable = drains.removable_replicas(entries)
-    changed = bool(to_drain or resumed)
-    touched = sorted(set(to_drain) | set(resumed))
-    if check_mode:
-        after = scontrol.simulate_drain(before, to_drain, reason)
-        for name in resumed:
-            after[name] = {**after[name], "reason": None, "flags": [f for f in after[name]["flags"] if f != "DRAIN"]}
-    else:
-        after = nodes
-    return {
-        "changed": changed,
-        "victims": victims,
-        "removable": removable,
-        "replicas": max(replicas, current_replicas - removable),
-        "drained": to_drain,
-        "resumed": resumed,
-        "waiting": [e["name"] for e in entries if not e["removable"] and e["busy"]],
-        "admin_drained": [e["name"] for e in entries if e["action"] == drains.BLOCKED],
-        "expired": [e["name"] for e in entries if e["expired"]],
-        "timed_out": timed_out,
-        "nodes": entries,
-        "diff": {"before": _brief(before, touched), "after": _brief(after, touched)},
-    }
-
-
-def _worth_waiting(entries):
-    """Some victim is not removable yet but will become so by itself (its jobs end, its drain expires)."""
-    removable = drains.removable_replicas(entries)
-    if removable == len(entries):
-        return False
-    return any(e["busy"] and e["action"] in (drains.WAIT, drains.BLOCKED) for e in entries[removable:])
-
-
-def remove(slurm, node_names=(), statefulset=None, replicas=None, pods_present=None, check_mode=False):
-    """Delete the node records of pods that are gone: ``node_names`` plus, with ``statefulset`` and
-    ``replicas``, every node of that StatefulSet with an ordinal >= ``replicas`` (ghosts of any earlier
-    scale-in). ``pods_present(names)`` returns the pods that still exist; their nodes are kept."""
-    node_names = scontrol.validate_node_names(list(node_names or []))
-    nodes = slurm.show_nodes()
-    wanted = list(node_names)
-    if statefulset is not None and replicas is not None:
-        wanted += [n for n in drains.statefulset_nodes(nodes, statefulset, replicas) if n not in wanted]
-    still_running = pods_present([n for n in wanted if n in nodes]) if pods_present else []
-    decided = drains.plan_delete(nodes, [n for n in wanted if n not in still_running])
-    if decided["delete"] and not check_mode:
-        slurm.delete(decided["delete"])
-    return {
-        "changed": bool(decided["delete"]),
-        "deleted": decided["delete"],
-        "busy": decided["busy"],
-        "absent": decided["absent"],
-        "pods_present": still_running,
-        "diff": {"before": _brief(nodes, decided["delete"]), "after": {}},
-    }

@@ -1,4 +1,4 @@
-"""Scale-in parser, planner and adapter flow, table-driven from real `scontrol` recordings.
+"""Scale-in parser, planner and the Slurm adapter, table-driven from real `scontrol` recordings.
 
 The fixtures under fixtures/scontrol/ were recorded from Slurm 24.11 by tests/slurm/test_scale_in.py
 (SOPERATOR_RECORD_FIXTURES=1): each holds the exact command, its rc, stdout and stderr.
@@ -194,104 +194,13 @@ class Replay(object):
         assert not self.script, "commands not run: %s" % self.script
 
 
-OK = (0, "", "")
 DRAIN_CMD = ["scontrol", "update", "nodename=%s,%s" % (N2, N1), "state=drain", "reason=" + REASON]
-
-
-def test_scale_in_drains_then_reports_removable():
-    t = Replay((SHOW, "idle-and-busy"), (DRAIN_CMD, OK), (SHOW, "draining"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 3, 1, REASON)
-    t.done()
-    assert res["changed"] and res["drained"] == [N2, N1] and res["removable"] == 0 and res["replicas"] == 3
-    assert res["waiting"] == [N2] and res["diff"]["after"][N1]["reason"] == REASON
-
-
-def test_scale_in_check_mode_runs_no_change_and_predicts():
-    t = Replay((SHOW, "idle-and-busy"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 3, 1, REASON, check_mode=True)
-    t.done()
-    assert res["changed"] and res["drained"] == [N2, N1] and res["removable"] == 0
-    assert res["diff"]["before"][N2] == {"state": "MIXED+DYNAMIC_NORM", "reason": None}
-    assert res["diff"]["after"][N2]["reason"] == REASON
-
-
-def test_scale_in_waits_until_drained():
-    clock = iter([0, 1, 2])
-    slept = []
-    t = Replay((SHOW, "draining"), (SHOW, "draining"), (SHOW, "drained"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 3, 1, REASON, wait=True, wait_timeout=10, wait_sleep=3,
-                          sleep=slept.append, monotonic=lambda: next(clock))
-    t.done()
-    assert not res["changed"] and res["removable"] == 2 and res["replicas"] == 1 and not res["timed_out"]
-    assert slept == [3, 3]
-
-
-def test_scale_in_wait_times_out_without_failing():
-    clock = iter([0, 5, 11])
-    t = Replay((SHOW, "draining"), (SHOW, "draining"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 3, 1, REASON, wait=True, wait_timeout=10, wait_sleep=1,
-                          sleep=lambda s: None, monotonic=lambda: next(clock))
-    t.done()
-    assert res["timed_out"] and res["removable"] == 0 and res["waiting"] == [N2]
-
-
-def test_scale_in_does_not_wait_for_what_cannot_change():
-    t = Replay((SHOW, "admin-drained"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 3, 1, REASON, remove_admin_drained=False, wait=True,
-                          sleep=pytest.fail)
-    t.done()
-    assert res["removable"] == 0 and res["admin_drained"] == [N2] and not res["timed_out"]
-
-
-def test_cancelled_scale_in_resumes_only_our_drain():
-    resume = ["scontrol", "update", "nodename=%s" % N1, "state=resume"]
-    t = Replay((SHOW, "admin-drained"), (SHOW, "admin-drained"), (resume, OK), (SHOW, "resumed"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 3, 3, REASON)
-    t.done()
-    assert res["changed"] and res["resumed"] == [N1] and res["victims"] == [] and res["replicas"] == 3
-
-
-def test_cancelled_scale_in_check_mode():
-    t = Replay((SHOW, "admin-drained"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 3, 3, REASON, check_mode=True)
-    t.done()
-    assert res["resumed"] == [N1] and res["diff"]["after"][N1]["state"] == "IDLE+DYNAMIC_NORM"
-
-
-def test_scale_out_changes_nothing():
-    t = Replay((SHOW, "after-delete"))
-    res = _slurm.scale_in(_slurm.Slurm(t), STS, 1, 3, REASON)
-    assert not res["changed"] and res["replicas"] == 3 and res["removable"] == 0
-
-
-def test_reason_must_be_ours():
-    with pytest.raises(ValueError):
-        _slurm.scale_in(_slurm.Slurm(Replay()), STS, 3, 1, "maintenance")
 
 
 def test_resume_skips_a_node_an_admin_drained_meanwhile():
     t = Replay((SHOW, "admin-drained"))
     assert _slurm.Slurm(t).resume([N2]) == []
     assert _slurm.Slurm(Replay()).resume([]) == []
-
-
-def test_remove_deletes_ghosts_of_gone_pods_only():
-    delete = ["scontrol", "delete", "nodename=%s" % N1]
-    t = Replay((SHOW, "drained"), (delete, OK))
-    res = _slurm.remove(_slurm.Slurm(t), [], STS, 1, pods_present=lambda names: [N2])
-    t.done()
-    assert res == {"changed": True, "deleted": [N1], "busy": [], "absent": [], "pods_present": [N2],
-                   "diff": {"before": {N1: {"state": "IDLE+DRAIN+DYNAMIC_NORM", "reason": REASON}}, "after": {}}}
-
-
-def test_remove_is_idempotent_and_check_mode_runs_nothing():
-    t = Replay((SHOW, "after-delete"))
-    res = _slurm.remove(_slurm.Slurm(t), [N2, N1], STS, 1)
-    assert not res["changed"] and res["absent"] == [N2, N1]
-    t = Replay((SHOW, "drained"))
-    res = _slurm.remove(_slurm.Slurm(t), [N2], check_mode=True)
-    t.done()
-    assert res["changed"] and res["deleted"] == [N2]
 
 
 def test_failed_command_carries_command_rc_and_stderr():
@@ -371,18 +280,8 @@ class FakeWs(object):
 
 
 class FakeCore(object):
-    def __init__(self, pods=()):
-        self.pods = set(pods)
-
     def connect_get_namespaced_pod_exec(self):  # only passed to stream(), never called here
         raise AssertionError
-
-    def read_namespaced_pod(self, name, namespace):
-        if name == "error":
-            raise _slurm.ApiException(status=403, reason="Forbidden")
-        if name not in self.pods:
-            raise _slurm.ApiException(status=404, reason="Not Found")
-        return {"metadata": {"name": name}}
 
 
 def exec_transport(monkeypatch, ws=None, error=None):
@@ -395,7 +294,7 @@ def exec_transport(monkeypatch, ws=None, error=None):
         return ws
 
     monkeypatch.setattr(_slurm, "stream", fake_stream)
-    return _slurm.KubernetesExecTransport(FakeCore(["demo-cpu-2"]), "slurm", "demo-controller-0"), seen
+    return _slurm.KubernetesExecTransport(FakeCore(), "slurm", "demo-controller-0"), seen
 
 
 def test_exec_transport_runs_argv_without_shell(monkeypatch):
@@ -435,13 +334,6 @@ def test_exec_transport_errors(monkeypatch, error):
     with pytest.raises(_slurm.SlurmError) as err:
         t(["scontrol", "ping"])
     assert "demo-controller-0" in err.value.msg and err.value.details["command"] == ["scontrol", "ping"]
-
-
-def test_exec_transport_pods_present(monkeypatch):
-    t, _ = exec_transport(monkeypatch)
-    assert t.pods_present(["demo-cpu-2", "demo-cpu-3"]) == ["demo-cpu-2"]
-    with pytest.raises(_slurm.SlurmError):
-        t.pods_present(["error"])
 
 
 def test_scale_in_victims_are_the_top_ordinals_highest_first():
