@@ -339,7 +339,7 @@ class Controller:
         def exists(kind_name: str, name: str) -> bool:
             k = kinds.by_name(kind_name)
             res = cache.Resource(k.group, k.version, k.plural, k.kind)
-            if self.kube.exists(res.path(namespace) + "/" + name):
+            if self.kube.exists(res.path(namespace, name)):
                 return True
             # An optional kind the cluster does not serve: the role cannot create it either (its apply skips
             # kinds not served), so its absence is no reason to run.

@@ -1,6 +1,7 @@
 """Adapter: every Kubernetes API call the runtime makes (the roles make their own), through the collection's one
-access layer (``plugins/module_utils/k8s/access.py``): its error mapping, its request path, its writes. The watch
-caches stream through the same request path. Thin on purpose."""
+access layer (``plugins/module_utils/k8s/access.py``): its client, its error mapping, its request path and paths, its
+writes (finalizers included), its exec. The watch caches stream through the same request path. Thin on purpose:
+nothing here builds a request of its own."""
 
 import logging
 import os
@@ -9,7 +10,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypedDict
 
-from kubernetes import client, config
+from kubernetes import config
+from kubernetes.client import Configuration
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
@@ -41,16 +43,14 @@ class WatchEvent(TypedDict):
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None,
-               user_agent: str | None = None) -> client.ApiClient:
-    cfg = client.Configuration()
+               user_agent: str | None = None) -> access.Client:
+    """An ApiClient from ``kubeconfig`` (or the default one) outside a pod, else the pod's service account."""
+    cfg = Configuration()
     if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
     else:
         config.load_incluster_config(client_configuration=cfg)
-    api = client.ApiClient(cfg)
-    if user_agent:
-        api.user_agent = user_agent  # so that its requests can be told apart in audit logs
-    return api
+    return access.connect(cfg, user_agent)
 
 
 def own_namespace(default: str = "default") -> str:
@@ -68,7 +68,7 @@ def now_iso() -> str:
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient, identity: str = COMPONENT, lease_timeout: float = 5.0) -> None:
+    def __init__(self, api: access.Client, identity: str = COMPONENT, lease_timeout: float = 5.0) -> None:
         self.api = api
         known = access.table()
         # Kinds of the watches file beyond the collection's tables: plural by the lower-case + s rule (watches.py).
@@ -97,13 +97,7 @@ class Kube:
 
     def serves(self, resource: access.Resource, timeout: float = 30) -> bool:
         """Whether the API server serves ``resource`` (a ``cache.Resource``): its group-version's discovery."""
-        base = "/api/%s" % resource.version if not resource.group else "/apis/%s/%s" % (resource.group,
-                                                                                       resource.version)
-        try:
-            listing = self.request_json("GET", base, timeout=timeout)
-        except access.NotFound:
-            return False
-        return any(r.get("name") == resource.plural for r in listing.get("resources") or ())
+        return self.objects.serves(resource, timeout=(10, timeout))
 
     def stream_json(self, path: str, params: Mapping[str, str | None], read_timeout: float,
                     stopping: threading.Event) -> Iterator[WatchEvent]:
@@ -115,29 +109,16 @@ class Kube:
         return self.objects.get(w.api_version, w.kind, name, namespace)
 
     def add_finalizer(self, w: Watch, obj: KubeObject, finalizer: str) -> KubeObject:
-        meta = obj["metadata"]
-        current = meta.get("finalizers")
-        if current and finalizer in current:
-            return obj
-        test = {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
-        add = ({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer} if current else
-               {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]})
-        return self.objects.patch(w.api_version, w.kind, meta["name"], meta["namespace"], [test, add],
-                                  content_type=access.JSON_PATCH)
+        """``obj`` (of ``w``'s kind) with ``finalizer`` (the access layer's one finalizer write); NotFound when gone."""
+        written = self.objects.add_finalizer(dict(obj, apiVersion=w.api_version, kind=w.kind), finalizer)
+        if written is None:
+            raise access.NotFound("add the finalizer %s: %s %s/%s is gone" % (
+                finalizer, w.kind, obj["metadata"].get("namespace"), obj["metadata"]["name"]), status=404)
+        return written
 
     def remove_finalizer(self, w: Watch, obj: KubeObject, finalizer: str) -> KubeObject | None:
-        meta = obj["metadata"]
-        current = meta.get("finalizers") or []
-        if finalizer not in current:
-            return obj
-        index = current.index(finalizer)
-        ops = [{"op": "test", "path": "/metadata/finalizers/%d" % index, "value": finalizer},
-               {"op": "remove", "path": "/metadata/finalizers/%d" % index}]
-        try:
-            return self.objects.patch(w.api_version, w.kind, meta["name"], meta["namespace"], ops,
-                                      content_type=access.JSON_PATCH)
-        except access.NotFound:
-            return None
+        """``obj`` without ``finalizer``; None when it is gone."""
+        return self.objects.remove_finalizer(dict(obj, apiVersion=w.api_version, kind=w.kind), finalizer)
 
     def update_status(self, w: Watch, namespace: str, name: str, compute: StatusCompute, attempts: int = 5,
                       current: KubeObject | None = None) -> KubeObject | None:
@@ -154,7 +135,7 @@ class Kube:
     def exec_argv(self, namespace: str, pod: str, container: str, argv: Sequence[str],
                   timeout: float = 30) -> tuple[int, str, str]:
         """(rc, stdout, stderr) of argv in a container (no shell, no tty): the collection's exec transport."""
-        return KubernetesExecTransport(self.api, namespace, pod, container, timeout)(argv)
+        return KubernetesExecTransport(self.rest, namespace, pod, container, timeout)(argv)
 
     def patch_nodeset_counts(self, namespace: str, name: str, counts: Mapping[str, Any]) -> None:
         """Merge the Slurm node counts into a NodeSet's status (its conditions and the rest stay)."""

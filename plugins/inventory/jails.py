@@ -126,7 +126,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             choice = jail_access.choose(md["name"], api.list("v1", "Pod", md["namespace"], selector))
             if choice.action != jail_access.EXEC:
                 return None
-            rc, out, dummy = KubernetesExecTransport(api.rest.api_client, md["namespace"], choice.pod,
+            rc, out, dummy = KubernetesExecTransport(api.rest, md["namespace"], choice.pod,
                                                      choice.container)(["cat", paths.SLURM_VERSION_FILE])
         except (access.KubernetesError, SlurmError) as e:
             self.display.warning("soperator.slurm.jails: the Slurm version of %s/%s is not known: %s" % (

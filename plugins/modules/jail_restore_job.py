@@ -108,7 +108,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import (
-    AUTH_ARG_SPEC, clients, require_kubernetes,
+    AUTH_ARG_SPEC, dynamic_client, require_kubernetes,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.restore import restore_job
 
@@ -130,7 +130,7 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     require_kubernetes(module)
     try:
-        job = restore_job(clients(module.params)[0], module.params)
+        job = restore_job(dynamic_client(module.params), module.params)
     except SpecErrors as e:
         module.fail_json(msg="the restore is refused: %s" % e, field=e.errors[0].path,
                          errors=[{"path": err.path, "message": err.message} for err in e.errors])

@@ -5,43 +5,62 @@
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
 """The one way the collection and the operator runtime talk to the Kubernetes API.
 
-* One error mapping: every failure of a request becomes a :class:`KubernetesError`, of the class that says what
-  the caller may do about it: :class:`Transient` (the API unreachable, 429, 5xx: try again), :class:`Conflict`
-  (409: someone else wrote first, or the object exists), :class:`Forbidden` (401, 403), :class:`Invalid` (400, 422:
-  the request itself is refused) and :class:`NotFound` (404). Its message names what was asked.
+* One error mapping (``errors.py``, re-exported here): every failure of a request becomes a
+  :class:`KubernetesError` of the class that says what the caller may do about it (:class:`Transient`,
+  :class:`Conflict`, :class:`Forbidden`, :class:`Invalid`, :class:`NotFound`), its message naming what was asked.
 * One request path, :class:`Rest`, over a ``kubernetes.client.ApiClient``: JSON in and out, a response streamed
-  for the operator's watches.
+  for the operator's watches, a group version's discovery, and a command run in a pod's container
+  (:meth:`Rest.exec`, the ``exec`` subresource over a websocket: ``slurm_exec.py``'s transport, the jail connection's,
+  the operator's Slurm status). Every path is a :class:`Resource`'s (``resources.py``, re-exported here).
 * One object interface, :class:`Api`, by (apiVersion, kind): get, list, create, server-side apply, patch, delete,
-  the status subresource (read, compute, write, again on a lost race), finalizers, Events, evictions, access
-  reviews. Writes take ``dry_run``: a set of writes is first sent as a server-side dry run by the apply adapter
-  (``apply.Applier.preflight``), the one dry-run-then-write path. Where resources live comes from discovery (the
-  modules' DynamicClient, cached on disk) or from a fixed table (the operator runtime, see :func:`table`).
+  the status subresource and the finalizers (read, change, write conditional on the resourceVersion, again on a
+  lost race), Events, evictions, access reviews. Writes take ``dry_run``: a set of writes is first sent as a
+  server-side dry run by the apply adapter (``apply.Applier.preflight``), the one dry-run-then-write path. Where
+  resources live comes from discovery (the modules' DynamicClient, cached on disk) or from a fixed table (the
+  operator runtime, see :func:`table`).
+* The one place a client is made (:func:`connect`), from the ``kubernetes.client.Configuration`` that ``client.py``
+  (the modules' options) or the operator runtime (its service account or kubeconfig) read.
 
-Nothing here decides what to write: the planners (``plan/``) and the apply rules (``render/objects.py``) do.
-Importing this module needs neither Ansible nor, until a request is made, the ``kubernetes`` package.
+No other module imports the ``kubernetes`` library's API classes (``tests/unit/test_one_path.py``). Nothing here
+decides what to write: the planners (``plan/``) and the apply rules (``render/objects.py``) do. Importing this module
+needs neither Ansible nor, until a request is made, the ``kubernetes`` package.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import json
 import uuid
-from collections import namedtuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import LIBRARY_ERRORS, ApiException
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Conflict as Conflict
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Forbidden as Forbidden
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Invalid as Invalid
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import KubernetesError as KubernetesError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import NotFound as NotFound
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Transient as Transient
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import api_message as api_message
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import call as call
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import describe as describe
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import error as error
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import (
+    ACCESS_REVIEWS, PODS, Resolve, from_table, group_path, split,
+)
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import Resource as Resource
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import resource as resource
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import table as table
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 try:
-    from kubernetes.client.exceptions import ApiException
+    from kubernetes.client import ApiClient
+    from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
-    from urllib3.exceptions import HTTPError as Urllib3Error
+    from kubernetes.stream import stream, ws_client
 except ImportError:  # a module reports the missing library before it builds a client; this file stays importable
-
-    class ApiException(Exception):  # type: ignore[no-redef]
-        status = None
-        reason = None
-        body = None
 
     class ResourceNotFoundError(Exception):  # type: ignore[no-redef]
         pass
@@ -49,8 +68,19 @@ except ImportError:  # a module reports the missing library before it builds a c
     class ResourceNotUniqueError(Exception):  # type: ignore[no-redef]
         pass
 
-    class Urllib3Error(Exception):  # type: ignore[no-redef]
-        pass
+    ApiClient = DynamicClient = stream = ws_client = None  # type: ignore[assignment,misc]
+
+# A ``kubernetes.dynamic.DynamicClient`` (the modules) or a ``kubernetes.client.ApiClient`` (the operator runtime, the
+# jail connection and inventory): the library is untyped.
+Client = Any
+# Seconds a request may take, or a (connect, read) pair.
+Timeout = Union[float, Tuple[float, float]]
+# Query parameters (None: left out).
+Params = Mapping[str, Optional[str]]
+# (rc, stdout, stderr) of a command run in a container: text, or bytes when asked for.
+ExecResult = Tuple[int, Any, Any]
+# ``compute(old status, object) -> new status`` (None: nothing to write), ``same(old, new)``.
+StatusCompute = Callable[[KubeObject, KubeObject], Optional[KubeObject]]
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -60,167 +90,51 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # Ask for an object's metadata only (PartialObjectMetadata), as client-go's metadata client does: a Secret's data
 # never reaches this process.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+# Bytes of a command's input sent in one websocket frame.
+STDIN_CHUNK = 1 << 20
 
 
-# --- errors ----------------------------------------------------------------------------------------------------
-class KubernetesError(Exception):
-    """A request to the Kubernetes API failed. ``msg`` names what was asked; ``details`` are extra result keys for
-    ``fail_json`` (``status``, object, fields, managers...); ``server_message`` and ``body`` are the API server's
-    answer (its message, the decoded Status), when it answered."""
-
-    def __init__(self, msg, server_message=None, body=None, **details):
-        super(KubernetesError, self).__init__(msg)
-        self.msg = msg
-        self.details = details
-        self.server_message = server_message
-        self.body = body
-
-    @property
-    def status(self):
-        return self.details.get("status")
-
-
-class Transient(KubernetesError):
-    """The API could not be reached, or answered 429 or 5xx: the same request may succeed later."""
-
-
-class Conflict(KubernetesError):
-    """409: another writer won an optimistic-concurrency race, the object already exists, or a field manager
-    owns a field the request sets."""
-
-
-class Forbidden(KubernetesError):
-    """401 or 403: not allowed."""
-
-
-class Invalid(KubernetesError):
-    """400 or 422: the API server refuses the request itself (validation, admission, an immutable field)."""
-
-
-class NotFound(KubernetesError):
-    """404: no such object (or no such kind served)."""
-
-
-_BY_STATUS = {400: Invalid, 401: Forbidden, 403: Forbidden, 404: NotFound, 409: Conflict, 422: Invalid,
-              429: Transient}
-
-
-def _decoded(body):
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
+# --- clients ---------------------------------------------------------------------------------------------------
+def connect(configuration: Any, user_agent: str | None = None, dynamic: bool = False) -> Client:
+    """A ``kubernetes.client.ApiClient`` for ``configuration`` (a ``kubernetes.client.Configuration``), its requests
+    named ``user_agent`` (so that they can be told apart in audit logs); ``dynamic``: a ``DynamicClient`` over it,
+    which discovers the API at once (``/version``, ``/api``; cached on disk by the library, per API host)."""
+    api = ApiClient(configuration)
+    if user_agent:
+        api.user_agent = user_agent
+    if not dynamic:
+        return api
     try:
-        decoded = json.loads(body) if isinstance(body, str) else None
-    except ValueError:
-        return None
-    return decoded if isinstance(decoded, dict) else None
-
-
-def api_message(exc):
-    """The API server's message in an ApiException (its Status), else its reason."""
-    body = _decoded(getattr(exc, "body", None))
-    if body and body.get("message"):
-        return body["message"]
-    return str(getattr(exc, "reason", None) or exc)
-
-
-def error(what, exc):
-    """The :class:`KubernetesError` for ``exc`` raised while doing ``what`` (a KubernetesError passes as it is)."""
-    if isinstance(exc, KubernetesError):
-        return exc
-    if isinstance(exc, ApiException) and getattr(exc, "status", None):
-        status = exc.status
-        cls = _BY_STATUS.get(status, Transient if status >= 500 else KubernetesError)
-        message = api_message(exc)
-        return cls("%s: %s" % (what, message), server_message=message, body=_decoded(exc.body), status=status)
-    return Transient("%s: cannot reach the Kubernetes API: %s" % (what, exc))
-
-
-def call(what, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``, its library and transport errors raised as :func:`error` maps them."""
-    try:
-        return fn(*args, **kwargs)
-    except (ApiException, Urllib3Error, OSError) as e:
-        raise error(what, e)
-
-
-def describe(exc):
-    """One line for a failure: status and the server's message (not the headers)."""
-    if isinstance(exc, KubernetesError):
-        return "(%s) %s" % (exc.status, exc.server_message) if exc.status else exc.msg
-    if isinstance(exc, ApiException):
-        return "(%s) %s" % (exc.status, api_message(exc))
-    return str(exc)
+        return DynamicClient(api)
+    except Exception as e:  # discovery fails when the API is unreachable (the library's own errors, not mapped)
+        raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))
 
 
 # --- where resources live --------------------------------------------------------------------------------------
-class Resource(namedtuple("Resource", "group version plural kind namespaced")):
-    """An API resource; ``group`` "" is the core API."""
-
-    __slots__ = ()
-
-    @property
-    def api_version(self):
-        return "%s/%s" % (self.group, self.version) if self.group else self.version
-
-    def path(self, namespace=None, name=None, subresource=None):
-        base = "/api/%s" % self.version if not self.group else "/apis/%s/%s" % (self.group, self.version)
-        if namespace and self.namespaced:
-            base += "/namespaces/%s" % namespace
-        base += "/" + self.plural
-        if name:
-            base += "/" + name
-        if subresource:
-            base += "/" + subresource
-        return base
-
-
-def resource(group, version, plural, kind, namespaced=True):
-    return Resource(group, version, plural, kind, namespaced)
-
-
-def table():
-    """The resources the operator runtime reads and writes, from the collection's tables (no discovery)."""
-    found = [resource(k.group, k.version, k.plural, k.kind) for k in kinds.OWNED + (kinds.POD,)]
-    found += [resource(names.GROUP, names.VERSION, names.CLUSTER_PLURAL, names.CLUSTER_KIND),
-              resource(names.GROUP, names.VERSION, names.NODESET_PLURAL, names.NODESET_KIND),
-              resource("", "v1", "events", "Event"),
-              resource("", "v1", "nodes", "Node", namespaced=False),
-              resource("", "v1", "namespaces", "Namespace", namespaced=False),
-              resource("coordination.k8s.io", "v1", "leases", "Lease")]
-    return dict(((r.api_version, r.kind), r) for r in found)
-
-
-def discovery(dynamic):
+def discovery(dynamic: Client) -> Resolve:
     """Where a kind lives, from a DynamicClient's discovery (cached on disk by the library); None: not served."""
-    def resolve(api_version, kind):
+    def resolve(api_version: str, kind: str) -> Resource | None:
         # Another project's kind (a CRD that may come and go: a PodMonitor, a ServiceMonitor) is asked of the server
         # first, one request: the library's discovery cache, a file every process on the host shares, may still list
         # a kind whose CRD was removed since it was written, and a kind it does not find makes it rediscover the
         # whole API (and every group after) at each lookup. Kubernetes' own kinds and ours are not asked.
-        if _foreign(api_version) and not _listed(dynamic, api_version, kind):
+        if _foreign(api_version) and not any(
+                r.get("kind") == kind for r in Rest(dynamic).group_resources(api_version) or ()):
             return None
         try:
             found = dynamic.resources.get(api_version=api_version, kind=kind)
         except (ResourceNotFoundError, ResourceNotUniqueError):  # not served (as one kind)
             return None
-        group, dummy, version = api_version.rpartition("/")
+        group, version = split(api_version)
         return Resource(group, version, found.name, kind, bool(found.namespaced))
     return resolve
 
 
-def _foreign(api_version):
+def _foreign(api_version: str) -> bool:
     """A group of neither Kubernetes itself (core, ``*.k8s.io``, the unsuffixed built-ins such as ``apps``) nor ours."""
     group = api_version.rpartition("/")[0]
     return "." in group and not group.endswith(".k8s.io") and group != names.GROUP
 
-
-def _listed(dynamic, api_version, kind):
-    """The server's own resource list of a group version names ``kind``."""
-    try:
-        body = Rest(dynamic).json("GET", "/apis/%s" % api_version, what="discovery of %s" % api_version)
-    except NotFound:
-        return False
-    return any(r.get("kind") == kind for r in body.get("resources") or [])
 
 
 # --- requests --------------------------------------------------------------------------------------------------
@@ -230,12 +144,13 @@ class Rest(object):
     has ``param_serialize``). ``timeout``: seconds (or a (connect, read) pair) for every request that does not give
     its own; None waits as long as the library does."""
 
-    def __init__(self, client, timeout=None):
-        self.dynamic = client if hasattr(client, "resources") else None
-        self.api_client = getattr(client, "client", client)
+    def __init__(self, client: Client, timeout: Timeout | None = None) -> None:
+        self.dynamic: Client = client if hasattr(client, "resources") else None
+        self.api_client: Client = getattr(client, "client", client)
         self.timeout = timeout
 
-    def raw(self, method, path, params=None, body=None, content_type=JSON, accept=JSON, timeout=None, what=None):
+    def raw(self, method: str, path: str, params: Params | None = None, body: Any = None, content_type: str = JSON,
+            accept: str = JSON, timeout: Timeout | None = None, what: str | None = None) -> Any:
         """The urllib3 response of one request (streamed, not read: release it); errors raised mapped."""
         what = what or "%s %s" % (method, path)
         query = [(k, v) for k, v in (params or {}).items() if v is not None]
@@ -251,7 +166,7 @@ class Rest(object):
                 body=body, auth_settings=["BearerToken"])
             resp = self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post,
                                             _request_timeout=timeout)
-        except (ApiException, Urllib3Error, OSError) as e:
+        except LIBRARY_ERRORS as e:
             raise error(what, e)
         raw = resp.response
         if resp.status >= 400:
@@ -264,7 +179,8 @@ class Rest(object):
             raise error(what, failed)
         return raw
 
-    def json(self, method, path, params=None, body=None, content_type=JSON, accept=JSON, timeout=None, what=None):
+    def json(self, method: str, path: str, params: Params | None = None, body: Any = None, content_type: str = JSON,
+             accept: str = JSON, timeout: Timeout | None = None, what: str | None = None) -> KubeObject:
         """One request; its decoded JSON body ({} when empty)."""
         raw = self.raw(method, path, params, body, content_type, accept, timeout, what)
         try:
@@ -272,10 +188,12 @@ class Rest(object):
         finally:
             if hasattr(raw, "release_conn"):
                 raw.release_conn()
-        return json.loads(data.decode("utf-8")) if data else {}
+        decoded: KubeObject = json.loads(data.decode("utf-8")) if data else {}
+        return decoded
 
-    def stream_json(self, path, params, read_timeout, stopping, connect_timeout=10):
-        """Yield the JSON lines of a watch until the server ends it (or ``stopping`` is set)."""
+    def stream_json(self, path: str, params: Params, read_timeout: float, stopping: Any,
+                    connect_timeout: float = 10) -> Iterator[Any]:
+        """Yield the JSON lines of a watch until the server ends it (or ``stopping``, an Event, is set)."""
         raw = self.raw("GET", path, params, timeout=(connect_timeout, read_timeout))
         buf = b""
         try:
@@ -292,30 +210,83 @@ class Rest(object):
         finally:
             raw.release_conn()
 
+    def group_resources(self, api_version: str, timeout: Timeout | None = None) -> List[KubeObject] | None:
+        """The resources a group version serves (its discovery document's), None when it serves none."""
+        try:
+            body = self.json("GET", group_path(api_version), timeout=timeout, what="discovery of %s" % api_version)
+        except NotFound:
+            return None
+        return list(body.get("resources") or [])
+
+    def exec(self, namespace: str, pod: str, container: str, argv: Sequence[str], stdin: Any = None,
+             timeout: float = 60, binary: bool = False) -> ExecResult:
+        """(rc, stdout, stderr) of ``argv`` in a container of a pod (its ``exec`` subresource; no shell, no tty);
+        rc 124 when it ran past ``timeout`` seconds. ``stdin`` (None: none) is written to the command's standard input
+        on the stream, never in the URL; the command must read no more than it is sent (the channel protocols before
+        v5 cannot close stdin). ``binary``: bytes in and out (kubernetes >= 27), else text. Raises a mapped error,
+        "cannot exec in pod ..." when the exec could not start."""
+        what = "exec in pod %s/%s (container %s)" % (namespace, pod, container)
+        try:
+            ws = self._open_exec(namespace, pod, container, argv, stdin is not None, binary)
+        except Exception as e:  # the library's, urllib3's and the websocket's errors
+            raise error("cannot " + what, e)
+        try:
+            if stdin is not None:
+                for start in range(0, len(stdin), STDIN_CHUNK):  # in pieces: one frame per MiB of a large file
+                    ws.write_stdin(stdin[start:start + STDIN_CHUNK])
+            ws.run_forever(timeout=timeout)
+            if ws.is_open():
+                late = "timed out after %ss" % timeout
+                return 124, ws.read_stdout(), ws.read_stderr() + (late.encode() if binary else late)
+            rc = ws.returncode
+            return (rc if rc is not None else 1), ws.read_stdout(), ws.read_stderr()
+        except Exception as e:  # a kubelet that answers exec with something else than a status (kwok's fake)
+            raise KubernetesError("%s gave no exit status: %s" % (what, e))
+        finally:
+            ws.close()
+
+    def _open_exec(self, namespace: str, pod: str, container: str, argv: Sequence[str], stdin: bool,
+                   binary: bool) -> Any:
+        # Only when asked: kubernetes < 27 has no binary websocket (and no such keyword).
+        extra = {"binary": True} if binary else {}
+        api: Client = self.api_client
+        if not hasattr(api, "param_serialize"):  # a library before param_serialize: its generated API (heavy) builds it
+            if not hasattr(api, "connect_get_namespaced_pod_exec"):
+                from kubernetes.client import CoreV1Api
+                api = CoreV1Api(api)
+            return stream(api.connect_get_namespaced_pod_exec, pod, namespace, command=list(argv), container=container,
+                          stdin=stdin, stdout=True, stderr=True, tty=False, _preload_content=False, **extra)
+        query = [("command", list(argv)), ("container", container), ("stdin", "true" if stdin else "false"),
+                 ("stdout", "true"), ("stderr", "true"), ("tty", "false")]
+        dummy, url, headers, dummy, dummy = api.param_serialize(
+            "GET", PODS.path(namespace, pod, "exec"), header_params={}, auth_settings=["BearerToken"])
+        return ws_client.WSClient(api.configuration, ws_client.get_websocket_url(url, query), headers, True, **extra)
+
 
 # --- objects ---------------------------------------------------------------------------------------------------
-def _describe(kind, namespace, name):
+def _describe(kind: str | None, namespace: str | None, name: str | None) -> str:
     return "%s %s/%s" % (kind, namespace, name) if namespace else "%s %s" % (kind, name)
 
 
 class Api(object):
     """Objects by (apiVersion, kind). ``client``: a ``kubernetes.dynamic.DynamicClient`` (its ApiClient and its
     discovery) or a ``kubernetes.client.ApiClient`` with ``resolve`` (``(apiVersion, kind) -> Resource or None``,
-    e.g. :func:`table`'s). ``field_manager`` names every write."""
+    or :func:`table`'s dict). ``field_manager`` names every write."""
 
-    def __init__(self, client, resolve=None, field_manager="soperator.slurm", timeout=None):
+    def __init__(self, client: Client, resolve: Resolve | Mapping[Tuple[str, str], Resource] | None = None,
+                 field_manager: str = "soperator.slurm", timeout: Timeout | None = None) -> None:
         self.rest = Rest(client, timeout)
         if resolve is None:
             resolve = discovery(client)
-        elif isinstance(resolve, dict):
-            resolve = _from_table(resolve)
-        self._resolve = resolve
-        self._resources = {}
-        self._retried = set()
+        elif isinstance(resolve, Mapping):
+            resolve = from_table(resolve)
+        self._resolve: Resolve = resolve
+        self._resources: Dict[Tuple[str, str], Optional[Resource]] = {}
+        self._retried: set[Tuple[str, str]] = set()
         self.field_manager = field_manager
 
     # where -----------------------------------------------------------------------------------------------------
-    def resource(self, api_version, kind, required=True):
+    def resource(self, api_version: str, kind: str, required: bool = True) -> Resource | None:
         """The Resource of a kind, None when not served (and not ``required``: then NotFound). A kind found missing
         is looked up once more when required: a CRD applied meanwhile may serve it now (each miss costs the
         discovery a new look at the API)."""
@@ -325,21 +296,29 @@ class Api(object):
                 self._retried.add(key)
             try:
                 self._resources[key] = self._resolve(api_version, kind)
-            except (ApiException, Urllib3Error, OSError) as e:
+            except LIBRARY_ERRORS as e:
                 raise error("discovery of %s %s" % (api_version, kind), e)
         if self._resources[key] is None and required:
             raise NotFound("the cluster serves no %s of apiVersion %s (is its CRD installed?)" % (kind, api_version),
                            status=404)
         return self._resources[key]
 
-    def served(self, api_version, kind):
+    def served(self, api_version: str, kind: str) -> bool:
         return self.resource(api_version, kind, required=False) is not None
 
-    def _path(self, api_version, kind, namespace=None, name=None, subresource=None):
-        return self.resource(api_version, kind).path(namespace, name, subresource)
+    def serves(self, res: Resource, timeout: Timeout | None = None) -> bool:
+        """Whether the API server serves ``res`` (its group version's discovery, asked now; by its plural)."""
+        return any(r.get("name") == res.plural for r in self.rest.group_resources(res.api_version, timeout) or ())
+
+    def _path(self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None,
+              subresource: str | None = None) -> str:
+        found = self.resource(api_version, kind)
+        assert found is not None  # required: NotFound raised
+        return found.path(namespace, name, subresource)
 
     # reads -----------------------------------------------------------------------------------------------------
-    def get(self, api_version, kind, name, namespace=None, metadata_only=False, timeout=None, what=None):
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None, metadata_only: bool = False,
+            timeout: Timeout | None = None, what: str | None = None) -> KubeObject | None:
         """The object, None when it does not exist."""
         what = what or "get " + _describe(kind, namespace, name)
         try:
@@ -352,7 +331,8 @@ class Api(object):
             obj.setdefault("kind", kind)
         return obj
 
-    def list(self, api_version, kind, namespace=None, selector=None, what=None, required=False):
+    def list(self, api_version: str, kind: str, namespace: str | None = None, selector: str | None = None,
+             what: str | None = None, required: bool = False) -> List[KubeObject]:
         """Items of a kind (in ``namespace``, or everywhere), with their apiVersion and kind; [] when not served
         (unless ``required``: then NotFound)."""
         res = self.resource(api_version, kind, required=required)
@@ -360,25 +340,28 @@ class Api(object):
             return []
         what = what or "list %s%s" % (kind, " in namespace %s" % namespace if namespace else "")
         body = self.rest.json("GET", res.path(namespace), {"labelSelector": selector}, what=what)
-        items = body.get("items") or []
+        items: List[KubeObject] = body.get("items") or []
         for item in items:  # list items carry no apiVersion/kind
             item["apiVersion"] = api_version
             item["kind"] = kind
         return items
 
     # writes ----------------------------------------------------------------------------------------------------
-    def _write_params(self, dry_run, force=False, field_manager=None):
+    def _write_params(self, dry_run: bool, force: bool = False,
+                      field_manager: str | None = None) -> Dict[str, Optional[str]]:
         return {"fieldManager": field_manager or self.field_manager, "dryRun": "All" if dry_run else None,
                 "force": "true" if force else None}
 
-    def create(self, obj, dry_run=False, what=None, timeout=None):
+    def create(self, obj: KubeObject, dry_run: bool = False, what: str | None = None,
+               timeout: Timeout | None = None) -> KubeObject:
         """POST ``obj``; Conflict when it exists."""
         md = obj["metadata"]
         what = what or "create " + _describe(obj["kind"], md.get("namespace"), md.get("name"))
         return self.rest.json("POST", self._path(obj["apiVersion"], obj["kind"], md.get("namespace")),
                               self._write_params(dry_run), body=obj, what=what, timeout=timeout)
 
-    def apply(self, obj, force=False, dry_run=False, what=None, field_manager=None):
+    def apply(self, obj: KubeObject, force: bool = False, dry_run: bool = False, what: str | None = None,
+              field_manager: str | None = None) -> KubeObject:
         """Server-side apply ``obj`` as the field manager (``field_manager``: another one; ``force``: take over
         conflicting fields). A ``metadata.resourceVersion`` in ``obj`` makes it conditional (Conflict if stale)."""
         md = obj["metadata"]
@@ -387,21 +370,23 @@ class Api(object):
                               self._write_params(dry_run, force, field_manager), body=obj, content_type=APPLY_PATCH,
                               what=what)
 
-    def replace(self, obj, what=None, timeout=None):
+    def replace(self, obj: KubeObject, what: str | None = None, timeout: Timeout | None = None) -> KubeObject:
         """PUT ``obj`` (its resourceVersion makes it conditional)."""
         md = obj["metadata"]
         what = what or "replace " + _describe(obj["kind"], md.get("namespace"), md.get("name"))
         return self.rest.json("PUT", self._path(obj["apiVersion"], obj["kind"], md.get("namespace"), md["name"]),
                               {"fieldManager": self.field_manager}, body=obj, what=what, timeout=timeout)
 
-    def patch(self, api_version, kind, name, namespace, body, content_type=MERGE_PATCH, subresource=None, what=None):
+    def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Any,
+              content_type: str = MERGE_PATCH, subresource: str | None = None, what: str | None = None) -> KubeObject:
         what = what or "patch %s%s" % (_describe(kind, namespace, name), " " + subresource if subresource else "")
         return self.rest.json("PATCH", self._path(api_version, kind, namespace, name, subresource),
                               {"fieldManager": self.field_manager}, body=body, content_type=content_type,
                               what=what)
 
-    def delete(self, api_version, kind, name, namespace=None, propagation=None, uid=None, dry_run=False,
-               what=None):
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+               propagation: str | None = None, uid: str | None = None, dry_run: bool = False,
+               what: str | None = None) -> bool:
         """DELETE one object (``uid``: only that incarnation); False when it was already gone."""
         what = what or "delete " + _describe(kind, namespace, name)
         body = {"preconditions": {"uid": uid}} if uid else None
@@ -413,23 +398,55 @@ class Api(object):
             return False
         return True
 
-    def update_status(self, api_version, kind, name, namespace, compute, same, attempts=5, current=None):
+    def update_status(self, api_version: str, kind: str, name: str, namespace: str | None, compute: StatusCompute,
+                      same: Callable[[KubeObject, KubeObject], bool], attempts: int = 5,
+                      current: KubeObject | None = None) -> KubeObject | None:
         """Read the object, ``compute(old_status, obj) -> new status`` (None: nothing to write) and merge-patch it
         into the status subresource unless ``same(old, new)``, conditional on the resourceVersion read; a lost race
         (409) reads again, ``attempts`` times in all. ``current``: a copy at hand (a watch cache), tried first
         instead of a read. Returns the written (or unchanged) object, None when it is gone."""
-        what = "write the status of " + _describe(kind, namespace, name)
+        def write(obj: KubeObject) -> KubeObject | None:
+            old = obj.get("status") or {}
+            new = compute(old, obj)
+            return None if new is None or same(old, new) else {"status": new}
+        return self._read_write(api_version, kind, name, namespace, write, "status", attempts, current)
+
+    def update_finalizers(self, obj: KubeObject, change: Callable[[List[str]], List[str]],
+                          attempts: int = 5) -> KubeObject | None:
+        """The one way finalizers are written, as the status is: ``change(finalizers) -> finalizers`` on ``obj`` as
+        given, then as read again after each lost race (409), merge-patched conditional on its resourceVersion
+        (another writer's finalizer is never dropped); nothing is written when the list stays the same. Returns the
+        written (or unchanged) object, None when it is gone."""
+        def write(live: KubeObject) -> KubeObject | None:
+            old = list(live["metadata"].get("finalizers") or [])
+            new = change(list(old))
+            return None if new == old else {"metadata": {"finalizers": new}}
+        md = obj["metadata"]
+        return self._read_write(obj["apiVersion"], obj["kind"], md["name"], md.get("namespace"), write, None,
+                                attempts, obj)
+
+    def add_finalizer(self, obj: KubeObject, finalizer: str) -> KubeObject | None:
+        return self.update_finalizers(obj, lambda found: found if finalizer in found else found + [finalizer])
+
+    def remove_finalizer(self, obj: KubeObject, finalizer: str) -> KubeObject | None:
+        return self.update_finalizers(obj, lambda found: [f for f in found if f != finalizer])
+
+    def _read_write(self, api_version: str, kind: str, name: str, namespace: str | None,
+                    write: Callable[[KubeObject], Optional[KubeObject]], subresource: str | None, attempts: int,
+                    current: KubeObject | None) -> KubeObject | None:
+        """Optimistic concurrency: ``write(obj)`` (the merge patch, None: nothing) of the object read (``current``
+        first), conditional on its resourceVersion, again on a lost race."""
+        what = "write the %s of %s" % (subresource or "finalizers", _describe(kind, namespace, name))
         for attempt in range(attempts):
             obj = current if attempt == 0 and current is not None else self.get(api_version, kind, name, namespace)
             if obj is None:
                 return None
-            old = obj.get("status") or {}
-            new = compute(old, obj)
-            if new is None or same(old, new):
+            body = write(obj)
+            if body is None:
                 return obj
-            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": new}
+            body.setdefault("metadata", {})["resourceVersion"] = obj["metadata"]["resourceVersion"]
             try:
-                return self.patch(api_version, kind, name, namespace, body, subresource="status", what=what)
+                return self.patch(api_version, kind, name, namespace, body, subresource=subresource, what=what)
             except Conflict:
                 if attempt + 1 == attempts:
                     raise Conflict("%s: kept losing the update race" % what, status=409)
@@ -437,17 +454,8 @@ class Api(object):
                 return None
         return None
 
-    def set_finalizers(self, obj, finalizers):
-        """Replace the finalizers of ``obj`` as read (conditional on its resourceVersion); None when it is gone."""
-        md = obj["metadata"]
-        body = {"metadata": {"finalizers": finalizers, "resourceVersion": md["resourceVersion"]}}
-        try:
-            what = "update the finalizers of " + _describe(obj["kind"], md.get("namespace"), md["name"])
-            return self.patch(obj["apiVersion"], obj["kind"], md["name"], md.get("namespace"), body, what=what)
-        except NotFound:
-            return None
-
-    def event(self, involved, event_type, reason, message, component, now, host=None):
+    def event(self, involved: KubeObject, event_type: str, reason: str, message: str, component: str, now: float,
+              host: str | None = None) -> KubeObject:
         """A core/v1 Event on ``involved`` (an object with apiVersion, kind and metadata); raises on failure (an
         Event is a courtesy: callers report it and carry on)."""
         md = involved.get("metadata") or {}
@@ -467,7 +475,7 @@ class Api(object):
         return self.create(body, what="record Event %s on %s" % (reason, _describe(
             involved.get("kind"), md.get("namespace"), md.get("name"))))
 
-    def evict(self, namespace, pod, uid):
+    def evict(self, namespace: str, pod: str, uid: str) -> bool:
         """The Eviction API (a PodDisruptionBudget may refuse: 429); True when the pod was evicted."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}}}
@@ -482,14 +490,10 @@ class Api(object):
             raise
         return True
 
-    def may(self, namespace, verb, resource_name):
+    def may(self, namespace: str, verb: str, resource_name: str) -> bool:
         """SelfSubjectAccessReview: may this client ``verb`` ``resource_name`` (core group) in ``namespace``?"""
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                 "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "resource": resource_name}}}
-        answer = self.rest.json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body,
+        answer = self.rest.json("POST", ACCESS_REVIEWS.path(), body=body,
                                 what="review access to %s %s" % (verb, resource_name))
         return bool((answer.get("status") or {}).get("allowed"))
-
-
-def _from_table(by_key):
-    return lambda api_version, kind: by_key.get((api_version, kind))

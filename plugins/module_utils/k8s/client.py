@@ -3,36 +3,38 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # Internal to the soperator.slurm collection: not a public API, may change without notice.
-"""Build a Kubernetes DynamicClient from module options, the way kubernetes.core resolves them.
+"""Read the modules' connection options into a ``kubernetes.client.Configuration``, the way kubernetes.core resolves
+them; the client itself is made by the access layer (``access.connect``).
 
 Order: explicit ``host`` (with ``api_key`` / client certificates), else a kubeconfig (the ``kubeconfig``
 option, ``K8S_AUTH_KUBECONFIG``, then ``KUBECONFIG``), else the in-cluster service account when running in a
 pod, else ``~/.kube/config``. ``context`` selects a kubeconfig context.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import os
 import traceback
+from typing import Any, Dict, Mapping
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 
 KUBERNETES_IMPORT_ERROR = None
 try:
-    from kubernetes import client as k8s_client_lib
     from kubernetes import config as k8s_config
+    from kubernetes.client import Configuration
     from kubernetes.config.config_exception import ConfigException
-    from kubernetes.dynamic import DynamicClient
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 
 # The options of the k8s_auth doc fragment; every module that talks to the cluster merges this in.
-AUTH_ARG_SPEC = dict(
+AUTH_ARG_SPEC: Dict[str, Dict[str, Any]] = dict(
     kubeconfig=dict(type="raw", fallback=(env_fallback, ["K8S_AUTH_KUBECONFIG"])),
     context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
     host=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_HOST"])),
@@ -44,16 +46,19 @@ AUTH_ARG_SPEC = dict(
                     fallback=(env_fallback, ["K8S_AUTH_KEY_FILE"])),
 )
 
+# The connection options as a module or a plugin has them (AUTH_ARG_SPEC's keys).
+Params = Mapping[str, Any]
+
 _IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
-def require_kubernetes(module):
-    """Fail the module cleanly when the ``kubernetes`` python package is missing."""
+def require_kubernetes(module: Any) -> None:
+    """Fail the module (an AnsibleModule) cleanly when the ``kubernetes`` python package is missing."""
     if KUBERNETES_IMPORT_ERROR:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
 
 
-def _kubeconfig_source(kubeconfig, host=None):
+def _kubeconfig_source(kubeconfig: Any, host: str | None = None) -> str | Dict[str, Any] | None:
     """A path (str) or an inline kubeconfig (dict), or None. ``KUBECONFIG`` only counts when no ``host`` is
     given: explicit connection options are never mixed with an ambient kubeconfig."""
     if isinstance(kubeconfig, dict):
@@ -65,9 +70,9 @@ def _kubeconfig_source(kubeconfig, host=None):
     return os.environ.get("KUBECONFIG") or None
 
 
-def configuration(params):
+def configuration(params: Params) -> Any:
     """A ``kubernetes.client.Configuration`` for the auth options in ``params`` (see module docstring)."""
-    cfg = k8s_client_lib.Configuration()
+    cfg = Configuration()
     source = _kubeconfig_source(params.get("kubeconfig"), params.get("host"))
     context = params.get("context")
     try:
@@ -102,34 +107,16 @@ def configuration(params):
 USER_AGENT = "soperator.slurm/" + names.COLLECTION_VERSION
 
 
-def clients(params):
-    """(DynamicClient, its ApiClient: the exec transport's) sharing one connection pool, for the auth options in
-    ``params``."""
-    api = k8s_client_lib.ApiClient(configuration(params))
-    api.user_agent = USER_AGENT
-    try:
-        return DynamicClient(api), api
-    except Exception as e:  # discovery of /version and /api fails when the API is unreachable
-        raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))
-
-
-def dynamic_client(params):
+def dynamic_client(params: Params) -> access.Client:
     """A DynamicClient for the auth options in ``params``. Discovery is cached on disk by the library
     (per API host), so repeated module runs do not rediscover the API."""
-    api = k8s_client_lib.ApiClient(configuration(params))
-    api.user_agent = USER_AGENT
-    try:
-        return DynamicClient(api)
-    except Exception as e:  # discovery of /version and /api fails when the API is unreachable
-        raise KubernetesError("cannot reach the Kubernetes API at %s: %s" % (api.configuration.host, e))
+    return access.connect(configuration(params), USER_AGENT, dynamic=True)
 
 
-def api_client(params):
+def api_client(params: Params) -> access.Client:
     """A ``kubernetes.client.ApiClient`` for the auth options in ``params``, without discovery (the jail connection and
     the jails inventory know their resources: ``access.table()``)."""
     if KUBERNETES_IMPORT_ERROR:
         raise KubernetesError("the kubernetes Python library is missing on the Ansible controller (pip install "
                               "kubernetes)")
-    api = k8s_client_lib.ApiClient(configuration(params))
-    api.user_agent = USER_AGENT
-    return api
+    return access.connect(configuration(params), USER_AGENT)

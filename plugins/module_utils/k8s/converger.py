@@ -89,9 +89,6 @@ class Converger(Observation, ConfigChecks):
             return
         self.api.update_status(names.API_VERSION, kind, name, self.namespace, compute, st.same_status, attempts)
 
-    def patch_finalizers(self, obj, finalizers):
-        self.api.set_finalizers(obj, finalizers)
-
     def may_delete(self, deletion_policy):
         """``{resource: allowed}`` for what ``deletion_policy`` asks to delete (SelfSubjectAccessReviews)."""
         return dict((resource, self.api.may(self.namespace, "delete", resource))
@@ -409,14 +406,13 @@ class Converger(Observation, ConfigChecks):
             if names.FINALIZER in finalizers:
                 live = self.get_cr(names.NODESET_KIND, name)
                 if live is not None:
-                    self.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or []
-                                                 if f != names.FINALIZER])
+                    self.api.remove_finalizer(live, names.FINALIZER)
         if self.nodeset_finalizer and not self.check_mode:
             for ns in nodesets:
                 md = ns["metadata"]
                 if md.get("deletionTimestamp") or names.FINALIZER in (md.get("finalizers") or []):
                     continue
-                self.patch_finalizers(ns, list(md.get("finalizers") or []) + [names.FINALIZER])
+                self.api.add_finalizer(ns, names.FINALIZER)
         return released
 
     def report_pods(self, observed, plan, now):

@@ -35,7 +35,7 @@ class JailError(Exception):
 class Jail(object):
     """The jail of SlurmCluster ``namespace``/``cluster``: :meth:`run` a command in it as root.
 
-    ``api``: an ``access.Api`` (its Rest's ApiClient carries the execs). ``make_admin``: whether the administration
+    ``api``: an ``access.Api`` (its Rest carries the execs). ``make_admin``: whether the administration
     Job may be made while no login pod is ready; ``idle``: seconds it stays without an exec; ``wait_timeout``:
     seconds to wait for it; ``timeout``: seconds a command may run."""
 
@@ -106,7 +106,7 @@ class Jail(object):
         stdin = stdin or b""
         for attempt in (0, 1):
             choice = self.choice or self.resolve()
-            transport = KubernetesExecTransport(self.api.rest.api_client, self.namespace, choice.pod,
+            transport = KubernetesExecTransport(self.api.rest, self.namespace, choice.pod,
                                                 choice.container, timeout=self.timeout, binary=True)
             try:
                 return transport(jail_shell.enter_argv(command, len(stdin)), stdin if stdin else None)

@@ -20,9 +20,10 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import errors 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import DryRunRefused
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import clients
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.client import dynamic_client
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import (
     Converger, InvalidDefinition, SecretMissing,
 )
@@ -51,13 +52,14 @@ def _fail_spec(errors, prefix=""):
 def execute(params, check_mode=False, diff=False, on_secret=None):
     """Entry point of the module and of its action plugin: clients from the auth options, then :func:`run`."""
     try:
-        dynamic, api = clients(params)
+        dynamic = dynamic_client(params)
     except KubernetesError as e:
         raise Failure(e.msg, failures.UNAVAILABLE)
+    rest = access.Rest(dynamic)
     namespace_of = {}
 
     def transport(pod, container="slurmctld"):
-        return KubernetesExecTransport(api, namespace_of["ns"], pod, container)
+        return KubernetesExecTransport(rest, namespace_of["ns"], pod, container)
 
     def bind(conv_namespace):
         namespace_of["ns"] = conv_namespace

@@ -9,57 +9,52 @@ Commands run through an injected transport, a callable ``(argv, stdin=None) -> (
 command reads (a candidate configuration) travels as ``stdin``, never in ``argv``: an exec's argv is part of its
 URL, which the API server's audit log records.
 
-* ``KubernetesExecTransport``: exec in the controller pod (container ``slurmctld``) through the Kubernetes
-  API, for real use;
+* ``KubernetesExecTransport``: exec in a pod's container (the controller's ``slurmctld``, a login pod's ``sshd``)
+  through the access layer's one exec path (``access.Rest.exec``), for real use;
 * ``LocalTransport``: a local process with an argv prefix (the tests' way into a real Slurm in a rootfs).
 
 What to run is decided elsewhere: the planners (``plan/``, from Slurm's output parsed by ``slurm/scontrol.py``) and
 the converge (``converger.py``), which calls :class:`Slurm`'s operations, one ``scontrol`` call each.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import subprocess
+from typing import Any, Callable, Dict, List, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
 
-try:
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.stream import stream, ws_client
-except ImportError:  # the module reports the missing library before a Kubernetes transport is built
-
-    class ApiException(Exception):  # type: ignore[no-redef]
-        status = None
-
-    stream = ws_client = None  # type: ignore[assignment]
-
-# Epoch seconds in scontrol's times (the Reason's `[user@time]`): no time zone to guess.
-SCONTROL = ["env", "SLURM_TIME_FORMAT=%s", "scontrol"]
+SCONTROL = scontrol.SCONTROL
 DEFAULT_COMMAND_TIMEOUT = 60
-STDIN_CHUNK = 1 << 20
+
+# ``transport(argv, stdin=None) -> (rc, stdout, stderr)``: how a command reaches Slurm.
+Transport = Callable[..., access.ExecResult]
 
 
 class SlurmError(Exception):
     """A Slurm command failed or could not run. ``details``: command, rc, stdout, stderr (for fail_json)."""
 
-    def __init__(self, msg, command=None, rc=None, stdout=None, stderr=None):
+    def __init__(self, msg: str, command: Sequence[str] | None = None, rc: int | None = None,
+                 stdout: Any = None, stderr: Any = None) -> None:
         super(SlurmError, self).__init__(msg)
         self.msg = msg
-        self.details = dict(command=command, rc=rc, stdout=stdout, stderr=stderr)
+        self.details: Dict[str, Any] = dict(command=command, rc=rc, stdout=stdout, stderr=stderr)
 
 
 class LocalTransport(object):
     """Run argv as a local process, after ``prefix`` (e.g. ``nsenter -t <pid> ... env -i PATH=...``)."""
 
-    def __init__(self, prefix=(), timeout=DEFAULT_COMMAND_TIMEOUT):
+    def __init__(self, prefix: Sequence[str] = (), timeout: float = DEFAULT_COMMAND_TIMEOUT) -> None:
         self.prefix = list(prefix)
         self.timeout = timeout
 
-    def __call__(self, argv, stdin=None):
+    def __call__(self, argv: Sequence[str], stdin: str | None = None) -> access.ExecResult:
         try:
             cp = subprocess.run(self.prefix + list(argv), capture_output=True, text=True, timeout=self.timeout,
                                 input=stdin if stdin is not None else "", check=False)
@@ -71,114 +66,73 @@ class LocalTransport(object):
 
 
 class KubernetesExecTransport(object):
-    """Exec argv in a container of a pod (the pod's ``exec`` subresource); no shell, no tty. ``stdin`` is
-    written to the command's standard input (the exec's stream, not its URL); the command must read no more than
-    it is sent (the channel protocols before v5 cannot close stdin).
+    """Exec argv in a container of a pod (``access.Rest.exec``: no shell, no tty, ``stdin`` on the stream); an exec
+    that cannot start or gives no exit status is a :class:`SlurmError` naming the pod (``"cannot exec in pod ..."``
+    when it could not start: nothing ran). ``rest``: the access layer's request path; ``binary``: bytes in and out
+    (the jail connection's files), else text."""
 
-    ``api``: a ``kubernetes.client.ApiClient`` (the request is built here: the generated ``CoreV1Api`` imports
-    every core model, tens of MiB in each process that holds it), or a ``CoreV1Api``."""
-
-    def __init__(self, api, namespace, pod, container="slurmctld", timeout=DEFAULT_COMMAND_TIMEOUT, binary=False):
-        self.core_v1 = api
+    def __init__(self, rest: access.Rest, namespace: str, pod: str, container: str = "slurmctld",
+                 timeout: float = DEFAULT_COMMAND_TIMEOUT, binary: bool = False) -> None:
+        self.rest = rest
         self.namespace = namespace
         self.pod = pod
         self.container = container
         self.timeout = timeout
-        # bytes in and out (the jail connection's files), else text
         self.binary = binary
 
-    def _open(self, argv, stdin):
-        api = self.core_v1
-        if hasattr(api, "connect_get_namespaced_pod_exec") or not hasattr(api, "param_serialize"):
-            return stream(api.connect_get_namespaced_pod_exec, self.pod, self.namespace,
-                          command=list(argv), container=self.container, stdin=stdin is not None, stdout=True,
-                          stderr=True, tty=False, _preload_content=False, **self._binary())
-        query = [("command", list(argv)), ("container", self.container),
-                 ("stdin", "true" if stdin is not None else "false"), ("stdout", "true"), ("stderr", "true"),
-                 ("tty", "false")]
-        dummy, url, headers, dummy, dummy = api.param_serialize(
-            "GET", "/api/v1/namespaces/%s/pods/%s/exec" % (self.namespace, self.pod), header_params={},
-            auth_settings=["BearerToken"])
-        return ws_client.WSClient(api.configuration, ws_client.get_websocket_url(url, query), headers, True,
-                                  **self._binary())
-
-    def _binary(self):
-        # Only when asked: kubernetes < 27 has no binary websocket (and no such keyword).
-        return {"binary": True} if self.binary else {}
-
-    def __call__(self, argv, stdin=None):
+    def __call__(self, argv: Sequence[str], stdin: Any = None) -> access.ExecResult:
         try:
-            ws = self._open(argv, stdin)
-        except ApiException as e:
-            raise SlurmError("cannot exec in pod %s/%s (container %s): %s %s"
-                             % (self.namespace, self.pod, self.container, e.status, e.reason),
-                             command=list(argv))
-        except Exception as e:  # websocket / transport errors
-            raise SlurmError("cannot exec in pod %s/%s (container %s): %s"
-                             % (self.namespace, self.pod, self.container, e), command=list(argv))
-        try:
-            if stdin is not None:
-                # In pieces: one websocket frame per MiB of a large file.
-                for start in range(0, len(stdin), STDIN_CHUNK):
-                    ws.write_stdin(stdin[start:start + STDIN_CHUNK])
-            ws.run_forever(timeout=self.timeout)
-            if ws.is_open():
-                late = "timed out after %ss" % self.timeout
-                return 124, ws.read_stdout(), ws.read_stderr() + (late.encode() if self.binary else late)
-            rc = ws.returncode
-            return (rc if rc is not None else 1), ws.read_stdout(), ws.read_stderr()
-        except Exception as e:  # a kubelet that answers exec with something else than a status (kwok's fake)
-            raise SlurmError("exec in pod %s/%s (container %s) gave no exit status: %s"
-                             % (self.namespace, self.pod, self.container, e), command=list(argv))
-        finally:
-            ws.close()
+            return self.rest.exec(self.namespace, self.pod, self.container, argv, stdin, self.timeout, self.binary)
+        except access.KubernetesError as e:
+            raise SlurmError(e.msg, command=list(argv))
 
 
 class Slurm(object):
     """The Slurm operations the collection needs, each one ``scontrol`` call."""
 
-    def __init__(self, transport):
+    def __init__(self, transport: Transport) -> None:
         self.transport = transport
 
-    def run(self, argv):
+    def run(self, argv: List[str]) -> str:
+        """The output of ``argv``; SlurmError when it exits non-zero."""
         rc, out, err = self.transport(argv)
         if rc != 0:
             raise SlurmError("%s exited %s: %s" % (" ".join(argv), rc, (err or out).strip()),
                              command=list(argv), rc=rc, stdout=out, stderr=err)
         return out
 
-    def show_nodes(self):
+    def show_nodes(self) -> Dict[str, SlurmNode]:
         """``{name: node}`` from ``scontrol show node -o`` (see scontrol.parse_show_node)."""
-        argv = SCONTROL + ["show", "node", "-o"]
+        argv = list(scontrol.SHOW_NODES)
         out = self.run(argv)
         try:
             return scontrol.parse_show_node(out)
         except scontrol.ScontrolParseError as e:
             raise SlurmError(str(e), command=argv, rc=0, stdout=out)
 
-    def show_topology(self):
+    def show_topology(self) -> Dict[str, str]:
         """``{node: its lowest switch or block}`` (scontrol.parse_show_topology)."""
         return scontrol.parse_show_topology(self.run(SCONTROL + ["show", "topology"]))
 
-    def config_file(self, file_name):
+    def config_file(self, file_name: str) -> str | None:
         """The text of one file of the controller's mounted configuration (None: absent)."""
         rc, out, dummy = self.transport(["cat", "%s/%s" % (names.SLURM_CONFIG_DIR, file_name)])
         return out if rc == 0 else None
 
-    def set_features(self, node_name, features):
+    def set_features(self, node_name: str, features: Sequence[str]) -> None:
         self.run(scontrol.features_update(node_name, features))
 
-    def reconfigure(self):
+    def reconfigure(self) -> None:
         self.run(["scontrol", "reconfigure"])
 
-    def drain(self, node_names, reason):
+    def drain(self, node_names: Sequence[str], reason: str) -> None:
         self._update(node_names, "state=drain", "reason=%s" % reason)
 
-    def down(self, node_names, reason):
+    def down(self, node_names: Sequence[str], reason: str) -> None:
         """Mark nodes DOWN: slurmctld ends their jobs as on a node failure (requeued where the job allows it)."""
         self._update(node_names, "state=down", "reason=%s" % reason)
 
-    def resume(self, node_names, prefix=names.DRAIN_REASON_PREFIX):
+    def resume(self, node_names: Sequence[str], prefix: str = names.DRAIN_REASON_PREFIX) -> List[str]:
         """Resume those of ``node_names`` whose CURRENT reason is ours (re-read right before): an admin who
         drained one in the meantime keeps it drained. Returns the names resumed."""
         if not node_names:
@@ -188,30 +142,30 @@ class Slurm(object):
         self._update(ours, "state=resume")
         return ours
 
-    def jobs_on(self, node_names):
+    def jobs_on(self, node_names: Sequence[str]) -> Dict[str, List[str]]:
         """``{node: [job ids]}`` of the jobs running (or completing, suspended) on each node; a node Slurm could not
         answer for is left out."""
-        node_names = scontrol.validate_node_names(node_names)
-        if not node_names:
+        valid = scontrol.validate_node_names(node_names)
+        if not valid:
             return {}
-        rc, out, dummy = self.transport(["sh", "-c", scontrol.JOBS_SCRIPT, "soperator-jobs"] + list(node_names))
-        return scontrol.parse_jobs(out, node_names) if rc == 0 else {}
+        rc, out, dummy = self.transport(["sh", "-c", scontrol.JOBS_SCRIPT, "soperator-jobs"] + valid)
+        return scontrol.parse_jobs(out, valid) if rc == 0 else {}
 
-    def delete(self, node_names):
-        node_names = scontrol.validate_node_names(node_names)
-        if node_names:
-            self.run(["scontrol", "delete", "nodename=%s" % ",".join(node_names)])
+    def delete(self, node_names: Sequence[str]) -> None:
+        valid = scontrol.validate_node_names(node_names)
+        if valid:
+            self.run(["scontrol", "delete", "nodename=%s" % ",".join(valid)])
 
-    def power(self, node_names, how):
+    def power(self, node_names: Sequence[str], how: str) -> None:
         """``scontrol power <how> <nodes>``: ``up``, ``down asap`` (drained first: a running job ends) or
         ``down force`` (only for nodes whose resume failed: nothing runs on them)."""
         if how not in ("up", "down asap", "down force"):
             raise ValueError("scontrol power: unknown mode %r" % (how,))
-        node_names = scontrol.validate_node_names(node_names)
-        if node_names:
-            self.run(["scontrol", "power"] + how.split() + [",".join(node_names)])
+        valid = scontrol.validate_node_names(node_names)
+        if valid:
+            self.run(["scontrol", "power"] + how.split() + [",".join(valid)])
 
-    def _update(self, node_names, *settings):
-        node_names = scontrol.validate_node_names(node_names)
-        if node_names:
-            self.run(["scontrol", "update", "nodename=%s" % ",".join(node_names)] + list(settings))
+    def _update(self, node_names: Sequence[str], *settings: str) -> None:
+        valid = scontrol.validate_node_names(node_names)
+        if valid:
+            self.run(["scontrol", "update", "nodename=%s" % ",".join(valid)] + list(settings))

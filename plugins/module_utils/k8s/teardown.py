@@ -44,7 +44,7 @@ def teardown(conv, params):
             continue
         live = conv.get_cr(names.NODESET_KIND, name)
         if live is not None:
-            conv.patch_finalizers(live, [f for f in live["metadata"].get("finalizers") or [] if f != names.FINALIZER])
+            conv.api.remove_finalizer(live, names.FINALIZER)
     for api_version, kind, name in plan.objects:
         if not conv.check_mode and not api.delete(api_version, kind, name, conv.namespace, propagation="Foreground"):
             continue
@@ -83,5 +83,5 @@ def release_finalizers(client, namespaces, check_mode=False):
                     continue
                 released.append((kind, md["namespace"], md["name"]))
                 if not check_mode:
-                    api.set_finalizers(item, [f for f in md["finalizers"] if f != names.FINALIZER])
+                    api.remove_finalizer(item, names.FINALIZER)
     return released

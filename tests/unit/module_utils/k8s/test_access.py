@@ -115,3 +115,70 @@ def test_an_optional_kind_not_served_is_asked_of_the_server_once_without_redisco
     assert optional and not any(api.served(kinds.api_version(k), k.kind) for k in optional)
     assert not any(api.served(kinds.api_version(k), k.kind) for k in optional)  # remembered
     assert dynamic.asked == [("get", "/apis/%s" % kinds.api_version(k)) for k in optional]
+
+
+def test_a_refused_exec_is_mapped_by_its_handshake_status():
+    """An exec is a websocket: the API server's refusal comes as the handshake's status, mapped as any answer."""
+    from websocket import WebSocketBadStatusException
+
+    refusal = WebSocketBadStatusException("Handshake status 403 Forbidden", 403,
+                                          resp_body=b'{"kind": "Status", "message": "pods \\"p\\" is forbidden"}')
+    err = access.error("cannot exec in pod ns/p (container c)", refusal)
+    assert type(err) is access.Forbidden and err.status == 403
+    assert err.msg == 'cannot exec in pod ns/p (container c): pods "p" is forbidden'
+
+
+class Recorded:
+    """The requests an Api sends (its Rest's ``json``), each answered from a script: an object, or an error raised."""
+
+    def __init__(self, *answers):
+        self.answers, self.sent = list(answers), []
+
+    def __call__(self, method, path, params=None, body=None, content_type=access.JSON, accept=access.JSON,
+                 timeout=None, what=None):
+        self.sent.append((method, path, body))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def nodeset(resource_version, finalizers):
+    return {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
+            "metadata": {"name": "cpu", "namespace": "hpc", "resourceVersion": resource_version,
+                         "finalizers": finalizers}}
+
+
+def test_finalizers_are_written_on_the_object_as_read_and_again_after_a_lost_race():
+    """The one finalizer write: the list changed on the copy at hand, merge-patched conditional on its
+    resourceVersion; a lost race reads the object again (another writer's finalizer is kept)."""
+    api = access.Api(object(), resolve=access.table())
+    path = "/apis/slurm.soperator.dev/v1alpha1/namespaces/hpc/nodesets/cpu"
+    api.rest.json = sent = Recorded(access.Conflict("stale", status=409), nodeset("8", ["other", names.FINALIZER]),
+                                    nodeset("9", ["other"]))
+    assert api.remove_finalizer(nodeset("7", [names.FINALIZER]), names.FINALIZER) == nodeset("9", ["other"])
+    assert sent.sent == [
+        ("PATCH", path, {"metadata": {"finalizers": [], "resourceVersion": "7"}}),
+        ("GET", path, None),
+        ("PATCH", path, {"metadata": {"finalizers": ["other"], "resourceVersion": "8"}})]
+    api.rest.json = sent = Recorded(nodeset("2", ["other", names.FINALIZER]))
+    api.add_finalizer(nodeset("1", ["other"]), names.FINALIZER)
+    assert sent.sent == [("PATCH", path, {"metadata": {"finalizers": ["other", names.FINALIZER],
+                                                       "resourceVersion": "1"}})]
+
+
+def test_a_finalizer_already_as_asked_costs_no_request_and_a_gone_object_is_none():
+    api = access.Api(object(), resolve=access.table())
+    api.rest.json = Recorded()
+    obj = nodeset("1", [names.FINALIZER])
+    assert api.add_finalizer(obj, names.FINALIZER) is obj and api.remove_finalizer(nodeset("1", []), "x") is not None
+    api.rest.json = Recorded(access.NotFound("gone", status=404))
+    assert api.add_finalizer(nodeset("1", []), names.FINALIZER) is None
+
+
+def test_whether_a_resource_is_served_is_asked_of_its_group_version():
+    api = access.Api(object(), resolve=access.table())
+    api.rest.json = sent = Recorded({"resources": [{"name": "servicemonitors"}]}, access.NotFound("no", status=404))
+    monitors = access.resource("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor")
+    assert api.serves(monitors) and not api.serves(access.resource("", "v1", "widgets", "Widget"))
+    assert [(m, p) for m, p, b in sent.sent] == [("GET", "/apis/monitoring.coreos.com/v1"), ("GET", "/api/v1")]

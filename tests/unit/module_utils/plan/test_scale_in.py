@@ -8,8 +8,10 @@ import os
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_exec as _slurm
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.drains import BLOCKED, DRAIN, READY, WAIT
@@ -293,8 +295,8 @@ def exec_transport(monkeypatch, ws=None, error=None):
             raise error
         return ws
 
-    monkeypatch.setattr(_slurm, "stream", fake_stream)
-    return _slurm.KubernetesExecTransport(FakeCore(), "slurm", "demo-controller-0"), seen
+    monkeypatch.setattr(access, "stream", fake_stream)  # the access layer's one exec path
+    return _slurm.KubernetesExecTransport(access.Rest(FakeCore()), "slurm", "demo-controller-0"), seen
 
 
 def test_exec_transport_runs_argv_without_shell(monkeypatch):
@@ -328,7 +330,7 @@ def test_exec_transport_results(monkeypatch, ws, expect):
     assert t(["true"]) == expect
 
 
-@pytest.mark.parametrize("error", [_slurm.ApiException(status=403, reason="Forbidden"), OSError("refused")])
+@pytest.mark.parametrize("error", [ApiException(status=403, reason="Forbidden"), OSError("refused")])
 def test_exec_transport_errors(monkeypatch, error):
     t, _ = exec_transport(monkeypatch, error=error)
     with pytest.raises(_slurm.SlurmError) as err:
