@@ -131,7 +131,7 @@ class Converger(Observation, ConfigChecks):
             refusals = applier.preflight()
             if not refusals:
                 break
-            errors = fieldmap.refusal_errors(plan.cluster, plan.valid_nodesets, refusals)
+            errors = fieldmap.refusal_errors(plan.cluster or cluster, plan.valid_nodesets, refusals)  # (always set)
             cluster_errors, per_nodeset = core.split_errors(errors)
             if cluster_errors or not per_nodeset or set(per_nodeset) & set(refused):
                 raise SpecErrors(errors)

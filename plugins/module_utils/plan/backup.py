@@ -9,33 +9,38 @@ images/backup/soperator-backup), which the pods keep while the CronJob keeps the
 status keeps the last success after its pod is gone. No pod talks to the Kubernetes API for this.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import json
+from typing import Literal, Mapping, Tuple, cast
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.components import pod_problem
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import labels
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import BackupStatus, Context, Plan, labels
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 CONDITION = "BackupReady"
 REASON_SUCCEEDED = "Succeeded"
 REASON_FAILED = "BackupFailed"
 REASON_OVERDUE = "Overdue"
 REASON_MAINTENANCE = "Maintenance"
-_REPORT_KEYS = ("snapshot", "sizeBytes", "addedBytes", "files", "durationSeconds")
+_REPORT_KEYS: Tuple[Literal["snapshot", "sizeBytes", "addedBytes", "files", "durationSeconds"], ...] = (
+    "snapshot", "sizeBytes", "addedBytes", "files", "durationSeconds")
+# A backup pod's outcome: (its end time, RFC 3339; its report, or {"message"} of a failure).
+Run = Tuple[str, KubeObject]
 
 
-def _terminated(pod, container):
+def _terminated(pod: KubeObject, container: str) -> KubeObject | None:
     for status in ((pod.get("status") or {}).get("containerStatuses") or ()):
         if status.get("name") == container:
             return (status.get("state") or {}).get("terminated")
     return None
 
 
-def _report(message):
+def _report(message: str | None) -> KubeObject | None:
     """The program's JSON report: the last line of the termination message that parses, or None."""
     for line in reversed((message or "").strip().splitlines()):
         try:
@@ -47,10 +52,12 @@ def _report(message):
     return None
 
 
-def backup_runs(cluster_name, pods):
+def backup_runs(cluster_name: str, pods: Mapping[str, KubeObject]) -> tuple[list[Run], list[Run], list[str]]:
     """``(successes, failures, stuck)`` of the backup pods: ``(end time, report)`` each, oldest first, and the
     problems of pods that cannot run (a Secret or key missing, the image not there)."""
-    successes, failures, stuck = [], [], []
+    successes: list[Run] = []
+    failures: list[Run] = []
+    stuck: list[str] = []
     for pod in pods.values():
         pod_labels = labels(pod)
         if (pod_labels.get(names.LABEL_COMPONENT) != names.COMPONENT_BACKUP
@@ -63,7 +70,7 @@ def backup_runs(cluster_name, pods):
                 stuck.append(problem)
             continue
         report = _report(terminated.get("message")) or {}
-        end = report.get("end")
+        end = report.get("end") or ""
         if durations.epoch_of(end) is None:  # none, or not a time as Kubernetes writes one: when the container ended
             end = terminated.get("finishedAt") or ""
         if terminated.get("exitCode") == 0 and report.get("result") == "Succeeded":
@@ -75,14 +82,14 @@ def backup_runs(cluster_name, pods):
     return sorted(successes, key=lambda r: r[0]), sorted(failures, key=lambda r: r[0]), sorted(stuck)
 
 
-def plan_backup(p, ctx):
+def plan_backup(p: Plan, ctx: Context) -> None:
     """``p.backup`` (status.backup; None removes it) and the condition BackupReady in ``p.components``."""
     backup = ctx.spec["jail"].get("backup")
     if not backup:
         p.backup = None
         return
     old = dict(((ctx.cluster.get("status") or {}).get("backup")) or {})
-    status = dict(old)
+    status = cast(BackupStatus, dict(old))  # as an earlier pass wrote it
     status.setdefault("watchedSince", durations.iso(ctx.now))
     successes, failures, stuck = backup_runs(ctx.name, ctx.pods)
     if successes and successes[-1][0] > status.get("lastSuccessTime", ""):

@@ -9,22 +9,25 @@ the key Secrets a pod mounts are held by it (never generated anew under it); the
 pending, every StatefulSet's pods are ready and every worker is a serving Slurm node.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, REQUEUE_PROGRESSING, labels, name, replicas,
+    JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, REQUEUE_PROGRESSING, Context, Plan, labels, name,
+    replicas,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, Spec
 
 _REASON = re.compile(r"^([A-Z][A-Za-z]+): ")
 
 
-def pod_problem(pod):
+def pod_problem(pod: KubeObject | None) -> str | None:
     """Why a pod's container keeps failing, from its status: the last termination message (our entrypoints end
     with ``<Reason>: <what to do>``; Slurm's own last log lines otherwise), or the waiting reason. None if fine."""
     statuses = ((pod or {}).get("status") or {})
@@ -44,12 +47,12 @@ def pod_problem(pod):
     return None
 
 
-def _problems_of(pods, sts_name):
+def _problems_of(pods: Mapping[str, KubeObject], sts_name: str) -> list[str]:
     found = [pod_problem(pods[n]) for n in sorted(pods) if names.ordinal(n, sts_name) is not None]
     return [w for w in found if w]
 
 
-def plan_components(p, ctx):
+def plan_components(p: Plan, ctx: Context) -> None:
     """A condition per optional component (AccountingReady, RestApiReady, ExporterReady) into ``p.components``:
     its pods ready, or why not, with the reason its entrypoint gave (DatabaseAccessDenied: ...). IdentityReady is
     the directory's as the controller's sssd sidecar sees it (``identity.condition``)."""
@@ -65,7 +68,8 @@ def plan_components(p, ctx):
         if spec["maintenance"]:
             p.components[ctype] = ("False", "Maintenance", "the cluster is in maintenance")
             continue
-        problems, reason = [], "Progressing"
+        problems: list[str] = []
+        reason = "Progressing"
         for sts_name in sts_names:
             want = next((m["spec"]["replicas"] for m in p.manifests
                          if m["kind"] == "StatefulSet" and m["metadata"]["name"] == sts_name), 0)
@@ -89,7 +93,7 @@ def plan_components(p, ctx):
         p.components[identity.CONDITION] = condition
 
 
-def mounted_secrets(pod):
+def mounted_secrets(pod: KubeObject) -> list[str]:
     """The names of the Secrets ``pod`` mounts (volumes, projected volumes) or reads into its environment."""
     spec = pod.get("spec") or {}
     found = []
@@ -104,7 +108,7 @@ def mounted_secrets(pod):
     return [secret for secret in found if secret]
 
 
-def populate_failure(cluster_name, spec, pods):
+def populate_failure(cluster_name: str, spec: Spec, pods: Mapping[str, KubeObject]) -> str | None:
     """Why the current populate Job failed (its last failed pod's words), or None while it has not failed."""
     job = names.populate_job_name(cluster_name, spec["jail"]["populate"]["repopulateToken"])
     mine = [p for p in pods.values() if labels(p).get(JOB_NAME_LABEL, labels(p).get("job-name")) == job]
@@ -122,7 +126,7 @@ def populate_failure(cluster_name, spec, pods):
     return "populate Job %s failed%s (spec.jail.populate)" % (job, ": " + said if said else "")
 
 
-def plan_guards(p, ctx):
+def plan_guards(p: Plan, ctx: Context) -> None:
     """What the pods hold and what failed: ``p.secrets_held`` (a key Secret a pod of the cluster mounts: while that
     pod exists a missing one must not be generated anew, see the converge adapter's check) and ``p.degraded`` (a
     failed populate Job)."""
@@ -132,7 +136,7 @@ def plan_guards(p, ctx):
         p.degraded.append(failure)
 
 
-def plan_readiness(p, ctx, maintenance_ready):
+def plan_readiness(p: Plan, ctx: Context, maintenance_ready: bool) -> None:
     """``p.ready``, ``p.phase`` and ``p.message``: Ready when nothing is pending, every StatefulSet's pods are ready
     and every worker is a serving Slurm node. Nothing is requeued for readiness alone: a worker pod turns Ready when
     its Slurm node is up (its probe), and that pod event is what brings the next look; only work under way asks for a

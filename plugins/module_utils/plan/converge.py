@@ -32,25 +32,31 @@ records of pods gone for good (``scale.py``), what the pods hold and what failed
 Kubernetes and back (``projection.py``), readiness and the components' conditions (``components.py``).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Iterable, Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import references, schema, values, walk
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
+from ansible_collections.soperator.slurm.plugins.module_utils.api.references import Owner
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
     backup, components, elastic, every_node, login, maintenance, modes, node_labels, pins, projection, rolls, scale,
     slurm_config,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Observed, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster
 
 
-def split_errors(errors):
+def split_errors(errors: Iterable[SpecError]) -> tuple[Errors, dict[str, Errors]]:
     """SpecErrors of a cluster with its NodeSets -> (cluster-level errors, {nodeset name: errors})."""
-    cluster_errors, per_nodeset = [], {}
+    cluster_errors: Errors = []
+    per_nodeset: dict[str, Errors] = {}
     for err in errors:
         path = err.path or ""
         if path.startswith("nodesets[") and "]" in path:
@@ -61,12 +67,14 @@ def split_errors(errors):
     return cluster_errors, per_nodeset
 
 
-def _nodeset_name(nodeset):
+def _nodeset_name(nodeset: NodeSet | None) -> str:
     return str(((nodeset or {}).get("metadata") or {}).get("name"))
 
 
-def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, policy=None, refused=None,
-             owners=None, secrets=None):
+def validate(cluster: SlurmCluster, nodesets: Sequence[NodeSet], collection_version: str = names.COLLECTION_VERSION,
+             policy: Policy | None = None, refused: Mapping[str, Iterable[SpecError]] | None = None,
+             owners: Sequence[Owner] | None = None, secrets: Mapping[str, Mapping[str, str]] | None = None,
+             ) -> tuple[SlurmCluster, list[NodeSet], dict[str, Errors]]:
     """(defaulted cluster, defaulted valid NodeSets, {name: [SpecError]} of the invalid ones).
 
     One invalid NodeSet does not hold back the others: it is left out (its objects stay as they are) and
@@ -111,29 +119,18 @@ def validate(cluster, nodesets, collection_version=names.COLLECTION_VERSION, pol
     return cluster_ok, valid, invalid
 
 
-def plan(cluster, nodesets, observed, now, collection_version=names.COLLECTION_VERSION, policy=None, refused=None):
+def plan(cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed, now: int,
+         collection_version: str = names.COLLECTION_VERSION, policy: Policy | None = None,
+         refused: Mapping[str, Iterable[SpecError]] | None = None) -> Plan:
     """Decide one reconcile.
 
     ``cluster``: the live SlurmCluster (with the API server's defaults and its uid); ``nodesets``: the live
-    NodeSets that reference it (including ones being deleted). ``observed``:
-
-    * ``statefulsets``: ``{name: object}`` of the cluster's StatefulSets;
-    * ``pods``: ``{name: object}`` of the cluster's pods (names are enough);
-    * ``worker_pods_read`` (optional, default True): False when the worker pods were left out of ``pods``, as
-      ``model.worker_pods_needed`` allows without Slurm's view (every worker StatefulSet settled);
-    * ``slurm``: ``{node name: node}`` as ``scontrol.parse_show_node`` returns it, or ``None`` when
-      slurmctld did not answer (or was not asked, as in the operator's cache check);
-    * ``slurm_error``: why it did not answer, for the status message;
-    * ``k8s_nodes``: ``{node name: {"unschedulable": bool, "conditions": {type: status}}}`` of the Kubernetes nodes of
-      the worker pods, when ``spec.healthChecks.kubernetesNodes`` asks for them (None: not read, see
-      ``k8s_nodes_error``).
-    * ``served``: the optional kinds (``kinds.optional_names``) the cluster serves.
-    * ``owners`` (optional): every SlurmCluster and NodeSet of the namespace, see :func:`validate`.
-    * ``secrets`` (optional): ``{name: labels}`` of the Secrets an External database, the backups and a directory
-      name (``values.marked_secret_refs``; a missing one left out): one not marked for this cluster makes it invalid.
-      Absent: not judged (the operator's cache check, which never applies anything).
-    * ``identity`` (optional): what the controller's sssd sidecar last found about the directory (its status file),
-      or None with ``identity_error`` saying why it was not read (``spec.identity``: IdentityReady).
+    NodeSets that reference it (including ones being deleted). ``observed``: what the adapter observed, a dict of
+    the keys :class:`model.Observed` lists and says (StatefulSets and pods by name, Slurm's nodes or why slurmctld did
+    not answer, the Kubernetes nodes, the optional kinds served, the namespace's owners, the marked Secrets, the
+    directory's status, login sessions, the controller's mounted files, ...); any may be absent. A key Secret an
+    External database, the backups or a directory name that is not marked for this cluster makes it invalid
+    (``secrets`` absent: not judged, as in the operator's cache check, which never applies anything).
 
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
     SlurmCluster itself is invalid.

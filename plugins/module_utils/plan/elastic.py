@@ -22,15 +22,21 @@ Holes are allowed: the pods are individual Pods (not a StatefulSet), so node 2 m
 Nothing is decided without Slurm: with slurmctld silent every pod stays as it is.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
+from typing import Mapping, Sequence
+
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, name, pod_ready,
+    REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeSetFacts, Plan, PodRef, deleting, name, pod_ready,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import PodRenderer
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet
 
 # What a node of an elastic NodeSet is, from its Slurm state (and the pod it needs).
 UP = "up"              # powered up, registered: pod
@@ -48,13 +54,13 @@ EVENT_RESUME_FAILED = "ResumeFailed"
 EVENT_STALE_POD = "StalePodReplaced"
 
 
-def node_names(cluster_name, nodeset):
+def node_names(cluster_name: str, nodeset: NodeSet) -> list[str]:
     """Every Slurm node name of an elastic NodeSet, in ordinal order."""
     prefix = names.worker_name(cluster_name, name(nodeset))
     return [names.pod_name(prefix, i) for i in range(int(nodeset["spec"]["elastic"]["maxNodes"]))]
 
 
-def node_state(node):
+def node_state(node: SlurmNode | None) -> str:
     """UP, POWERING_UP, DOWN or FAILED of a parsed ``scontrol show node`` entry (None: unknown to Slurm yet)."""
     if node is None:
         return DOWN
@@ -68,15 +74,15 @@ def node_state(node):
     return UP
 
 
-def _outdated(pod, template_hash):
+def _outdated(pod: KubeObject, template_hash: str | None) -> bool:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TEMPLATE_HASH) != template_hash
 
 
-def _finished(pod):
+def _finished(pod: KubeObject) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def _left_from_before(pod, node):
+def _left_from_before(pod: KubeObject, node: SlurmNode) -> bool:
     """A pod of a node that powers up whose slurmd registered at or after the pod's creation: a pod made for this
     power-up is up in Slurm's eyes at its first registration (``slurmd -b``), so this one is left from an earlier
     power-up (the operator missed the whole power-down). Slurm never takes its running slurmd as this power-up's
@@ -92,7 +98,16 @@ class Decision(object):
     ``power_down_force`` (failed resumes), the ``states`` per node, Events ``(type, reason, message)`` and whether
     anything is still moving (``moving``)."""
 
-    def __init__(self):
+    create: list[str]
+    delete: list[PodRef]
+    power_up: list[str]
+    power_down: list[str]
+    power_down_force: list[str]
+    states: dict[str, str]  # node name -> UP, POWERING_UP, DOWN or FAILED
+    events: list[tuple[str, str, str]]  # (type, reason, message)
+    moving: bool
+
+    def __init__(self) -> None:
         self.create = []
         self.delete = []
         self.power_up = []
@@ -102,14 +117,15 @@ class Decision(object):
         self.events = []
         self.moving = False
 
-    def counts(self):
+    def counts(self) -> dict[str, int]:
         result = dict((key, 0) for key in (UP, POWERING_UP, DOWN, FAILED))
         for state in self.states.values():
             result[state] += 1
         return result
 
 
-def decide(all_names, slurm, pods, template_hash, min_nodes):
+def decide(all_names: Sequence[str], slurm: Mapping[str, SlurmNode], pods: Mapping[str, KubeObject],
+           template_hash: str | None, min_nodes: int) -> Decision:
     """The pods of one elastic NodeSet against Slurm's node states.
 
     ``all_names``: its node names (:func:`node_names`); ``slurm``: ``{name: node}`` (scontrol.parse_show_node);
@@ -128,11 +144,12 @@ def decide(all_names, slurm, pods, template_hash, min_nodes):
                 d.moving = True  # the old pod still goes; created again on a later pass
             elif _finished(pod):
                 d.delete.append((node_name, pod["metadata"].get("uid")))
-            elif state == POWERING_UP and _left_from_before(pod, node):
+            elif state == POWERING_UP and node is not None and _left_from_before(pod, node):
                 d.delete.append((node_name, pod["metadata"].get("uid")))  # made anew on a later pass
                 d.events.append(("Normal", EVENT_STALE_POD, "Slurm powers up node %s, whose pod is left from an "
                                  "earlier power-up (its slurmd registered before): replacing it" % node_name))
-            elif _outdated(pod, template_hash) and state == UP and not node["busy"] and not node["drain"]:
+            elif (_outdated(pod, template_hash) and state == UP and node is not None and not node["busy"]
+                  and not node["drain"]):
                 d.power_down.append(node_name)
             if state == POWERING_UP or (pod is not None and not pod_ready(pod)):
                 d.moving = True
@@ -145,7 +162,7 @@ def decide(all_names, slurm, pods, template_hash, min_nodes):
                              "Node %s %s: removing its pod" % (node_name, why)))
         elif pod is not None:
             d.moving = True
-        if state == FAILED and pod is None and "POWER_DOWN" not in node["flags"]:  # not asked already
+        if state == FAILED and pod is None and node is not None and "POWER_DOWN" not in node["flags"]:  # not asked yet
             d.power_down_force.append(node_name)
         if node is not None and "POWERING_DOWN" in node["flags"]:
             d.moving = True
@@ -158,7 +175,7 @@ def decide(all_names, slurm, pods, template_hash, min_nodes):
     return d
 
 
-def mismatched(all_names, slurm, pods):
+def mismatched(all_names: Sequence[str], slurm: Mapping[str, SlurmNode], pods: Mapping[str, KubeObject]) -> list[str]:
     """Names whose pod does not match Slurm's power state: wanted and missing, present while powered down, or left
     from an earlier power-up (:func:`_left_from_before`). The operator runtime's cheap check between runs (Slurm
     powers nodes up and down with no Kubernetes event)."""
@@ -169,12 +186,13 @@ def mismatched(all_names, slurm, pods):
         pod = pods.get(node_name)
         if wants != (pod is not None and not deleting(pod)):
             found.append(node_name)
-        elif wants and pod is not None and node_state(node) == POWERING_UP and _left_from_before(pod, node):
+        elif (wants and pod is not None and node is not None and node_state(node) == POWERING_UP
+              and _left_from_before(pod, node)):
             found.append(node_name)
     return found
 
 
-def facts(all_names, decision, pods):
+def facts(all_names: Sequence[str], decision: Decision, pods: Mapping[str, KubeObject]) -> NodeSetFacts:
     """A NodeSet's status facts (see scale.nodeset_facts) for an elastic set."""
     counts = decision.counts()
     own = [pods[n] for n in all_names if n in pods]
@@ -187,11 +205,11 @@ def facts(all_names, decision, pods):
             "failed": counts[FAILED]}
 
 
-def plan_shrink(p, ctx):
+def plan_shrink(p: Plan, ctx: Context) -> dict[str, int]:
     """A lowered maxNodes: the names past it leave slurm.conf only once Slurm has powered them down (a reconfigure
     that removes a busy node kills its job, findings A.11). Returns ``{nodeset name: maxNodes to render}`` for the
     sets that must keep more names for now, and powers those names down once idle (``power down asap``)."""
-    keep = {}
+    keep: dict[str, int] = {}
     for ns in ctx.of(values.ELASTIC):
         set_name, limit = name(ns), int(ns["spec"]["elastic"]["maxNodes"])
         prefix = names.worker_name(ctx.name, set_name)
@@ -203,7 +221,7 @@ def plan_shrink(p, ctx):
         else:
             busy = [n for n in beyond if n in ctx.pods or node_state(ctx.slurm.get(n)) in WANTS_POD]
         if busy:
-            keep[set_name] = max(names.ordinal(n, prefix) for n in busy) + 1
+            keep[set_name] = max(names.ordinal(n, prefix) or 0 for n in busy) + 1  # (each has one, >= limit)
             p.power_down += [n for n in sorted(set(busy)) if ctx.slurm is not None and n in ctx.slurm
                              and node_state(ctx.slurm[n]) == UP and "POWER_DOWN" not in ctx.slurm[n]["flags"]]
             p.defer(REQUEUE_PROGRESSING, "NodeSet %s: maxNodes %d waits for %s to power down"
@@ -211,38 +229,39 @@ def plan_shrink(p, ctx):
     return keep
 
 
-def with_max(nodeset, max_nodes):
+def with_max(nodeset: NodeSet, max_nodes: int) -> NodeSet:
     """A copy of an elastic NodeSet rendered with ``max_nodes`` names (plan_shrink)."""
     spec = dict(nodeset["spec"], elastic=dict(nodeset["spec"]["elastic"], maxNodes=max_nodes))
     return dict(nodeset, spec=spec)
 
 
-def maintenance(p, ctx, nodeset):
+def maintenance(p: Plan, ctx: Context, nodeset: NodeSet) -> list[str]:
     """``spec.maintenance`` for an elastic NodeSet (``modes.Elastic``): every node up is powered down once idle
     (``power down asap``: Slurm drains it, its jobs end first), and every powered-down one is drained (``soperator:
     maintenance``) so Slurm powers none up for a pending job; resumed when maintenance ends
     (maintenance.plan_maintenance). Returns the nodes maintenance still waits for (up, or a pod left)."""
+    slurm = drains.answered(ctx.slurm)
     waiting = []
     for node_name in node_names(ctx.name, nodeset):
-        node = ctx.slurm.get(node_name)
+        node = slurm.get(node_name)
         state = node_state(node)
         if state in WANTS_POD or node_name in ctx.pods:
             waiting.append(node_name)
-            if state == UP and "POWER_DOWN" not in node["flags"]:
+            if state == UP and node is not None and "POWER_DOWN" not in node["flags"]:
                 p.power_down.append(node_name)
         elif node is not None and not node["drain"]:
             p.drain_node(node_name, names.REASON_MAINTENANCE)
     return waiting
 
 
-def kept(ctx):
+def kept(ctx: Context) -> dict[str, int]:
     """``{name prefix: maxNodes}`` of the elastic NodeSets: their node names are no pods gone for good
     (scale.plan_node_records forgets only names beyond)."""
     return dict((names.worker_name(ctx.name, name(ns)), int(ns["spec"]["elastic"]["maxNodes"]))
                 for ns in ctx.of(values.ELASTIC) + ctx.of(values.ELASTIC, leaving=True))
 
 
-def leave(p, ctx, ns):
+def leave(p: Plan, ctx: Context, ns: NodeSet) -> None:
     """An elastic NodeSet being deleted (still rendered, so slurm.conf keeps its names): every node powered down
     once idle (``power down asap``: Slurm drains it, its jobs end first), its pods removed as Slurm powers them down;
     released once no node is up and no pod is left."""
@@ -262,7 +281,7 @@ def leave(p, ctx, ns):
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for %s to power down" % (set_name, ", ".join(up or left_pods)))
 
 
-def plan_elastic(p, ctx, template_hashes, render_pod):
+def plan_elastic(p: Plan, ctx: Context, template_hashes: Mapping[str, str], render_pod: PodRenderer) -> None:
     """Decide every valid elastic NodeSet of ``ctx``: writes ``p.create_pods`` (manifests, from
     ``render_pod(nodeset, node name)``), ``p.delete_pods``, ``p.power_up``, ``p.power_down``,
     ``p.power_down_force``, ``p.events``, ``p.nodesets`` (facts) and the waits. ``template_hashes``:

@@ -28,20 +28,25 @@ The Kubernetes nodes are read by the converge (a list: cluster-scoped, the opt-i
 them nothing is made or removed and the NodeSet's status says why. Removals need Slurm (to drain first).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Collection, Mapping, Optional, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection, rolls
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, drain_timeout, name, nodeset_pods,
-    pod_ready,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeFacts, NodeSetFacts, Plan, deleting,
+    drain_timeout, name, nodeset_pods, pod_ready,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.pins import matches
+from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import PodRenderer
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import merge_placement
 from ansible_collections.soperator.slurm.plugins.module_utils.render.worker import EVERY_NODE_TOLERATIONS
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, Spec
 
 # Taint effects that keep a pod off a node (PreferNoSchedule only steers the scheduler, which is not asked here).
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -53,7 +58,7 @@ RETRY_FIRST = 10
 RETRY_CAP = 300
 
 
-def node_facts(node):
+def node_facts(node: KubeObject) -> NodeFacts:
     """What the planners read of a Kubernetes Node (the converge's ``k8s_nodes`` values)."""
     spec = node.get("spec") or {}
     return {"unschedulable": bool(spec.get("unschedulable")),
@@ -63,7 +68,7 @@ def node_facts(node):
                                for c in (node.get("status") or {}).get("conditions") or ())}
 
 
-def tolerates(toleration, taint):
+def tolerates(toleration: Mapping[str, object], taint: Mapping[str, object]) -> bool:
     """Whether a pod's toleration tolerates a node's taint, as Kubernetes judges it."""
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
         return False
@@ -75,7 +80,7 @@ def tolerates(toleration, taint):
     return operator == "Exists" or (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-def eligible(node_name, node, placement):
+def eligible(node_name: str, node: NodeFacts, placement: KubeObject) -> bool:
     """Whether an every-node worker with the merged ``placement`` belongs on Kubernetes node ``node_name`` (``node``
     as the converge reads it: ``labels``, ``taints``)."""
     if not matches(node_name, node.get("labels"), placement):
@@ -85,19 +90,20 @@ def eligible(node_name, node, placement):
                if taint.get("effect") in BLOCKING_EFFECTS)
 
 
-def wanted(cluster_name, cluster_placement, nodeset, k8s_nodes):
+def wanted(cluster_name: str, cluster_placement: Spec | None, nodeset: NodeSet,
+           k8s_nodes: Mapping[str, NodeFacts]) -> dict[str, str]:
     """``{worker name: Kubernetes node}`` of the nodes an every-node NodeSet has a worker on."""
     placement = merge_placement(cluster_placement, nodeset["spec"].get("placement"))
     return dict((names.every_node_worker(cluster_name, name(nodeset), node), node)
                 for node in sorted(k8s_nodes) if eligible(node, k8s_nodes[node], placement))
 
 
-def own_pods(ctx, nodeset):
+def own_pods(ctx: Context, nodeset: NodeSet) -> dict[str, KubeObject]:
     """``{name: pod}`` of a NodeSet's worker pods (by their labels: every-node workers have no ordinal)."""
     return nodeset_pods(ctx.pods, name(nodeset))
 
 
-def own_slurm_nodes(ctx, nodeset):
+def own_slurm_nodes(ctx: Context, nodeset: NodeSet) -> list[str]:
     """The Slurm nodes that are (or were) workers of an every-node NodeSet: named ``<cluster>-<set>-...`` with no
     ordinal, and with the NodeSet's feature (every worker registers with it; another NodeSet's name is no feature)."""
     prefix = names.worker_name(ctx.name, name(nodeset)) + "-"
@@ -106,11 +112,11 @@ def own_slurm_nodes(ctx, nodeset):
                   and name(nodeset) in (node.get("features") or ()))
 
 
-def _failed(pod):
+def _failed(pod: KubeObject) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
 
 
-def retry_delay(failures):
+def retry_delay(failures: int) -> int:
     """Seconds a worker whose pods failed ``failures`` times in a row waits before its next pod: 0 after the first
     failure, then RETRY_FIRST doubling, at most RETRY_CAP."""
     if failures <= 1:
@@ -118,7 +124,7 @@ def retry_delay(failures):
     return min(RETRY_CAP, RETRY_FIRST * 2 ** min(failures - 2, 16))
 
 
-def backoff(entry, pod, now):
+def backoff(entry: KubeObject | None, pod: KubeObject, now: int) -> KubeObject:
     """The ``status.podBackoff`` entry of a worker whose pod ``pod`` failed, given its ``entry`` before (None: no
     failure in a row): a failure counted once per pod (by its uid), whichever pass sees it first."""
     uid = pod["metadata"].get("uid")
@@ -128,18 +134,18 @@ def backoff(entry, pod, now):
     return {"failures": failures, "retryAt": durations.iso(now + retry_delay(failures)), "uid": uid}
 
 
-def _template_hash(pod):
+def _template_hash(pod: KubeObject) -> str | None:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_TEMPLATE_HASH)
 
 
-def room(ctx):
+def room(ctx: Context) -> int:
     """How many Slurm node names the every-node NodeSets may take together: ``spec.slurm.maxNodeCount`` less every
     other NodeSet's (their replicas, an elastic set's maxNodes; values.nodeset_size)."""
     taken = sum(values.nodeset_size(v.nodeset["spec"]) for v in ctx.views if not v.leaving)  # every-node: 0
     return max(0, int(ctx.spec["slurm"]["maxNodeCount"]) - taken)
 
 
-def remove(p, ctx, nodeset, pod_name, pod, why):
+def remove(p: Plan, ctx: Context, nodeset: NodeSet, pod_name: str, pod: KubeObject, why: str) -> str | None:
     """A worker that goes (its node no longer matches, is gone, or the NodeSet goes): drained first, its pod deleted
     once idle (``drains.plan_node``, as a scale-in). Returns the node's name while it still waits, else None."""
     if ctx.slurm is None:
@@ -154,18 +160,19 @@ def remove(p, ctx, nodeset, pod_name, pod, why):
     p.delete_pods.append((pod_name, pod["metadata"].get("uid")))
     if expired:
         p.give_up_node(nodeset, pod_name, why, "spec.drainTimeout", nodeset["spec"]["drainTimeout"],
-                       node["reason_time"], down_reason=names.REASON_SCALE_IN)
+                       drains.drain_time(node), down_reason=names.REASON_SCALE_IN)
     return None
 
 
-def forget(p, ctx, nodeset, keep):
+def forget(p: Plan, ctx: Context, nodeset: NodeSet, keep: Collection[str]) -> list[str]:
     """Slurm records of the NodeSet's workers whose pods are gone for good (not in ``keep``, no pod): deleted once no
     job runs on them. Returns the busy ones."""
+    slurm = drains.answered(ctx.slurm)
     busy = []
     for node_name in own_slurm_nodes(ctx, nodeset):
         if node_name in keep or node_name in ctx.pods:
             continue
-        if ctx.slurm[node_name]["busy"]:
+        if slurm[node_name]["busy"]:
             busy.append(node_name)
         elif node_name not in p.delete_nodes:
             p.delete_nodes.append(node_name)
@@ -174,17 +181,21 @@ def forget(p, ctx, nodeset, keep):
     return busy
 
 
-def facts(want, pods, slurm, problem=None, failed=(), retries=None):
+def facts(want: Mapping[str, Optional[str]], pods: Mapping[str, KubeObject], slurm: Mapping[str, SlurmNode] | None,
+          problem: str | None = None, failed: Sequence[str] = (),
+          retries: dict[str, KubeObject] | None = None) -> NodeSetFacts:
     """A NodeSet's status facts (see scale.nodeset_facts) for an every-node set; ``retries``: its podBackoff."""
     live = [pods[n] for n in sorted(pods) if not deleting(pods[n])]
     counts, serving = projection.node_counts(sorted(set(want) | set(pods)), slurm or {})
-    result = {"statefulset": None, "everyNode": True, "leaving": False, "nodes": sorted(set(want) | set(pods)),
-              "replicas": len(live), "currentReplicas": len(live), "desired": len(want),
-              "readyReplicas": len([pod for pod in live if pod_ready(pod)]), "serving": serving,
-              "workerNodes": dict((n, (pods[n].get("spec") or {}).get("nodeName") or want.get(n)) for n in pods)}
+    result: NodeSetFacts = {
+        "statefulset": None, "everyNode": True, "leaving": False, "nodes": sorted(set(want) | set(pods)),
+        "replicas": len(live), "currentReplicas": len(live), "desired": len(want),
+        "readyReplicas": len([pod for pod in live if pod_ready(pod)]), "serving": serving,
+        "workerNodes": dict((n, (pods[n].get("spec") or {}).get("nodeName") or want.get(n)) for n in pods)}
     result["workerNodes"].update((n, host) for n, host in want.items() if n not in pods)
     if slurm is not None:
-        result.update(counts)
+        for key in projection.COUNT_KEYS:
+            result[key] = counts[key]
     if problem:  # keeps the NodeSet from Ready, said in its message (status.nodeset_status)
         result["problem"] = problem
     if failed:
@@ -194,7 +205,7 @@ def facts(want, pods, slurm, problem=None, failed=(), retries=None):
     return result
 
 
-def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
+def plan_set(p: Plan, ctx: Context, nodeset: NodeSet, template_hash: str, render_pod: PodRenderer, budget: int) -> int:
     """One valid every-node NodeSet; ``budget``: Slurm node names still free (:func:`room`). Returns what is left of
     the budget."""
     set_name = name(nodeset)
@@ -216,9 +227,12 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
     want = dict((n, want[n]) for n in order[:budget])
     budget -= len(want)
     maintenance = ctx.spec["maintenance"]
-    failed, moving, waiting = [], [], []
+    failed: list[str] = []
+    moving: list[str] = []
+    waiting: list[str] = []
     before = (nodeset.get("status") or {}).get("podBackoff") or {}
-    retries, retry_in = {}, []
+    retries: dict[str, KubeObject] = {}
+    retry_in: list[int] = []
     for pod_name, node in sorted(want.items()):
         pod = pods.get(pod_name)
         if before.get(pod_name) and not (pod is not None and pod_ready(pod)):
@@ -232,7 +246,8 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
         elif _failed(pod) and not maintenance:
             status = pod.get("status") or {}
             entry = retries[pod_name] = backoff(before.get(pod_name), pod, ctx.now)
-            left = durations.epoch_of(entry["retryAt"]) - ctx.now
+            retry_at = durations.epoch_of(entry["retryAt"])
+            left = 0 if retry_at is None else retry_at - ctx.now  # backoff's entries always have a time
             failed.append("%s: %s" % (pod_name, (status.get("message") or status.get("reason") or "failed")[:200])
                           + ("; made again in %d s (%d failures in a row)" % (round(left), entry["failures"])
                              if left > 0 else ""))
@@ -252,8 +267,8 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
     if ctx.slurm is not None and not maintenance:
         # A node that matches again before its worker went: the scale-in is cancelled.
         for pod_name in sorted(want):
-            node = ctx.slurm.get(pod_name)
-            if node and node["drain"] and node["reason"] == names.REASON_SCALE_IN and pod_name in pods \
+            node_now = ctx.slurm.get(pod_name)
+            if node_now and node_now["drain"] and node_now["reason"] == names.REASON_SCALE_IN and pod_name in pods \
                     and pod_name not in p.resume:
                 p.resume.append(pod_name)
     if ctx.slurm is not None:
@@ -268,7 +283,7 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
         mine = dict((n, pods.get(n)) for n in want)
         updated = set(n for n, pod in mine.items() if pod is not None and _template_hash(pod) == template_hash)
         up, out = rolls.roll_pods(p, nodeset, sorted(want), mine, updated, ctx.slurm, ctx.now)
-        p.nodesets[set_name].update(updatedReplicas=up, outdatedReplicas=out)
+        p.nodesets[set_name].update({"updatedReplicas": up, "outdatedReplicas": out})
     if waiting:
         p.wait(REQUEUE_SLURM_UNREACHABLE if ctx.slurm is None else REQUEUE_DRAINING,
                "NodeSet %s: %s leave (their Kubernetes nodes no longer match): %s" % (
@@ -284,14 +299,15 @@ def plan_set(p, ctx, nodeset, template_hash, render_pod, budget):
     return budget
 
 
-def leave(p, ctx, nodeset):
+def leave(p: Plan, ctx: Context, nodeset: NodeSet) -> None:
     """An every-node NodeSet being deleted: every worker drained and removed as a scale-in; released once no pod and
     no Slurm record of it is left."""
     set_name = name(nodeset)
     pods = own_pods(ctx, nodeset)
     waiting = [n for n, pod in sorted(pods.items())
                if deleting(pod) or remove(p, ctx, nodeset, n, pod, "removal") is not None]
-    p.nodesets[set_name] = dict(facts({}, pods, ctx.slurm), leaving=True)
+    p.nodesets[set_name] = left = facts({}, pods, ctx.slurm)
+    left["leaving"] = True
     if ctx.slurm is None:
         p.wait(REQUEUE_SLURM_UNREACHABLE, "NodeSet %s: its removal waits for slurmctld to answer" % set_name)
         return
@@ -303,16 +319,17 @@ def leave(p, ctx, nodeset):
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for %s to go" % (set_name, ", ".join(waiting or records)))
 
 
-def maintenance(p, ctx, nodeset):
+def maintenance(p: Plan, ctx: Context, nodeset: NodeSet) -> list[str]:
     """``spec.maintenance`` for an every-node NodeSet (``modes.EveryNode``): each worker drained (``soperator:
     maintenance``) and its pod deleted once idle (the StatefulSets go to zero then); returns the workers maintenance
     still waits for. Their Slurm records stay, and the same names come back when maintenance ends."""
+    slurm = drains.answered(ctx.slurm)
     waiting = []
     for pod_name, pod in sorted(own_pods(ctx, nodeset).items()):
         waiting.append(pod_name)
         if deleting(pod):
             continue
-        action, removable, dummy = drains.plan_node(ctx.slurm.get(pod_name), now=ctx.now,
+        action, removable, dummy = drains.plan_node(slurm.get(pod_name), now=ctx.now,
                                                     drain_timeout=drain_timeout(nodeset))
         if action == drains.DRAIN:
             p.drain_node(pod_name, names.REASON_MAINTENANCE)
@@ -321,7 +338,7 @@ def maintenance(p, ctx, nodeset):
     return waiting
 
 
-def plan_every_node(p, ctx, template_hashes, render_pod):
+def plan_every_node(p: Plan, ctx: Context, template_hashes: Mapping[str, str], render_pod: PodRenderer) -> None:
     """Decide every every-node NodeSet of ``ctx``: writes ``p.create_pods`` (``render_pod(nodeset, Kubernetes
     node)``), ``p.delete_pods``, ``p.drain`` (scale-in), ``p.resume``, ``p.delete_nodes``, ``p.give_up``,
     ``p.release``, ``p.nodesets`` (facts: ``workerNodes``) and the waits. ``template_hashes``: ``{nodeset name:

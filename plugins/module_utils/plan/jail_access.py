@@ -11,45 +11,50 @@ login pod's image, capabilities, jail and sub-mounts, nothing else), made by the
 waited for while it starts.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
-from collections import namedtuple
+from typing import Iterable, NamedTuple, Optional
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import pod_ready
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import jail_shell
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 EXEC, WAIT, MAKE = "exec", "wait", "make"
 
 
-class Choice(namedtuple("Choice", "action pod container why")):
+class Choice(NamedTuple):
     """``action``: EXEC (into ``pod``'s ``container``), WAIT (an administration pod is starting) or MAKE (the
     administration Job); ``why`` says it in words."""
 
-    __slots__ = ()
+    action: str
+    pod: Optional[str]  # None: MAKE
+    container: str
+    why: str
 
 
-def _running(pod, container):
+def _running(pod: KubeObject, container: str) -> bool:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return any(s.get("name") == container and "running" in (s.get("state") or {}) for s in statuses)
 
 
-def _usable(pod, container):
+def _usable(pod: KubeObject, container: str) -> bool:
     return (not (pod.get("metadata") or {}).get("deletionTimestamp") and pod_ready(pod) and _running(pod, container)
             and (pod.get("status") or {}).get("phase") == "Running")
 
 
-def _finished(pod):
+def _finished(pod: KubeObject) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def choose(cluster, pods):
+def choose(cluster: str, pods: Iterable[KubeObject]) -> Choice:
     """The Choice for ``cluster`` (its name) among ``pods`` (the namespace's pods of that cluster's login and
     administration components, any others ignored)."""
     login_sts = names.login_name(cluster)
-    logins, admins = [], []
+    logins: list[KubeObject] = []
+    admins: list[KubeObject] = []
     for pod in pods:
         labels = (pod.get("metadata") or {}).get("labels") or {}
         if labels.get(names.LABEL_INSTANCE) != cluster:
@@ -61,7 +66,7 @@ def choose(cluster, pods):
                 names.LABEL_MANAGED_BY) == names.MANAGED_BY_JAIL_CONNECTION:
             admins.append(pod)
     ready = sorted((p for p in logins if _usable(p, jail_shell.CONTAINER)),
-                   key=lambda p: names.ordinal(p["metadata"]["name"], login_sts))
+                   key=lambda p: names.ordinal(p["metadata"]["name"], login_sts) or 0)  # (logins have one)
     if ready:
         return Choice(EXEC, ready[0]["metadata"]["name"], jail_shell.CONTAINER, "login pod %s is ready"
                       % ready[0]["metadata"]["name"])

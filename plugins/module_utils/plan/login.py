@@ -6,24 +6,29 @@ once ``spec.login.updateGracePeriod`` has passed since its template changed. Tha
 nothing from Ready, and ``site.yml`` does not wait for it. Pure.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REVISION_LABEL, labels, pod_ready, replicas, revision_seen, template_hash,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REVISION_LABEL, Context, Plan, labels, pod_ready, replicas, revision_seen,
+    template_hash,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
-def template_since(sts):
+def template_since(sts: KubeObject | None) -> int | None:
     """Epoch seconds of the StatefulSet's template-since annotation, None when absent or unreadable."""
     return durations.epoch_of((((sts or {}).get("metadata") or {}).get("annotations") or {}).get(
         names.ANNOTATION_TEMPLATE_SINCE))
 
 
-def outdated_login_pods(cluster_name, statefulsets, pods):
+def outdated_login_pods(cluster_name: str, statefulsets: Mapping[str, KubeObject],
+                        pods: Mapping[str, KubeObject]) -> list[str]:
     """Names of the login pods on another template revision than their StatefulSet's update revision."""
     sts = statefulsets.get(names.login_name(cluster_name))
     revision = ((sts or {}).get("status") or {}).get("updateRevision")
@@ -34,7 +39,7 @@ def outdated_login_pods(cluster_name, statefulsets, pods):
                   and labels(obj).get(REVISION_LABEL) != revision)
 
 
-def plan_login(p, ctx):
+def plan_login(p: Plan, ctx: Context) -> None:
     """Stamp the login StatefulSet this pass renders (in ``p.manifests``) with when its template last changed (the
     grace period's start), and replace one outdated login pod at a time once nobody is logged in to it
     (``observed["login_sessions"]``: {pod: open sessions}, absent or None when unknown) or once the grace period has
@@ -67,7 +72,7 @@ def plan_login(p, ctx):
            or (pod not in outdated and not pod_ready(pods[pod])) for pod in mine):
         p.wait(REQUEUE_PROGRESSING, "login: rolling update, waiting for a replaced pod to be ready")
         return
-    pod = max(outdated, key=lambda n: names.ordinal(n, sts_name))
+    pod = max(outdated, key=lambda n: names.ordinal(n, sts_name) or 0)  # (login pods have one)
     deadline = since + durations.seconds(spec["login"]["updateGracePeriod"])
     open_sessions = sessions.get(pod)
     if open_sessions == 0 or now >= deadline:

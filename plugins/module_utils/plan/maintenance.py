@@ -10,7 +10,7 @@ it fetched, so slurmctld keeps an older SlurmUser while any worker runs and chan
 worker (:func:`plan_slurm_user`).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -18,12 +18,13 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import modes
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, replicas,
+    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, Context, Plan, replicas,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import resume_ours
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
-def plan_maintenance(p, ctx):
+def plan_maintenance(p: Plan, ctx: Context) -> bool:
     """Whether the cluster is ready for maintenance now (every worker drained and idle, or nothing runs): then it
     is rendered with every StatefulSet at zero. Writes ``p.drain`` (maintenance), ``p.resume`` (maintenance over;
     health drains nobody else would resume), ``p.give_up`` and the waits. Each NodeSet's mode says how its workers
@@ -52,14 +53,14 @@ def plan_maintenance(p, ctx):
         # measurement, and stay for an administrator).
         for node_name in ours:
             node = slurm.get(node_name)
-            reason = (node or {}).get("reason") or ""
+            reason = (node.get("reason") if node else None) or ""
             if node and node["drain"] and reason.startswith(names.HEALTH_REASON_PREFIX) and not reason.startswith(
                     names.NCCL_REASON_PREFIX) and node_name not in p.resume:
                 p.resume.append(node_name)
     return ready
 
 
-def running_slurm_user(controller):
+def running_slurm_user(controller: KubeObject | None) -> str | None:
     """The SlurmUser the live controller StatefulSet's slurmctld runs as; None without a live one. A template without
     the annotation is a release's from before it, whose slurmctld ran as root. Only the two users a release ever
     rendered are believed (the value goes into slurm.conf): anything else is read as the current one."""
@@ -70,7 +71,7 @@ def running_slurm_user(controller):
     return user if user in (names.SLURM_USER_BEFORE_ANNOTATION, names.SLURM_USER) else names.SLURM_USER
 
 
-def plan_slurm_user(p, ctx, maintenance_ready):
+def plan_slurm_user(p: Plan, ctx: Context, maintenance_ready: bool) -> str:
     """The SlurmUser to render slurmctld with; writes ``p.slurm_user_kept`` (why it keeps an older one).
 
     A running slurmd accepts RPCs only from root and the SlurmUser of the configuration it fetched, and re-fetches

@@ -23,7 +23,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, elastic, every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    Context, View, deleting, drain_timeout, nodeset_pods, replicas,
+    Context, Plan, View, deleting, drain_timeout, nodeset_pods, replicas,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import give_up_expired
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology
@@ -83,11 +83,11 @@ class Mode(object):
         """Whether a worker of it runs (its slurmd took the configuration slurmctld gave: the SlurmUser)."""
         return bool(self.pods(ctx, view))
 
-    def maintenance(self, p, ctx: Context, view: View) -> List[str]:
+    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
         """``spec.maintenance``: drain (or power down) its workers; the names maintenance still waits for."""
         raise NotImplementedError
 
-    def maintenance_done(self, p, ctx: Context, view: View) -> None:
+    def maintenance_done(self, p: Plan, ctx: Context, view: View) -> None:
         """Every NodeSet's workers are idle (or past their drainTimeout): record what goes with its jobs."""
 
     def unschedulable(self, ctx: Context, view: View) -> List[str]:
@@ -101,33 +101,33 @@ class Fixed(Mode):
     key = values.FIXED
     movable = True
 
-    def nodes(self, ctx, view):
+    def nodes(self, ctx: Context, view: View) -> List[str]:
         sts_name = ctx.worker_statefulset(view.nodeset)
         sts = ctx.statefulsets.get(sts_name)
         return [] if sts is None else [names.pod_name(sts_name, o) for o in range(replicas(sts))]
 
-    def placed_names(self, ctx, view, counts):
+    def placed_names(self, ctx: Context, view: View, counts: Dict[str, int]) -> List[str]:
         sts_name = ctx.worker_statefulset(view.nodeset)
         return [names.pod_name(sts_name, o) for o in range(counts.get(view.name, view.nodeset["spec"]["replicas"]))]
 
-    def has_workers(self, ctx, view):
+    def has_workers(self, ctx: Context, view: View) -> bool:
         return bool(self.nodes(ctx, view))
 
-    def _entries(self, ctx, view):
-        return drains.plan_scale_in(ctx.slurm, self.nodes(ctx, view), now=ctx.now,
+    def _entries(self, ctx: Context, view: View) -> List[drains.Victim]:
+        return drains.plan_scale_in(drains.answered(ctx.slurm), self.nodes(ctx, view), now=ctx.now,
                                     drain_timeout=drain_timeout(view.nodeset))
 
-    def maintenance(self, p, ctx, view):
+    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
         entries = self._entries(ctx, view)
         for entry in entries:
             if entry["action"] == drains.DRAIN:
                 p.drain_node(entry["name"], names.REASON_MAINTENANCE)
         return [e["name"] for e in entries if not e["removable"]]
 
-    def maintenance_done(self, p, ctx, view):
-        give_up_expired(p, view.nodeset, self._entries(ctx, view), ctx.slurm, "maintenance")
+    def maintenance_done(self, p: Plan, ctx: Context, view: View) -> None:
+        give_up_expired(p, view.nodeset, self._entries(ctx, view), drains.answered(ctx.slurm), "maintenance")
 
-    def unschedulable(self, ctx, view):
+    def unschedulable(self, ctx: Context, view: View) -> List[str]:
         sts_name = ctx.worker_statefulset(view.nodeset)
         found = []
         for pod_name in sorted(ctx.pods, key=lambda n: names.ordinal(n, sts_name) or 0):
@@ -151,23 +151,23 @@ class Elastic(Mode):
     # condition on each pod, and a cordon is for Slurm's power saving to route around.
     projected = False
 
-    def rendered(self, view):
+    def rendered(self, view: View) -> bool:
         return True  # one being deleted stays in slurm.conf until its nodes are powered down (elastic.leave)
 
-    def nodes(self, ctx, view):
+    def nodes(self, ctx: Context, view: View) -> List[str]:
         return [] if view.leaving else elastic.node_names(ctx.name, view.nodeset)
 
-    def placed_names(self, ctx, view, counts):
+    def placed_names(self, ctx: Context, view: View, counts: Dict[str, int]) -> List[str]:
         return elastic.node_names(ctx.name, view.nodeset)  # Slurm plans jobs onto powered-down names too
 
-    def fixed_path(self, ctx, view, levels):
+    def fixed_path(self, ctx: Context, view: View, levels: List[str]) -> Optional[List[str]]:
         # Its pods can run only where its nodeSelector says: when that names every level, so is every name placed.
         selector = merge_placement(ctx.spec.get("placement"), view.nodeset["spec"].get("placement")).get(
             "nodeSelector")
         path, dummy = topology.placement_of(selector, levels)
         return path or None
 
-    def maintenance(self, p, ctx, view):
+    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
         return [] if view.leaving else elastic.maintenance(p, ctx, view.nodeset)
 
 
@@ -176,24 +176,24 @@ class EveryNode(Mode):
 
     key = values.EVERY_NODE
 
-    def rendered(self, view):
+    def rendered(self, view: View) -> bool:
         return not view.leaving
 
-    def pods(self, ctx, view):
+    def pods(self, ctx: Context, view: View) -> Pods:
         return dict((n, pod) for n, pod in nodeset_pods(ctx.pods, view.name).items() if not deleting(pod))
 
-    def nodes(self, ctx, view):
+    def nodes(self, ctx: Context, view: View) -> List[str]:
         return [] if view.leaving else every_node.own_slurm_nodes(ctx, view.nodeset)
 
-    def placed_names(self, ctx, view, counts):
+    def placed_names(self, ctx: Context, view: View, counts: Dict[str, int]) -> List[str]:
         k8s_nodes = (ctx.observed.get("k8s_nodes") if ctx.observed.get("k8s_nodes") is not None else None)
         wanted = every_node.wanted(ctx.name, ctx.spec.get("placement"), view.nodeset, k8s_nodes) if k8s_nodes else {}
         return sorted(set(nodeset_pods(ctx.pods, view.name)) | set(wanted))  # its workers now, and those to come
 
-    def has_workers(self, ctx, view):
+    def has_workers(self, ctx: Context, view: View) -> bool:
         return bool(nodeset_pods(ctx.pods, view.name))
 
-    def maintenance(self, p, ctx, view):
+    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
         return [] if view.leaving else every_node.maintenance(p, ctx, view.nodeset)
 
 

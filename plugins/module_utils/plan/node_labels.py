@@ -30,16 +30,17 @@ NodeSet's partitions, which ``spec.features`` refuses at validation): the node n
 before the NodeSet came is removed, and its other labels still apply.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Collection, Dict, List, Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import modes
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, name,
+    REQUEUE_PROGRESSING, Context, LabelEvent, NodeFacts, Plan, View, name,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
 
@@ -50,13 +51,17 @@ EVENT_LABEL_REFUSED = "LabelRefused"
 # Seconds the cluster's ConfigMap must have gone unwritten before a topology change is handed to slurmctld: the end of
 # a burst of label changes (each render rewrites it). The kubelet's sync of the pod's copy usually takes longer anyway.
 TOPOLOGY_QUIET = 10
+# Slurm node -> its switches, leaf first (topology.conf's placement of it).
+Placement = Dict[str, List[str]]
 
 
-def features_from_labels(labels, prefix):
+def features_from_labels(labels: Mapping[str, object] | None, prefix: str) -> tuple[list[str], list[str]]:
     """(sorted features, [problems]) of a Kubernetes node's ``labels`` under ``prefix``: the rest of the key when
     the value is 'true' or empty, <rest>_<value> otherwise, none for 'false'."""
-    found, problems = set(), []
-    for key in sorted(labels or {}):
+    labels = labels or {}
+    found: set[str] = set()
+    problems: list[str] = []
+    for key in sorted(labels):
         if not key.startswith(prefix) or key == prefix:
             continue
         rest, value = key[len(prefix):], str(labels[key])
@@ -74,10 +79,12 @@ def features_from_labels(labels, prefix):
 nodeset_names = modes.set_names  # kept here for its callers
 
 
-def other_nodesets(features, set_name, nodesets, prefix=""):
+def other_nodesets(features: Sequence[str], set_name: str, nodesets: Mapping[str, str],
+                   prefix: str = "") -> tuple[list[str], list[str]]:
     """(features that name no NodeSet but ``set_name``, [problems]) of the ``features`` a node's labels under
     ``prefix`` give; ``nodesets`` as ``nodeset_names`` gives them."""
-    kept, problems = [], []
+    kept: list[str] = []
+    problems: list[str] = []
     for feature in features:
         other = nodesets.get(feature.lower())
         if other is not None and other != set_name:
@@ -88,7 +95,8 @@ def other_nodesets(features, set_name, nodesets, prefix=""):
     return kept, problems
 
 
-def node_features(current, recorded, wanted):
+def node_features(current: Sequence[str], recorded: Collection[str],
+                  wanted: Sequence[str]) -> tuple[list[str] | None, list[str]]:
     """(features to set or None when unchanged, ours now) of one Slurm node: ``current`` its features,
     ``recorded`` what we added before, ``wanted`` what its labels give now."""
     ours_before = [f for f in recorded if f in current]
@@ -98,11 +106,11 @@ def node_features(current, recorded, wanted):
     return (None if result == current else result), ours
 
 
-def _nodes(ctx):
+def _nodes(ctx: Context) -> dict[str, NodeFacts] | None:
     return ctx.observed.get("k8s_nodes")
 
 
-def plan_features(p, ctx):
+def plan_features(p: Plan, ctx: Context) -> None:
     """``p.set_features`` {node: features}, ``p.nodesets[set]["labelFeatures"]`` and ``p.label_events``."""
     views = [v for v in ctx.views if not v.leaving and modes.of(v).labels
              and v.nodeset["spec"].get("featureLabelPrefix")]
@@ -117,7 +125,7 @@ def plan_features(p, ctx):
     for view in views:
         ns = view.nodeset
         recorded = dict(((ns.get("status") or {}).get("labelFeatures") or {}))
-        record = {}
+        record: dict[str, list[str]] = {}
         hosts = modes.of(view).hosts(ctx, view)
         for pod_name in sorted(set(hosts) | set(recorded)):
             node, host = ctx.slurm.get(pod_name), hosts.get(pod_name)
@@ -154,7 +162,7 @@ def plan_features(p, ctx):
 placement_of = topo.placement_of  # kept here for its callers
 
 
-def worker_names(ctx, counts):
+def worker_names(ctx: Context, counts: Dict[str, int]) -> list[str]:
     """Every worker name topology.conf places, NodeSet by NodeSet in name order, each as its mode says
     (``modes.Mode.placed_names``: a StatefulSet's names below the replicas rendered, ``counts``; every name an elastic
     NodeSet has in slurm.conf, since Slurm plans jobs onto powered-down nodes and a node in no switch could never be
@@ -162,17 +170,21 @@ def worker_names(ctx, counts):
     return [n for view in _rendered(ctx) for n in modes.of(view).placed_names(ctx, view, counts)]
 
 
-def _rendered(ctx):
+def _rendered(ctx: Context) -> list[View]:
     """The views this pass renders (names in slurm.conf), in name order."""
     return sorted((v for v in ctx.views if modes.of(v).rendered(v)), key=lambda v: v.name)
 
 
-def consistent(placement, previous, fresh=()):
+def consistent(placement: Mapping[str, List[str]], previous: Mapping[str, List[str]],
+               fresh: Collection[str] = ()) -> tuple[Placement, list[tuple[str, str]]]:
     """Drop the placements that would give a switch a second parent (or a name at two levels): the ``fresh`` ones
     (read from labels now) first, then the kept ones, each in name order; the first wins. A fresh one that clashes
     keeps its ``previous`` place, a kept one that clashes with the labels now is unplaced. Returns (placement,
     [(node, problem)]) of the fresh ones refused."""
-    parents, level_of, kept, problems = {}, {}, {}, []
+    parents: dict[str, str] = {}
+    level_of: dict[str, int] = {}
+    kept: Placement = {}
+    problems: list[tuple[str, str]] = []
     order = sorted(n for n in placement if n in fresh) + sorted(n for n in placement if n not in fresh)
     for node in order:
         path = placement[node]
@@ -196,7 +208,7 @@ def consistent(placement, previous, fresh=()):
     return kept, problems
 
 
-def plan_topology(p, ctx, counts):
+def plan_topology(p: Plan, ctx: Context, counts: Dict[str, int]) -> str | None:
     """The topology.conf text to render (``p.topology``; None: no spec.topology) and whether Slurm must reread it
     (``p.reconfigure``). ``counts``: {nodeset: replicas} rendered."""
     spec = ctx.spec.get("topology")
@@ -219,7 +231,7 @@ def plan_topology(p, ctx, counts):
         if path:
             for node_name in modes.of(view).placed_names(ctx, view, counts):
                 placement[node_name] = path
-    fresh = set()
+    fresh: set[str] = set()
     k8s_nodes = _nodes(ctx)
     if k8s_nodes is None:
         p.deferred.append("spec.topology: %s" % (ctx.observed.get("k8s_nodes_error") or "Kubernetes nodes not read"))
@@ -246,7 +258,8 @@ def plan_topology(p, ctx, counts):
     return text
 
 
-def _plan_reconfigure(p, ctx, text, mounted, all_names, placement):
+def _plan_reconfigure(p: Plan, ctx: Context, text: str, mounted: str | None, all_names: Sequence[str],
+                      placement: Mapping[str, List[str]]) -> None:
     shown = ctx.observed.get("slurm_topology")
     if ctx.slurm is None or shown is None:
         return
@@ -271,7 +284,7 @@ def _plan_reconfigure(p, ctx, text, mounted, all_names, placement):
 UNPLACED_NAMED = 5  # pods a NodeSet's status names
 
 
-def plan_unplaced(p, ctx):
+def plan_unplaced(p: Plan, ctx: Context) -> None:
     """The NodeSets' workers the scheduler could not place (PodScheduled False: with onePerNode, more workers than
     nodes), with the scheduler's message: ``p.nodesets[set]["unschedulable"]`` (``modes.Mode.unschedulable``)."""
     for view in ctx.views:
@@ -284,10 +297,10 @@ def plan_unplaced(p, ctx):
                 ["%d more" % more] if more > 0 else [])
 
 
-def plan_label_events(p, ctx):
+def plan_label_events(p: Plan, ctx: Context) -> None:
     """Each refused label once: ``p.nodesets[set]["labelsRefused"]`` lists the NodeSet's refusals now (its status),
     and only those not already there stay in ``p.label_events`` (an Event each)."""
-    fresh = []
+    fresh: list[LabelEvent] = []
     reporting = [v for v in ctx.views if not v.leaving and modes.of(v).labels]
     for view in reporting:
         if view.name not in p.nodesets:

@@ -11,21 +11,25 @@ its worker placed anywhere the NodeSet allows, when its node is gone or no longe
 (its nodeSelector and required node affinity; taints are the scheduler's to judge).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
+from typing import Mapping
+
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import deleting, name
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting, name
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import merge_placement
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
-def gated(pod):
+def gated(pod: KubeObject) -> bool:
     return any(g.get("name") == names.PIN_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
 
 
-def _requirement(labels, req):
-    key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+def _requirement(labels: Mapping[str, str], req: KubeObject) -> bool:
+    # No key: as a label no node has (a label's key is never empty).
+    key, op, values = req.get("key") or "", req.get("operator"), req.get("values") or []
     if op == "In":
         return key in labels and labels[key] in values
     if op == "NotIn":
@@ -43,7 +47,7 @@ def _requirement(labels, req):
     return False
 
 
-def matches(node_name, labels, placement):
+def matches(node_name: str, labels: Mapping[str, str] | None, placement: KubeObject) -> bool:
     """Whether a node (its name and labels) matches a pod's merged placement: nodeSelector and the required node
     affinity's terms (one term of all requirements: ORed terms, ANDed requirements, as the scheduler reads them)."""
     labels = labels or {}
@@ -60,7 +64,7 @@ def matches(node_name, labels, placement):
                and all(_requirement(fields, r) for r in term.get("matchFields") or ()) for term in terms)
 
 
-def plan_pins(p, ctx):
+def plan_pins(p: Plan, ctx: Context) -> None:
     """``p.ungate`` {pod: (uid, node or None, patches)}: gated workers to let go, with their pin's node (None:
     released) and the patches that do it (:func:`pin_patches`),
     ``p.nodesets[set]["pins"]`` the pins now, and a deferral when the Nodes cannot be read."""
@@ -72,7 +76,7 @@ def plan_pins(p, ctx):
         k8s_nodes = ctx.observed.get("k8s_nodes")
         merged = merge_placement(ctx.spec.get("placement"), placement)
         sts_name = ctx.worker_statefulset(ns)
-        pins = {}
+        pins: dict[str, str] = {}
         for pod_name, pod in sorted(ctx.pods.items()):
             if names.statefulset_of(pod_name) != sts_name or names.ordinal(pod_name, sts_name) is None:
                 continue
@@ -85,7 +89,8 @@ def plan_pins(p, ctx):
                     p.deferred.append("%s: pinned to %s, Kubernetes nodes not read (%s): placed anywhere"
                                       % (pod_name, pin, ctx.observed.get("k8s_nodes_error") or "not asked"))
                     pin = None
-                elif pin and (pin not in k8s_nodes or not matches(pin, k8s_nodes[pin].get("labels"), merged)):
+                elif pin and k8s_nodes is not None and (pin not in k8s_nodes
+                                                        or not matches(pin, k8s_nodes[pin].get("labels"), merged)):
                     pin = None  # released: its node is gone or no longer matches the NodeSet
                 p.ungate[pod_name] = ((pod.get("metadata") or {}).get("uid"), pin, pin_patches(pod, pin))
                 if pin:
@@ -97,11 +102,11 @@ def plan_pins(p, ctx):
         p.nodesets.setdefault(name(ns), {})["pins"] = pins
 
 
-def pin_patches(pod, node):
+def pin_patches(pod: KubeObject, node: str | None) -> list[KubeObject]:
     """The two patches of a gated pod (JSON merge patches of spec): first the pin's node affinity added to every
     required term (or as the only term), then the gate removed; ``node`` None: only the gate removed."""
     spec = pod.get("spec") or {}
-    patches: list = []
+    patches: list[KubeObject] = []
     if node:
         pin = {"key": "metadata.name", "operator": "In", "values": [node]}
         affinity = dict(spec.get("affinity") or {})

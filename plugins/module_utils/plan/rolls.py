@@ -10,20 +10,25 @@ unless ``updateStrategy.proceedAfter`` says how long (then a ``DrainTimeoutExpir
 a roll's: an upgrade rolls every worker.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Collection, Mapping, Optional, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, REVISION_LABEL, labels, name, pod_ready,
-    replicas, revision_seen, template_hash,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, REVISION_LABEL, Context, Plan, Waiting, labels,
+    name, pod_ready, replicas, revision_seen, template_hash,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import Rolling
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet
 
 
-def update_timeout(nodeset):
+def update_timeout(nodeset: NodeSet) -> float | None:
     """Seconds after which a rolling update gives up on a drained node's jobs; None (the default): never.
 
     Not ``drainTimeout``: a collection upgrade rolls every worker, and a timeout meant for a scale-in someone asked for
@@ -32,20 +37,20 @@ def update_timeout(nodeset):
     return durations.seconds(after) if after else None
 
 
-def _drained_since(node, now):
+def _drained_since(node: SlurmNode | None, now: int) -> int:
     """Epoch seconds of the drain Slurm recorded (scontrol's Reason time), ``now`` when not known (drained now)."""
-    when = (node or {}).get("reason_time")
+    when = None if node is None else node.get("reason_time")
     return when if isinstance(when, int) else now
 
 
-def _waiting(node, since, timeout):
+def _waiting(node: str, since: int, timeout: float | None) -> Waiting:
     """A node a rolling update waits for: drained ``since`` (epoch seconds), replaced at ``proceedAt`` with its jobs
     (None: never); ``jobs`` are filled in by the adapter (None: not known)."""
     return {"node": node, "since": since, "proceedAt": None if timeout is None else since + int(timeout),
             "jobs": None}
 
 
-def _legacy_timeout_note(nodeset, waiting, timeout, now):
+def _legacy_timeout_note(nodeset: NodeSet, waiting: Sequence[Waiting], timeout: float | None, now: int) -> str | None:
     """Before rolling updates had their own setting they ended at drainTimeout (onDrainTimeout: Proceed, the
     default). A NodeSet that may count on that, and waits past it, is told why the roll still waits (not silently)."""
     spec = nodeset["spec"]
@@ -57,7 +62,8 @@ def _legacy_timeout_note(nodeset, waiting, timeout, now):
             "spec.updateStrategy.proceedAfter to replace a node with its jobs after a time" % spec["drainTimeout"])
 
 
-def roll(p, nodeset, sts_name, sts, count, pods, slurm, now):
+def roll(p: Plan, nodeset: NodeSet, sts_name: str, sts: KubeObject, count: int, pods: Mapping[str, KubeObject],
+         slurm: Mapping[str, SlurmNode] | None, now: int) -> tuple[int, int] | tuple[None, None]:
     """The rolling update of one NodeSet's workers (their StatefulSet is OnDelete): an outdated pod is one of another
     template revision than the StatefulSet's update revision; :func:`roll_pods` replaces them, highest ordinal first
     (the StatefulSet's own order). Returns (updated, outdated) pod counts."""
@@ -73,7 +79,8 @@ def roll(p, nodeset, sts_name, sts, count, pods, slurm, now):
     return roll_pods(p, nodeset, order, mine, updated, slurm, now)
 
 
-def roll_pods(p, nodeset, order, mine, updated, slurm, now):
+def roll_pods(p: Plan, nodeset: NodeSet, order: Sequence[str], mine: Mapping[str, Optional[KubeObject]],
+              updated: Collection[str], slurm: Mapping[str, SlurmNode] | None, now: int) -> tuple[int, int]:
     """Replace a NodeSet's outdated worker pods: ``order`` the worker names in the order to replace them, ``mine``
     ``{name: pod or None}``, ``updated`` the names whose pods are on the current template (a pod not in it is
     outdated). An outdated pod is replaced only once its Slurm node is drained (REASON_UPDATE) and idle, or drained for
@@ -89,7 +96,7 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
             p.wait(REQUEUE_SLURM_UNREACHABLE, "NodeSet %s: %d outdated nodes wait for slurmctld to answer (to drain "
                                               "first)" % (set_name, len(outdated)))
         return len(updated), len(outdated)
-    in_flight = set()
+    in_flight: set[str] = set()
     for node_name in reversed(order):
         pod = mine.get(node_name)
         node = slurm.get(node_name)
@@ -97,8 +104,9 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
         if pod is None or pod["metadata"].get("deletionTimestamp") or ours:
             in_flight.add(node_name)
         # Set DOWN by us when it went with its jobs: its new slurmd registered (ReturnToService 0 or 1 keeps it down)
-        answering = projection.up(node) or (ours and node["down"] and "NOT_RESPONDING" not in node["flags"])
-        if ours and node_name in updated and pod_ready(pod) and answering:
+        answering = projection.up(node) or (ours and node is not None and node["down"]
+                                            and "NOT_RESPONDING" not in node["flags"])
+        if ours and node_name in updated and pod is not None and pod_ready(pod) and answering:
             p.resume.append(node_name)  # replaced: its new pod's slurmd answers
             in_flight.discard(node_name)
     facts = p.nodesets[set_name]
@@ -107,11 +115,12 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
         return len(updated), 0
     budget = nodeset["spec"]["updateStrategy"]["maxUnavailable"] - len(in_flight)
     timeout = update_timeout(nodeset)
-    draining, blocked = [], []
+    draining: list[str] = []
+    blocked: list[str] = []
     for node_name in outdated:
         pod = mine[node_name]
         node = slurm.get(node_name)
-        if pod["metadata"].get("deletionTimestamp"):
+        if pod is None or pod["metadata"].get("deletionTimestamp"):  # None: never (outdated pods are there)
             continue
         action, removable, expired = drains.plan_node(node, now=now, drain_timeout=timeout)
         if node_name not in in_flight:
@@ -121,7 +130,7 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
             if action == drains.DRAIN:
                 p.drain_node(node_name, names.REASON_UPDATE)
                 draining.append(node_name)
-                if node["busy"]:
+                if node is not None and node["busy"]:  # (drains.DRAIN: a node Slurm knows)
                     facts["waitingFor"].append(_waiting(node_name, now, timeout))
                 continue
         if removable:
@@ -130,7 +139,7 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
                 # Set DOWN first (give_up_node): its jobs end as on a node failure, requeued where their policy
                 # says so, instead of staying RUNNING under the node's new slurmd (findings D.2).
                 p.give_up_node(nodeset, node_name, "rolling update", "spec.updateStrategy.proceedAfter",
-                               nodeset["spec"]["updateStrategy"]["proceedAfter"], node["reason_time"],
+                               nodeset["spec"]["updateStrategy"]["proceedAfter"], drains.drain_time(node),
                                down_reason=names.REASON_UPDATE, pod_uid=pod["metadata"].get("uid"))
         elif action == drains.BLOCKED:
             blocked.append(node_name)  # drained by someone else, with jobs: theirs to finish
@@ -156,7 +165,7 @@ def roll_pods(p, nodeset, order, mine, updated, slurm, now):
     return len(updated), len(outdated)
 
 
-def plan_rolls(p, ctx, rolling):
+def plan_rolls(p: Plan, ctx: Context, rolling: Sequence[Rolling]) -> None:
     """The rolling updates of the NodeSets in ``rolling`` (``scale.Replicas.rolling``) against the manifests this
     pass renders (``p.manifests``): a set whose template changes now waits for its new revision first. Writes
     ``p.drain`` (update), ``p.resume``, ``p.delete_pods``, ``p.give_up``, the sets' ``updatedReplicas``,
@@ -171,8 +180,8 @@ def plan_rolls(p, ctx, rolling):
         if not ctx.observed.get("worker_pods_read", True):
             # Not read: every worker StatefulSet is settled (model.worker_pods_needed), so its pods are all made,
             # ready and on the update revision, and Slurm is not there to drain any.
-            p.nodesets[set_name].update(updatedReplicas=min(count, replicas(sts)), outdatedReplicas=0)
+            p.nodesets[set_name].update({"updatedReplicas": min(count, replicas(sts)), "outdatedReplicas": 0})
             continue
         updated, outdated = roll(p, ns, sts_name, sts, count, ctx.pods, ctx.slurm, ctx.now)
-        if updated is not None:
-            p.nodesets[set_name].update(updatedReplicas=updated, outdatedReplicas=outdated)
+        if updated is not None and outdated is not None:  # (both or neither)
+            p.nodesets[set_name].update({"updatedReplicas": updated, "outdatedReplicas": outdated})

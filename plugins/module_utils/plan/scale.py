@@ -14,17 +14,24 @@ worker StatefulSet that only grows is applied at once, before the role's run (wh
 sync).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Collection, Iterable, Mapping, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, deleting, drain_timeout, labels, name,
-    replicas, revision_seen,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeSetFacts, Plan, deleting,
+    drain_timeout, labels, name, replicas, revision_seen,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet
+
+# A NodeSet whose pods a rolling update may replace: (nodeset, its StatefulSet's name, the live StatefulSet, replicas).
+Rolling = Tuple[NodeSet, str, KubeObject, int]
 
 
 class Replicas(object):
@@ -32,22 +39,28 @@ class Replicas(object):
     renderer gives their StatefulSets), ``rolling`` ``[(nodeset, StatefulSet name, live StatefulSet, replicas)]``
     of the sets whose pods a rolling update may replace, ``kept`` ``{worker StatefulSet: pods that stay}``."""
 
-    def __init__(self):
+    render: dict[str, int]
+    rolling: list[Rolling]
+    kept: dict[str, int]
+
+    def __init__(self) -> None:
         self.render = {}
         self.rolling = []
         self.kept = {}
 
 
-def give_up_expired(p, nodeset, entries, slurm, why, down_reason=None):
+def give_up_expired(p: Plan, nodeset: NodeSet, entries: Iterable[drains.Victim], slurm: Mapping[str, SlurmNode],
+                    why: str, down_reason: str | None = None) -> None:
     """The entries (of ``drains.plan_scale_in``) that go with their jobs because their drain is older than
     drainTimeout: recorded for the Event, and set DOWN with ``down_reason`` when given (``Plan.give_up_node``)."""
     for entry in entries:
         if entry["expired"]:
             p.give_up_node(nodeset, entry["name"], why, "spec.drainTimeout", nodeset["spec"]["drainTimeout"],
-                           slurm[entry["name"]]["reason_time"], down_reason=down_reason)
+                           drains.drain_time(slurm[entry["name"]]), down_reason=down_reason)
 
 
-def resume_ours(p, slurm, node_names, reasons):
+def resume_ours(p: Plan, slurm: Mapping[str, SlurmNode] | None, node_names: Iterable[str],
+                reasons: Collection[str]) -> None:
     """Resume those of ``node_names`` drained (or down) with one of ``reasons``."""
     for node_name in node_names:
         node = (slurm or {}).get(node_name)
@@ -55,7 +68,8 @@ def resume_ours(p, slurm, node_names, reasons):
             p.resume.append(node_name)
 
 
-def shrink(p, slurm, nodeset, statefulset, current, target, now, reason, label):
+def shrink(p: Plan, slurm: Mapping[str, SlurmNode] | None, nodeset: NodeSet, statefulset: str, current: int,
+           target: int, now: int, reason: str, label: str) -> int:
     """Replicas to render for a StatefulSet going from ``current`` to ``target`` pods, draining the victims
     (``reason``); writes ``p.drain``, ``p.give_up`` and a wait while victims drain."""
     if target >= current:
@@ -79,23 +93,26 @@ def shrink(p, slurm, nodeset, statefulset, current, target, now, reason, label):
     return result
 
 
-def keep_worker_objects(p, sts_name):
+def keep_worker_objects(p: Plan, sts_name: str) -> None:
     p.keep += [("StatefulSet", sts_name), ("Service", sts_name), ("PodDisruptionBudget", sts_name)]
 
 
-def nodeset_facts(statefulset, count, target, sts, slurm):
+def nodeset_facts(statefulset: str, count: int, target: int, sts: KubeObject | None,
+                  slurm: Mapping[str, SlurmNode] | None) -> NodeSetFacts:
     """What a NodeSet's status reports: pods, Slurm node states, progress."""
-    facts = {"statefulset": statefulset, "replicas": count, "desired": target,
+    facts: NodeSetFacts = {"statefulset": statefulset, "replicas": count, "desired": target,
              "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
              "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
     counts, serving = projection.nodeset_counts(statefulset, count, slurm or {})
     facts["serving"] = serving
     if slurm is not None:
-        facts.update(counts)
+        for key in projection.COUNT_KEYS:
+            facts[key] = counts[key]
     return facts
 
 
-def leave(p, nodeset, sts_name, sts, count, pods, slurm):
+def leave(p: Plan, nodeset: NodeSet, sts_name: str, sts: KubeObject | None, count: int, pods: Iterable[str],
+          slurm: Mapping[str, SlurmNode] | None) -> None:
     """A NodeSet being deleted: scale its live StatefulSet down as drains allow; release it once no pod and
     no Slurm node of it is left (its objects then go with it: they are owned by the NodeSet)."""
     set_name = name(nodeset)
@@ -113,7 +130,7 @@ def leave(p, nodeset, sts_name, sts, count, pods, slurm):
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for its pods to go" % set_name)
 
 
-def plan_replicas(p, ctx, maintenance_ready):
+def plan_replicas(p: Plan, ctx: Context, maintenance_ready: bool) -> Replicas:
     """Replicas to render now for every NodeSet (see :class:`Replicas`). Writes ``p.drain`` (scale-in),
     ``p.resume`` (a cancelled scale-in), ``p.scale``/``p.keep``/``p.release`` (NodeSets being deleted),
     ``p.nodesets`` (their facts) and the waits; the objects of invalid NodeSets are kept as they are."""
@@ -148,7 +165,7 @@ def plan_replicas(p, ctx, maintenance_ready):
     return decided
 
 
-def beyond(pod, kept, cluster_name=None):
+def beyond(pod: str, kept: Mapping[str, int], cluster_name: str | None = None) -> bool:
     """Whether ``pod`` (a pod or a Slurm node) is a worker past what its StatefulSet keeps: an ordinal at or above
     the replicas that stay, or (given ``cluster_name``) a worker of a NodeSet this cluster no longer has."""
     sts_name = names.statefulset_of(pod)
@@ -163,7 +180,7 @@ def beyond(pod, kept, cluster_name=None):
                                                                         names.login_name(cluster_name))
 
 
-def plan_node_records(p, ctx, kept):
+def plan_node_records(p: Plan, ctx: Context, kept: Mapping[str, int]) -> None:
     """Slurm node records of pods that are gone for good (no ghosts in sinfo): ``p.delete_nodes`` (and no resume
     of them). Maintenance keeps every record (the same pods come back); a NodeSet that failed validation keeps its
     own. A removal is done only when the pods are gone AND Slurm has forgotten their nodes: until then it is under
@@ -195,7 +212,7 @@ def plan_node_records(p, ctx, kept):
 REPLICAS_FIELD = ("spec", "replicas")
 
 
-def scale_out_now(desired, live):
+def scale_out_now(desired: KubeObject, live: KubeObject | None) -> int | None:
     """The replica count a worker StatefulSet may be given at once, ahead of a full converge, or None.
 
     Only a growth whose every other field is what was last applied: ``desired`` (the rendered StatefulSet) with
@@ -226,12 +243,19 @@ class ScaleOut(object):
     """A worker StatefulSet to apply now: the rendered ``manifest``, as ``manager`` (the field manager whose apply
     owns its replicas), conditional on the live copy's ``resource_version``; ``was``/``replicas``: the growth."""
 
-    def __init__(self, manifest, manager, resource_version, was, replicas):
+    manifest: KubeObject
+    manager: str
+    resource_version: str  # the live copy's: the apply is conditional on it
+    was: int
+    replicas: int
+
+    def __init__(self, manifest: KubeObject, manager: str, resource_version: str, was: int,
+                 replicas: int) -> None:
         self.manifest, self.manager, self.resource_version = manifest, manager, resource_version
         self.was, self.replicas = was, replicas
 
 
-def scale_outs(plan, live):
+def scale_outs(plan: Plan, live: Mapping[Tuple[str, str], KubeObject]) -> list[ScaleOut]:
     """The worker StatefulSets a runtime may apply at once (``[ScaleOut]``), ahead of the converge that follows.
 
     ``plan``: ``converge.plan`` of the cluster without Slurm's view; ``live``: ``{(kind, name): object}`` of its
@@ -243,7 +267,7 @@ def scale_outs(plan, live):
     if (plan.underway or plan.pending or plan.drain or plan.resume or plan.scale or plan.release
             or plan.delete_pods or plan.delete_nodes or plan.create_pods or plan.invalid or plan.give_up):
         return []
-    found = []
+    found: list[ScaleOut] = []
     for desired in plan.manifests:
         if objects.is_create_only(desired):
             continue  # created once, never updated: nothing of them can have changed
@@ -252,7 +276,7 @@ def scale_outs(plan, live):
             continue
         grown = scale_out_now(desired, current)
         manager = objects.applied_by(current, REPLICAS_FIELD)
-        if grown is None or manager is None:
+        if grown is None or manager is None or current is None:  # grown: never without a live one
             return []
         found.append(ScaleOut(desired, manager, current["metadata"].get("resourceVersion"), replicas(current),
                               grown))

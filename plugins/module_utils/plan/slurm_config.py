@@ -15,13 +15,17 @@ queue, docs/slurm-24.11-findings.md C.1) and makes the configless nodes fetch th
 (Reconfigured or Restarted), so a second converge asks nothing.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import REQUEUE_PROGRESSING, deleting
+from typing import cast
+
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
+    REQUEUE_PROGRESSING, Context, Plan, SlurmConfigStatus, deleting,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import config_hash
 from ansible_collections.soperator.slurm.plugins.module_utils.render.controller import restart_digest
 
@@ -29,7 +33,7 @@ APPLIED_RECONFIGURED = "Reconfigured"
 APPLIED_RESTARTED = "Restarted"
 
 
-def rendered_files(p, cluster_name):
+def rendered_files(p: Plan, cluster_name: str) -> dict[str, str] | None:
     """The data of the slurm-config ConfigMap among the plan's manifests (None: not rendered)."""
     wanted = names.slurm_config_name(cluster_name)
     for obj in p.manifests or ():
@@ -38,15 +42,16 @@ def rendered_files(p, cluster_name):
     return None
 
 
-def digest(text):
+def digest(text: str) -> str:
     return config_hash({"slurm.conf": text})[:16]
 
 
-def plan_slurm_config(p, ctx):
+def plan_slurm_config(p: Plan, ctx: Context) -> None:
     """``p.slurm_config`` (status.slurmConfig once slurmctld has the rendered slurm.conf), ``p.reconfigure`` when
     it must reread it, ``p.read_mounted_config`` when the planner needs the controller's mounted copy."""
     files = rendered_files(p, ctx.name)
-    recorded = dict((ctx.cluster.get("status") or {}).get("slurmConfig") or {})
+    # As an earlier pass wrote it ({}: none yet).
+    recorded = cast(SlurmConfigStatus, dict((ctx.cluster.get("status") or {}).get("slurmConfig") or {}))
     p.slurm_config = recorded or None
     if files is None or "slurm.conf" not in files:
         return

@@ -9,11 +9,15 @@ node counts; the operator runtime adds operator-sdk's ``Running``/``Successful``
 other types are kept untouched.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
+from typing import Iterable, Literal, Mapping, Sequence, Tuple
+
 from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import NodeSetFacts, Plan, Waiting
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 MAX_MESSAGE = 32768
 
@@ -34,12 +38,16 @@ COMPONENT_CONDITIONS = ("AccountingReady", "RestApiReady", "ExporterReady", "Bac
 
 MAX_JOBS = 1024  # job ids per node in status.rollingUpdate (the schema's maxItems)
 
-COUNT_KEYS = ("idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
+COUNT_KEYS: Tuple[Literal["idle", "allocated", "mixed", "drained", "down", "updatedReplicas",
+                          "outdatedReplicas"], ...] = (
+    "idle", "allocated", "mixed", "drained", "down", "updatedReplicas", "outdatedReplicas")
 
 
-def set_condition(conditions, ctype, status, reason, message, generation, now):
+def set_condition(conditions: Iterable[KubeObject] | None, ctype: str, status: str, reason: str, message: str | None,
+                  generation: int | None, now: str) -> list[KubeObject]:
     """A new list with condition ``ctype`` set; lastTransitionTime moves only when ``status`` changes."""
-    result, found = [], False
+    result: list[KubeObject] = []
+    found = False
     for cond in conditions or []:
         if cond.get("type") != ctype:
             result.append(cond)
@@ -52,28 +60,29 @@ def set_condition(conditions, ctype, status, reason, message, generation, now):
     return result
 
 
-def remove_condition(conditions, ctype):
+def remove_condition(conditions: Iterable[KubeObject] | None, ctype: str) -> list[KubeObject]:
     return [c for c in conditions or [] if c.get("type") != ctype]
 
 
-def get_condition(conditions, ctype):
+def get_condition(conditions: Iterable[KubeObject] | None, ctype: str) -> KubeObject | None:
     for cond in conditions or []:
         if cond.get("type") == ctype:
             return cond
     return None
 
 
-def _condition(ctype, status, reason, message, generation, transition):
-    cond = {"type": ctype, "status": status, "reason": reason, "message": (message or "")[:MAX_MESSAGE],
+def _condition(ctype: str, status: str, reason: str, message: str | None, generation: int | None,
+               transition: str) -> KubeObject:
+    cond: KubeObject = {"type": ctype, "status": status, "reason": reason, "message": (message or "")[:MAX_MESSAGE],
             "lastTransitionTime": transition}
     if generation is not None:
         cond["observedGeneration"] = int(generation)
     return cond
 
 
-def same_status(old, new):
+def same_status(old: KubeObject | None, new: KubeObject | None) -> bool:
     """True when writing ``new`` would change nothing but timestamps (skip the write)."""
-    def strip(status):
+    def strip(status: KubeObject | None) -> KubeObject:
         status = dict(status or {})
         status["conditions"] = sorted(
             (dict((k, v) for k, v in c.items() if k != "lastTransitionTime") for c in status.get("conditions") or []),
@@ -82,16 +91,16 @@ def same_status(old, new):
     return strip(old) == strip(new)
 
 
-def label_selector(match_labels):
+def label_selector(match_labels: Mapping[str, str] | None) -> str:
     """``matchLabels`` as the string form the scale subresource and HPA read (``a=b,c=d``, sorted)."""
     return ",".join("%s=%s" % (k, v) for k, v in sorted((match_labels or {}).items()))
 
 
-def generation(obj):
+def generation(obj: KubeObject | None) -> int:
     return int(((obj or {}).get("metadata") or {}).get("generation") or 0)
 
 
-def cluster_status(old, obj, plan, now):
+def cluster_status(old: KubeObject | None, obj: KubeObject, plan: Plan, now: str) -> KubeObject:
     """A SlurmCluster's status after a converge pass that produced ``plan`` (converge.Plan)."""
     status = dict(old or {})
     gen = generation(obj)
@@ -136,35 +145,38 @@ def cluster_status(old, obj, plan, now):
     return status
 
 
-def rolling_summary(waiting):
+def rolling_summary(waiting: Iterable[Waiting]) -> str:
     """One line for `kubectl get nodeset`: each node a rolling update waits for, its jobs, since when, until when."""
-    parts = []
+    parts: list[str] = []
     for entry in waiting:
         jobs = entry.get("jobs")
         text = entry["node"]
         if jobs:
             text += " (job%s %s)" % ("s" if len(jobs) > 1 else "", ",".join(jobs))
         text += " since " + iso(entry["since"])
-        if entry.get("proceedAt") is not None:
-            text += ", replaced at " + iso(entry["proceedAt"])
+        proceed_at = entry.get("proceedAt")
+        if proceed_at is not None:
+            text += ", replaced at " + iso(proceed_at)
         parts.append(text)
     return "; ".join(parts)[:1024]
 
 
-def rolling_update_status(waiting):
+def rolling_update_status(waiting: Sequence[Waiting]) -> KubeObject:
     """``status.rollingUpdate`` of a NodeSet from the planner's ``waitingFor`` entries (epoch seconds)."""
-    entries = []
+    entries: list[KubeObject] = []
     for entry in waiting:
-        shown = {"node": entry["node"], "since": iso(entry["since"])}
-        if entry.get("jobs") is not None:
-            shown["jobs"] = list(entry["jobs"])[:MAX_JOBS]
-        if entry.get("proceedAt") is not None:
-            shown["proceedAt"] = iso(entry["proceedAt"])
+        shown: KubeObject = {"node": entry["node"], "since": iso(entry["since"])}
+        jobs, proceed_at = entry.get("jobs"), entry.get("proceedAt")
+        if jobs is not None:
+            shown["jobs"] = list(jobs)[:MAX_JOBS]
+        if proceed_at is not None:
+            shown["proceedAt"] = iso(proceed_at)
         entries.append(shown)
     return {"waitingFor": entries, "summary": rolling_summary(waiting)}
 
 
-def invalid_cluster_status(old, obj, message, now, reason=REASON_INVALID_SPEC, phase="Invalid"):
+def invalid_cluster_status(old: KubeObject | None, obj: KubeObject, message: str, now: str,
+                           reason: str = REASON_INVALID_SPEC, phase: str = "Invalid") -> KubeObject:
     """The SlurmCluster's spec is invalid (or, with ``reason``, the cluster cannot be converged safely): nothing was
     applied; the generation was judged."""
     status = dict(old or {})
@@ -176,10 +188,15 @@ def invalid_cluster_status(old, obj, message, now, reason=REASON_INVALID_SPEC, p
 
 
 # An elastic NodeSet's power states (plan/elastic.facts), as kubectl get nodeset shows them.
-ELASTIC_KEYS = ("poweredUp", "poweringUp", "poweredDown", "failed")
+ELASTIC_KEYS: Tuple[Literal["poweredUp", "poweringUp", "poweredDown", "failed"], ...] = (
+    "poweredUp", "poweringUp", "poweredDown", "failed")
+# Facts of a NodeSet that are maps by worker (Slurm node).
+_BY_WORKER: Tuple[Literal["labelFeatures", "pins", "workerNodes", "podBackoff"], ...] = (
+    "labelFeatures", "pins", "workerNodes", "podBackoff")
 
 
-def nodeset_status(old, obj, plan, facts, selector, now):
+def nodeset_status(old: KubeObject | None, obj: KubeObject, plan: Plan, facts: NodeSetFacts | None,
+                   selector: str | None, now: str) -> KubeObject:
     """A NodeSet's status: its pods (for the scale subresource), its Slurm nodes, Ready/Degraded."""
     status = dict(old or {})
     gen = generation(obj)
@@ -223,8 +240,9 @@ def nodeset_status(old, obj, plan, facts, selector, now):
                     message += ", or %s after its drain with its jobs (spec.updateStrategy.proceedAfter)" % proceed
                 if facts.get("waitingFor"):
                     message += "; waiting for " + rolling_summary(facts["waitingFor"])
-                if facts.get("note"):
-                    message += "; " + facts["note"]
+                note = facts.get("note")
+                if note:
+                    message += "; " + note
             conds = set_condition(conds, "UpToDate", "False" if outdated else "True",
                                   REASON_ROLLING if outdated else REASON_RECONCILED, message, gen, now)
         if facts.get("waitingFor"):
@@ -238,11 +256,11 @@ def nodeset_status(old, obj, plan, facts, selector, now):
                 status[key] = facts[key]
         if "labelsRefused" in facts:
             status["labelsRefused"] = facts["labelsRefused"]
-        for key in ("labelFeatures", "pins", "workerNodes", "podBackoff"):
-            if key in facts:
+        for field in _BY_WORKER:
+            if field in facts:
                 # A merge patch: a worker no longer listed is removed by null.
-                gone = dict((n, None) for n in ((old or {}).get(key) or {}) if n not in facts[key])
-                status[key] = dict(gone, **facts[key])
+                gone = dict((n, None) for n in ((old or {}).get(field) or {}) if n not in facts[field])
+                status[field] = dict(gone, **facts[field])
     if selector:
         status["selector"] = selector
     status.update(conditions=conds, observedGeneration=gen)

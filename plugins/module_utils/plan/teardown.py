@@ -12,33 +12,39 @@ naming the field. Data is deleted by name, never listed: the Secrets and claims 
 the user brought (``jail.existingClaim``) nor an External database's Secrets.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
+from typing import Any, Iterable, Mapping, Sequence, Tuple
+
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster
 
 # deletionPolicy field -> the core resources deleting it needs (SelfSubjectAccessReview, verb delete).
 DATA_RESOURCES = (("jail", "persistentvolumeclaims"), ("secrets", "secrets"), ("database", "persistentvolumeclaims"),
                   ("database", "secrets"))
 FIELDS = ("jail", "secrets", "database")
 MARIADB = kinds.by_name("MariaDB")
+# An object a teardown deletes by name: (apiVersion, kind, name).
+ObjectName = Tuple[str, str, str]
 
 
-def reviews(deletion_policy):
+def reviews(deletion_policy: Mapping[str, object] | None) -> list[str]:
     """The resources whose ``delete`` the API server must allow for ``deletion_policy`` (fields set to Delete)."""
-    wanted = []
+    wanted: list[str] = []
     for field, resource in DATA_RESOURCES:
         if (deletion_policy or {}).get(field) == "Delete" and resource not in wanted:
             wanted.append(resource)
     return wanted
 
 
-def deletion_problems(deletion_policy, allowed, namespace):
+def deletion_problems(deletion_policy: Mapping[str, object] | None, allowed: Mapping[str, bool],
+                      namespace: str) -> Errors:
     """SpecErrors of ``spec.deletionPolicy`` fields asking to delete data the reconciler may not delete. ``allowed``:
     ``{resource: bool}``, the API server's answers for :func:`reviews`."""
-    problems = []
+    problems: Errors = []
     for field, resource in DATA_RESOURCES:
         if any(p.path == "spec.deletionPolicy.%s" % field for p in problems):
             continue
@@ -50,12 +56,12 @@ def deletion_problems(deletion_policy, allowed, namespace):
     return problems
 
 
-def data_to_delete(params, cluster):
+def data_to_delete(params: Mapping[str, Any], cluster: SlurmCluster | None) -> dict[str, bool]:
     """``{field: bool}``: the module's options (``delete_volumes``, ``delete_secrets``, ``delete_database``), a field
     not given taking the stored SlurmCluster's deletionPolicy (without a SlurmCluster: keep)."""
     policy = ((cluster or {}).get("spec") or {}).get("deletionPolicy") or {}
-    given = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets"),
-             "database": params.get("delete_database")}
+    given: dict[str, Any] = {"jail": params.get("delete_volumes"), "secrets": params.get("delete_secrets"),
+                             "database": params.get("delete_database")}  # each True, False or None
     return dict((field, given[field] if given[field] is not None else policy.get(field) == "Delete")
                 for field in FIELDS)
 
@@ -66,7 +72,15 @@ class Teardown(object):
     name, each only if it exists), delete the SlurmCluster when ``delete_cluster``; then wait for the objects to go.
     ``warnings``: data kept because it may not be deleted; ``kept``: ``{field: bool}``."""
 
-    def __init__(self):
+    nodesets: list[str]
+    finalizers: list[str]
+    objects: list[ObjectName]
+    data: list[ObjectName]
+    delete_cluster: bool
+    warnings: list[str]
+    kept: dict[str, bool]
+
+    def __init__(self) -> None:
         self.nodesets = []
         self.finalizers = []
         self.objects = []
@@ -76,7 +90,9 @@ class Teardown(object):
         self.kept = {}
 
 
-def plan_teardown(name, namespace, cluster, params, allowed, nodesets, listed, mariadb_served):
+def plan_teardown(name: str, namespace: str, cluster: SlurmCluster | None, params: Mapping[str, Any],
+                  allowed: Mapping[str, bool], nodesets: Sequence[NodeSet], listed: Iterable[KubeObject],
+                  mariadb_served: bool) -> Teardown:
     """Decide a teardown of SlurmCluster ``name``.
 
     ``cluster``: the stored SlurmCluster (None: gone); ``params``: the module's options; ``allowed``: ``{resource:
@@ -116,6 +132,6 @@ def plan_teardown(name, namespace, cluster, params, allowed, nodesets, listed, m
     return t
 
 
-def managed(items):
+def managed(items: Iterable[KubeObject]) -> list[KubeObject]:
     """Those of ``items`` the collection made (its managed-by label): what a teardown still waits for."""
     return [i for i in items if (i["metadata"].get("labels") or {}).get(names.LABEL_MANAGED_BY) == names.MANAGED_BY]
