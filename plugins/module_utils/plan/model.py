@@ -16,7 +16,7 @@ __metaclass__ = type
 
 from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple, TypedDict
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.references import Owner
@@ -202,8 +202,7 @@ def nodeset_pods(pods: Mapping[str, KubeObject], set_name: str) -> dict[str, Kub
 
 
 def pod_ready(pod: KubeObject) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in ((pod.get("status") or {}).get("conditions") or []))
+    return readiness.ready(pod)
 
 
 def template_hash(sts: KubeObject) -> str | None:
