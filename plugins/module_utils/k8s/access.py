@@ -475,7 +475,7 @@ class Api(object):
         return self.create(body, what="record Event %s on %s" % (reason, _describe(
             involved.get("kind"), md.get("namespace"), md.get("name"))))
 
-    def evict(self, namespace: str, pod: str, uid: str) -> bool:
+    def evict(self, namespace: str, pod: str, uid: str | None) -> bool:
         """The Eviction API (a PodDisruptionBudget may refuse: 429); True when the pod was evicted."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}}}

@@ -22,16 +22,22 @@ Generated values (``generate.py``) are handed to ``on_secret`` (the module's ``n
 returned.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import base64
-from typing import Any, Dict
+from typing import Any, Callable, Collection, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access, generate
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
+
+# Called with every generated secret value (the module's no_log_values).
+OnSecret = Callable[[str], None]
+# A listing's key: (apiVersion, kind, namespace or None).
+Group = Tuple[str, str, Optional[str]]
 
 
 # --- the apply run -------------------------------------------------------------------------------------
@@ -40,32 +46,35 @@ from ansible_collections.soperator.slurm.plugins.module_utils.render import obje
 class _Run(object):
     """State of one ``apply_manifests`` call: the API (resolved resources), listings, results."""
 
-    def __init__(self, client, field_manager, check_mode, force_conflicts, want_diff, on_secret):
-        self.api = client if isinstance(client, access.Api) else access.Api(client, field_manager=field_manager)
+    def __init__(self, client: access.Client, field_manager: str, check_mode: bool, force_conflicts: bool,
+                 want_diff: bool, on_secret: OnSecret | None) -> None:
+        self.api: access.Api = (client if isinstance(client, access.Api)
+                                else access.Api(client, field_manager=field_manager))
         self.field_manager = field_manager
         self.check_mode = check_mode
         self.force_conflicts = force_conflicts
         self.want_diff = want_diff
         self.on_secret = on_secret or (lambda value: None)
-        self.objects = []
-        self.diff = []
-        self.created_namespaces = set()
+        self.objects: List[Dict[str, Any]] = []
+        self.diff: List[Dict[str, Any]] = []
+        self.created_namespaces: Set[str] = set()
 
-    def resource(self, api_version, kind, required=True):
+    def resource(self, api_version: str, kind: str, required: bool = True) -> access.Resource | None:
         """The API resource of a kind, or None when not served (see access.Api.resource)."""
         return self.api.resource(api_version, kind, required)
 
-    def list(self, api_version, kind, namespace, selector):
+    def list(self, api_version: str, kind: str, namespace: str | None, selector: str | None) -> List[KubeObject]:
         return self.api.list(api_version, kind, namespace, selector)  # a kind not served (yet): nothing of it exists
 
-    def get(self, desired):
+    def get(self, desired: KubeObject) -> KubeObject | None:
         if self.resource(desired["apiVersion"], desired["kind"], required=False) is None:
             return None
         md = desired["metadata"]
         return self.api.get(desired["apiVersion"], desired["kind"], md["name"], md.get("namespace"),
                             what="get " + objects.describe(desired))
 
-    def record(self, obj, action, before=None, after=None):
+    def record(self, obj: KubeObject, action: str, before: KubeObject | None = None,
+               after: KubeObject | None = None) -> None:
         md = obj.get("metadata") or {}
         entry = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": md.get("name"),
                  "namespace": md.get("namespace"), "action": action}
@@ -77,7 +86,7 @@ class _Run(object):
 
     # One desired object --------------------------------------------------------------------------------
 
-    def converge(self, desired, live):
+    def converge(self, desired: KubeObject, live: KubeObject | None) -> None:
         verdict = objects.plan_object(desired, live)
         if verdict in (objects.SKIP, objects.KEEP):
             self.record(desired, "unchanged")
@@ -97,7 +106,7 @@ class _Run(object):
         action = "created" if live is None else "updated"
         self.record(desired, "would-%s" % action[:-1] if self.check_mode else action, live, after)
 
-    def create(self, desired):
+    def create(self, desired: KubeObject) -> KubeObject | None:
         what = "create " + objects.describe(desired)
         self.resource(desired["apiVersion"], desired["kind"])
         body = objects.without_applied_hash(desired)
@@ -116,16 +125,16 @@ class _Run(object):
         except access.Conflict:  # AlreadyExists
             return None
 
-    def apply(self, desired, live):
+    def apply(self, desired: KubeObject, live: KubeObject | None) -> KubeObject | None:
         what = "apply " + objects.describe(desired)
         self.resource(desired["apiVersion"], desired["kind"])
         body = objects.with_applied_hash(desired)
 
-        def ssa(force):
+        def ssa(force: bool) -> KubeObject:
             # NotFound only matters to a dry run (namespace not created yet), see dry_run_fallback.
             return self.api.apply(body, force=force, dry_run=self.check_mode, what=what)
 
-        def ssa_repairing():
+        def ssa_repairing() -> KubeObject:
             try:
                 return ssa(self.force_conflicts)
             except access.Conflict as e:
@@ -152,7 +161,7 @@ class _Run(object):
                            what="switch the update strategy of " + objects.describe(desired))
         return ssa_repairing()
 
-    def dry_run_fallback(self, desired, dry_run):
+    def dry_run_fallback(self, desired: KubeObject, dry_run: Callable[[], KubeObject]) -> KubeObject | None:
         """A dry run inside a namespace this check-mode run would create cannot reach the server's
         admission (the namespace is absent): predict the object as given instead."""
         try:
@@ -164,7 +173,7 @@ class _Run(object):
 
     # Pruning --------------------------------------------------------------------------------------------
 
-    def prune(self, obj):
+    def prune(self, obj: KubeObject) -> None:
         if not self.check_mode:
             md = obj["metadata"]
             if not self.api.delete(obj["apiVersion"], obj["kind"], md["name"], md.get("namespace"),
@@ -173,7 +182,8 @@ class _Run(object):
         self.record(obj, "would-prune" if self.check_mode else "pruned", obj, None)
 
 
-def _prepare(run, manifests, skip_unserved=()):
+def _prepare(run: _Run, manifests: Sequence[KubeObject],
+             skip_unserved: Iterable[str] = ()) -> Tuple[List[KubeObject], List[KubeObject]]:
     """Validate, and drop a namespace given on a cluster-scoped object (identity must match live copies).
 
     Returns (the objects to apply, the objects of ``skip_unserved`` kinds the cluster does not serve)."""
@@ -184,7 +194,8 @@ def _prepare(run, manifests, skip_unserved=()):
         optional = set(objects.parse_kind(k) for k in skip_unserved)
     except ValueError as e:
         raise KubernetesError("skip_unserved: %s" % e)
-    out, skipped = [], []
+    out: List[KubeObject] = []
+    skipped: List[KubeObject] = []
     for obj in manifests:
         resource = run.resource(obj["apiVersion"], obj["kind"], required=False)
         if resource is None and (obj["apiVersion"], obj["kind"]) in optional:
@@ -201,6 +212,8 @@ def _prepare(run, manifests, skip_unserved=()):
     return out, skipped
 
 
+# What a refused dry run says of one object (see DryRunRefused).
+Refusal = Dict[str, Any]
 # In ``prune_namespaces``: every namespace (one cluster-wide list per kind).
 ALL_NAMESPACES = "*"
 
@@ -212,14 +225,14 @@ class DryRunRefused(KubernetesError):
     "message": the API server's message, "causes": [{"field", "message", "reason"}]}`` (causes name fields of the
     object as the API server saw it, e.g. ``spec.template.spec.containers[0].resources.requests``)."""
 
-    def __init__(self, refusals):
+    def __init__(self, refusals: List[Refusal]) -> None:
         self.refusals = refusals
         text = "; ".join("%s: %s" % (objects.describe(r["object"]), r["message"]) for r in refusals)
         super(DryRunRefused, self).__init__("the API server refused (dry run, nothing was applied): " + text,
                                             status=refusals[0]["status"] if refusals else None)
 
 
-def _refusal(desired, err):
+def _refusal(desired: KubeObject, err: KubernetesError) -> Refusal:
     """What a refused dry run (an access error) says about ``desired``: its message and the fields it names."""
     body = err.body or {}
     causes = [{"field": cause.get("field") or "", "message": cause.get("message") or "",
@@ -239,9 +252,13 @@ class Applier(object):
     A caller that must not write anything of a set unless all of it is accepted runs the three in order and
     stops at the first refusal (the converge: before it drains a node or applies an object)."""
 
-    def __init__(self, client, manifests, field_manager, prune_selector=None, prune_kinds=None,
-                 prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
-                 force_conflicts=False, diff=False, on_secret=None, keep=(), skip_unserved=()):
+    def __init__(self, client: access.Client, manifests: Sequence[KubeObject], field_manager: str,
+                 prune_selector: str | None = None, prune_kinds: Sequence[str] | None = None,
+                 prune_namespaces: Sequence[str] | None = None,
+                 protect: Collection[str] = objects.DEFAULT_PROTECT_KINDS, check_mode: bool = False,
+                 force_conflicts: bool = False, diff: bool = False,
+                 on_secret: OnSecret | None = None, keep: Collection[Tuple[str, str]] = (),
+                 skip_unserved: Iterable[str] = ()) -> None:
         self.run_state = _Run(client, field_manager, check_mode, force_conflicts, diff, on_secret)
         self.prune_selector = prune_selector
         self.prune_kinds = prune_kinds
@@ -250,19 +267,19 @@ class Applier(object):
         self.keep = keep
         self.want_diff = diff
         self.desired, self.skipped = _prepare(self.run_state, manifests, skip_unserved)
-        self.live: Dict[Any, Any] = {}
+        self.live: Dict[objects.ObjectKey, KubeObject] = {}
         self.observed = False
-        self.listed = {}
-        self.prune_groups = set()
+        self.listed: Dict[Group, List[KubeObject]] = {}
+        self.prune_groups: Set[Group] = set()
 
-    def observe(self):
+    def observe(self) -> Applier:
         """List every (apiVersion, kind, namespace) of the set and of the prune kinds once; fetch the objects the
         prune selector cannot see (create-only ones: read by name, never listed)."""
         run, desired, prune_selector = self.run_state, self.desired, self.prune_selector
         # Which listings to make: (apiVersion, kind, namespace) -> selector; objects the selector cannot see are
         # fetched one by one (rare: the renderer labels everything it makes).
-        listings = {}
-        fetch_alone = []
+        listings: Dict[Group, Optional[str]] = {}
+        fetch_alone: List[KubeObject] = []
         for obj in desired:
             md = obj["metadata"]
             group = (obj["apiVersion"], obj["kind"], md.get("namespace"))
@@ -279,8 +296,8 @@ class Applier(object):
                     raise KubernetesError("prune.kinds: %s" % e)
             else:  # protected kinds are never pruned: no need to list them (nor the right to list Secrets)
                 kinds = sorted(set((o["apiVersion"], o["kind"]) for o in desired if o["kind"] not in self.protect))
-            namespaces = self.prune_namespaces or sorted(set(o["metadata"]["namespace"] for o in desired
-                                                             if o["metadata"].get("namespace")))
+            namespaces: List[Optional[str]] = list(self.prune_namespaces or sorted(set(
+                o["metadata"]["namespace"] for o in desired if o["metadata"].get("namespace"))))
             if ALL_NAMESPACES in namespaces:
                 namespaces = [None]  # one list across every namespace
             for api_version, kind in kinds:
@@ -303,22 +320,22 @@ class Applier(object):
             for item in self.listed[group]:
                 self.live[objects.object_key(item)] = item
         for obj in fetch_alone:
-            item = run.get(obj)
-            if item is not None:
-                self.live[objects.object_key(item)] = item
+            found = run.get(obj)
+            if found is not None:
+                self.live[objects.object_key(found)] = found
         return self
 
-    def absent(self):
+    def absent(self) -> List[KubeObject]:
         """The desired objects that do not exist yet (after :meth:`observe`)."""
         return [o for o in self.desired if objects.object_key(o) not in self.live]
 
-    def changes(self):
+    def changes(self) -> List[KubeObject]:
         """The desired objects a run would write (absent, or not in sync with their live copy; after
         :meth:`observe`)."""
         return [o for o in self.desired
                 if objects.plan_object(o, self.live.get(objects.object_key(o))) not in (objects.SKIP, objects.KEEP)]
 
-    def preflight(self):
+    def preflight(self) -> List[Refusal]:
         """Dry-run every write the set needs; returns the refusals (empty: the API server accepts all of it).
 
         Objects in sync cost nothing. A create in a namespace this set creates cannot be judged (the namespace
@@ -328,7 +345,7 @@ class Applier(object):
         run = self.run_state
         creating = set(o["metadata"]["name"] for o in self.desired
                        if o["kind"] == "Namespace" and objects.object_key(o) not in self.live)
-        refusals = []
+        refusals: List[Refusal] = []
         for desired in self.desired:
             live = self.live.get(objects.object_key(desired))
             verdict = objects.plan_object(desired, live)
@@ -359,11 +376,11 @@ class Applier(object):
                                       status=e.status)
         return refusals
 
-    def _dry_apply(self, desired, live):
+    def _dry_apply(self, desired: KubeObject, live: KubeObject | None) -> None:
         run = self.run_state
         body = objects.with_applied_hash(desired)
 
-        def ssa(force):
+        def ssa(force: bool) -> KubeObject:
             return run.api.apply(body, force=force, dry_run=True, what="dry-run apply " + objects.describe(desired))
         try:
             ssa(run.force_conflicts)
@@ -373,7 +390,7 @@ class Applier(object):
                 raise
             ssa(True)  # hand edits of fields we declare: the real run takes them back the same way
 
-    def run(self):
+    def run(self) -> Dict[str, Any]:
         """Write: create, apply, prune; returns ``{changed, objects, counts[, diff]}``."""
         if not self.observed:
             self.observe()
@@ -402,13 +419,13 @@ class Applier(object):
         return result
 
 
-def read_manifest_files(paths):
+def read_manifest_files(paths: Iterable[str]) -> List[KubeObject]:
     """The documents of YAML files, in order (empty documents left out); raises OSError or ValueError naming the
     file. Plain data: nothing is templated, LibYAML parses where it is installed."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    docs = []
+    docs: List[KubeObject] = []
     for path in paths:
         try:
             with open(path, encoding="utf-8") as handle:
@@ -422,10 +439,13 @@ def read_manifest_files(paths):
     return docs
 
 
-def apply_manifests(client, manifests, field_manager, prune_selector=None, prune_kinds=None,
-                    prune_namespaces=None, protect=objects.DEFAULT_PROTECT_KINDS, check_mode=False,
-                    force_conflicts=False, diff=False, on_secret=None, keep=(), dry_run_first=False,
-                    skip_unserved=()):
+def apply_manifests(client: access.Client, manifests: Sequence[KubeObject], field_manager: str,
+                    prune_selector: str | None = None, prune_kinds: Sequence[str] | None = None,
+                    prune_namespaces: Sequence[str] | None = None,
+                    protect: Collection[str] = objects.DEFAULT_PROTECT_KINDS, check_mode: bool = False,
+                    force_conflicts: bool = False, diff: bool = False, on_secret: OnSecret | None = None,
+                    keep: Collection[Tuple[str, str]] = (), dry_run_first: bool = False,
+                    skip_unserved: Iterable[str] = ()) -> Dict[str, Any]:
     """Server-side apply ``manifests`` in order as ``field_manager``, then prune (see the module docstring).
 
     ``prune_selector``: label selector of the objects this set owns; when given, objects of ``prune_kinds``

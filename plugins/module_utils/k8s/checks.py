@@ -8,29 +8,33 @@ Slurm, a changed sshd_config by a ready login pod's ``sshd -t``, before anything
 field (``slurm/slurm_check.py``, ``slurm/login_check.py`` decide). The converger (``converger.py``) mixes this in.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
-from typing import Any
+from typing import Any, Callable, Dict, Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import PodTransport, SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Plan
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, SlurmCluster
 
 
 class ConfigChecks(object):
     """Candidate configurations judged by the running daemons' own programs (``self.api``, ``self.namespace``,
     ``self.name``, ``self.slurm_transport``, ``self.controller_ready``)."""
 
-    api: Any
-    namespace: Any
-    name: Any
-    slurm_transport: Any
-    controller_ready: Any
+    api: access.Api
+    namespace: str
+    name: str
+    slurm_transport: PodTransport
+    controller_ready: Callable[[Mapping[str, KubeObject]], bool]
 
-    def _live_data(self, name, applier=None):
+    def _live_data(self, name: str, applier: Applier | None = None) -> Dict[str, Any] | None:
         """The live ConfigMap's data: from the apply's listing when there is one (no request), else read."""
         if applier is not None:
             live = next((o for o in applier.live.values() if o.get("kind") == "ConfigMap"
@@ -40,7 +44,8 @@ class ConfigChecks(object):
                                 what="get ConfigMap %s/%s" % (self.namespace, name))
         return None if live is None else (live.get("data") or {})
 
-    def check_slurm_config(self, cluster, plan, observed, applier=None):
+    def check_slurm_config(self, cluster: SlurmCluster, plan: Plan, observed: Mapping[str, Any],
+                           applier: Applier | None = None) -> None:
         """A slurm.conf that differs from the live one is parsed by the running controller's own Slurm first: one
         it refuses raises SpecErrors naming the field, before anything is written (the live config, and slurmctld
         on it, stay). Without a running controller there is nothing to restart: the typed values are the check."""
@@ -60,7 +65,8 @@ class ConfigChecks(object):
         if found:
             raise SpecErrors([SpecError(found[0], found[1])])
 
-    def check_sshd_config(self, cluster, plan, observed, applier=None):
+    def check_sshd_config(self, cluster: SlurmCluster, plan: Plan, observed: Mapping[str, Any],
+                          applier: Applier | None = None) -> None:
         """A changed sshd_config is tested by a ready login pod's own sshd (``sshd -t``) before it is written: one it
         refuses raises SpecErrors naming the field; the live config and the login pods stay."""
         name = names.sshd_config_name(self.name)

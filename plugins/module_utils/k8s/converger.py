@@ -17,35 +17,42 @@ waits for its drains); with ``wait_timeout=0`` it returns after one pass with ``
 requeues instead of blocking a worker).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import time
-from typing import Any, Dict
+from typing import Any, Callable, Collection, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import fieldmap
 from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
-from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
+from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.checks import ConfigChecks
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.observe import Observation
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import PodTransport, Slurm, SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge as core
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import teardown as teardown_plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import GiveUp, Observed, Plan, Ungate
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster
+
+# What a pass did (``Converger.act``), and what a converge returns.
+Done = Dict[str, Any]
+Result = Dict[str, Any]
 
 
 class SecretMissing(Exception):
     """A key Secret of the cluster is gone while its pods hold the keys: generating a new one would split the
     cluster (munge refuses every credential between old and new pods). Nothing was applied."""
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super(SecretMissing, self).__init__(message)
         self.message = message
 
@@ -53,7 +60,7 @@ class SecretMissing(Exception):
 class InvalidDefinition(Exception):
     """The SlurmCluster itself is invalid: nothing of it can be rendered. ``field`` names the first problem."""
 
-    def __init__(self, errors):
+    def __init__(self, errors: SpecErrors) -> None:
         super(InvalidDefinition, self).__init__(str(errors))
         self.errors = errors
         self.field = errors.errors[0].path if getattr(errors, "errors", None) else None
@@ -63,9 +70,11 @@ class Converger(Observation, ConfigChecks):
     """One SlurmCluster's reconcile against a live cluster. ``client``: a DynamicClient; ``slurm_transport(pod)``
     returns the argv runner for ``scontrol`` in that controller pod (tests pass a local one)."""
 
-    def __init__(self, client, namespace, name, field_manager, slurm_transport, check_mode=False, diff=False,
-                 on_secret=None, clock=time.time, sleep=time.sleep, write_status=True, nodeset_finalizer=False,
-                 policy=None):
+    def __init__(self, client: access.Client, namespace: str, name: str, field_manager: str,
+                 slurm_transport: PodTransport, check_mode: bool = False, diff: bool = False,
+                 on_secret: Optional[Callable[[str], None]] = None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep, write_status: bool = True,
+                 nodeset_finalizer: bool = False, policy: Policy | None = None) -> None:
         self.client = client
         self.api = access.Api(client, field_manager=field_manager)
         self.namespace = namespace
@@ -80,36 +89,37 @@ class Converger(Observation, ConfigChecks):
         self.write_status = write_status and not check_mode
         self.nodeset_finalizer = nodeset_finalizer
         self.policy = policy  # the installer's (policy.normalize); None: not judged
-        self.warnings = []    # what went wrong without failing the run (an Event not written)
+        self.warnings: List[str] = []  # what went wrong without failing the run (an Event not written)
 
     # --- writes of our own resources ------------------------------------------------------------------------
-    def patch_status(self, kind, name, compute, attempts=5):
+    def patch_status(self, kind: str, name: str, compute: access.StatusCompute, attempts: int = 5) -> None:
         """Read, compute the new status from the old, write it to the status subresource if it differs."""
         if not self.write_status:
             return
         self.api.update_status(names.API_VERSION, kind, name, self.namespace, compute, st.same_status, attempts)
 
-    def may_delete(self, deletion_policy):
+    def may_delete(self, deletion_policy: Mapping[str, object] | None) -> Dict[str, bool]:
         """``{resource: allowed}`` for what ``deletion_policy`` asks to delete (SelfSubjectAccessReviews)."""
         return dict((resource, self.api.may(self.namespace, "delete", resource))
                     for resource in teardown_plan.reviews(deletion_policy))
 
     # --- one pass -------------------------------------------------------------------------------------------
-    def applier(self, manifests, keep=()):
+    def applier(self, manifests: Sequence[KubeObject], keep: Iterable[Tuple[str, str]] = ()) -> Applier:
         """The apply of the cluster's ``manifests``, observed (live copies listed) but not run."""
         return Applier(
             self.client, manifests, self.field_manager, prune_selector="%s=%s" % (names.LABEL_CLUSTER, self.name),
             prune_kinds=kinds.prune_kinds(), prune_namespaces=[self.namespace], check_mode=self.check_mode,
             diff=self.diff, on_secret=self.on_secret, keep=set(keep)).observe()
 
-    def preflight(self, cluster, nodesets, observed, now):
+    def preflight(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed,
+                  now: int) -> Tuple[Plan, Applier]:
         """The plan, and its apply once the API server accepted every write of it in a dry run.
 
         Objects of a NodeSet the API server refuses make that NodeSet invalid (Degraded, its objects left as they
         are) and the plan is made again without it; a refusal of anything else raises SpecErrors naming the user's
         field. A key Secret that is missing while the cluster's pods run raises SecretMissing. Nothing is written
         here."""
-        refused = {}
+        refused: Dict[str, List[SpecError]] = {}
         while True:
             plan = core.plan(cluster, nodesets, observed, now, policy=self.policy, refused=refused)
             applier = self.applier(plan.manifests, plan.keep)
@@ -146,7 +156,8 @@ class Converger(Observation, ConfigChecks):
                 "next run generates new keys) and then false again" % (", ".join(missing), self.namespace, self.name))
         return plan, applier
 
-    def act(self, plan, slurm_error, applier=None):
+    def act(self, plan: Plan, slurm_error: str | None,
+            applier: Applier | None = None) -> Tuple[Dict[str, Any], Done]:
         """Carry ``plan`` out (its ``applier`` from :meth:`preflight`); returns what was done."""
         done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
                                 "replaced_pods": []}
@@ -206,7 +217,7 @@ class Converger(Observation, ConfigChecks):
         self.act_elastic(plan, slurm, done)
         return applied, done
 
-    def act_elastic(self, plan, slurm, done):
+    def act_elastic(self, plan: Plan, slurm: Slurm, done: Done) -> None:
         """Elastic NodeSets (plan/elastic.py): the pods of the nodes Slurm powered up (a pod left from before was
         deleted above and is made on a later pass), the nodes to power up, down or hand back, and the Events."""
         done["created_pods"], done["powered"] = [], {}
@@ -242,14 +253,14 @@ class Converger(Observation, ConfigChecks):
                 self.warnings.append("%s (%s)" % (e.msg, message))
         done["events"] = done.get("events", []) + [e[3] for e in plan.events]
 
-    def jobs_on(self, node_names):
+    def jobs_on(self, node_names: Sequence[str]) -> Dict[str, List[str]]:
         """``{node: [job ids]}`` from slurmctld, ``{}`` when it cannot tell (the ids only inform status and Events)."""
         try:
             return self.slurm().jobs_on(node_names)
         except SlurmError:
             return {}
 
-    def record_event(self, entry):
+    def record_event(self, entry: GiveUp) -> str:
         """The DrainTimeoutExpired Event on the NodeSet of ``entry`` (``Plan.give_up``); returns its message. An
         Event that cannot be written is reported (a warning), never a reason to fail the pass."""
         event_type, reason, message = model.give_up_event(entry)
@@ -262,10 +273,10 @@ class Converger(Observation, ConfigChecks):
                 self.warnings.append("%s (%s)" % (e.msg, message))
         return message
 
-    def ungate(self, ungate):
+    def ungate(self, ungate: Mapping[str, Ungate]) -> List[str]:
         """Let the gated pods of pinned workers be scheduled (``Plan.ungate``): their pin's node affinity, then the gate
         off. Returns "<pod> -> <node>" of each."""
-        done = []
+        done: List[str] = []
         for pod_name, (uid, node, patches) in sorted(ungate.items()):
             if not self.check_mode:
                 try:
@@ -278,7 +289,7 @@ class Converger(Observation, ConfigChecks):
             done.append("%s -> %s" % (pod_name, node or "(released)"))
         return done
 
-    def label_event(self, set_name, message):
+    def label_event(self, set_name: str | None, message: str) -> None:
         """A Warning LabelRefused on the NodeSet (or the SlurmCluster): a node label Slurm's configuration refuses."""
         if set_name is None:
             target = {"apiVersion": names.API_VERSION, "kind": names.CLUSTER_KIND,
@@ -293,7 +304,7 @@ class Converger(Observation, ConfigChecks):
             except KubernetesError as e:
                 self.warnings.append("%s (%s)" % (e.msg, message))
 
-    def move_pod(self, pod_name, uid, host, why):
+    def move_pod(self, pod_name: str, uid: str | None, host: str | None, why: str) -> bool:
         """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction
         API: a PodDisruptionBudget may refuse, the next pass asks again). True when the pod was evicted."""
         if host:
@@ -303,17 +314,21 @@ class Converger(Observation, ConfigChecks):
         return self.api.evict(self.namespace, pod_name, uid)
 
     # --- the whole converge ---------------------------------------------------------------------------------
-    def converge(self, wait_timeout=0, wait_for_ready=False, retire=(), poll=2.0):
+    def converge(self, wait_timeout: float = 0, wait_for_ready: bool = False, retire: Collection[str] = (),
+                 poll: float = 2.0) -> Result:
         """Passes until settled (nothing pending; Ready too with ``wait_for_ready``) or ``wait_timeout``."""
         deadline = self.clock() + wait_timeout
         totals: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
                                   "replaced_pods": [], "events": [], "created_pods": []}
-        objects_seen, counts, diffs, changed = {}, {}, [], False
+        objects_seen: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+        counts: Dict[str, int] = {}
+        diffs: List[Dict[str, Any]] = []
+        changed = False
         passes = 0
         timings = dict.fromkeys(("observe", "render", "apply", "status"), 0.0)
         mark = [time.monotonic()]
 
-        def lap(phase):
+        def lap(phase: str) -> None:
             now = time.monotonic()
             timings[phase] += now - mark[0]
             mark[0] = now
@@ -335,15 +350,16 @@ class Converger(Observation, ConfigChecks):
                 plan, applier = self.preflight(cluster, nodesets, observed, int(self.clock()))
             except SpecErrors as e:
                 message = str(e)
-                self.patch_status(names.CLUSTER_KIND, self.name,
-                                  lambda old, obj, m=message: st.invalid_cluster_status(
-                                      old, obj, m, iso(self.clock())))
+
+                def invalid(old: KubeObject, obj: KubeObject, m: str = message) -> KubeObject:
+                    return st.invalid_cluster_status(old, obj, m, iso(self.clock()))
+                self.patch_status(names.CLUSTER_KIND, self.name, invalid)
                 raise InvalidDefinition(e)
             except SecretMissing as e:
-                self.patch_status(names.CLUSTER_KIND, self.name,
-                                  lambda old, obj, m=e.message: st.invalid_cluster_status(
-                                      old, obj, m, iso(self.clock()), reason=st.REASON_SECRET_MISSING,
-                                      phase="Failed"))
+                def failed(old: KubeObject, obj: KubeObject, m: str = e.message) -> KubeObject:
+                    return st.invalid_cluster_status(old, obj, m, iso(self.clock()), reason=st.REASON_SECRET_MISSING,
+                                                     phase="Failed")
+                self.patch_status(names.CLUSTER_KIND, self.name, failed)
                 raise
             if slurm_error and plan.pending:
                 plan.pending.append("slurm: %s" % slurm_error)
@@ -389,10 +405,10 @@ class Converger(Observation, ConfigChecks):
             result["warnings"] = list(dict.fromkeys(self.warnings))
         return result
 
-    def release(self, nodesets, plan, retire):
+    def release(self, nodesets: Sequence[NodeSet], plan: Plan, retire: Collection[str]) -> List[str]:
         """NodeSets whose nodes are all gone: drop our finalizer (being deleted) or delete them (retired by
         the definition, ``site.yml``)."""
-        released = []
+        released: List[str] = []
         for ns in nodesets:
             name = ns["metadata"]["name"]
             if name not in plan.release:
@@ -415,7 +431,7 @@ class Converger(Observation, ConfigChecks):
                 self.api.add_finalizer(ns, names.FINALIZER)
         return released
 
-    def report_pods(self, observed, plan, now):
+    def report_pods(self, observed: Observed, plan: Plan, now: str) -> None:
         """Each worker pod's SlurmNodeReady condition, written (pods/status) only when it changed."""
         for name, desired in sorted(plan.pod_conditions.items()):
             pod = observed["pods"].get(name)
@@ -431,7 +447,7 @@ class Converger(Observation, ConfigChecks):
             except access.NotFound:
                 continue
 
-    def report(self, cluster, nodesets, observed, plan):
+    def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed, plan: Plan) -> None:
         now = iso(self.clock())
         if self.write_status:
             self.report_pods(observed, plan, now)
@@ -444,5 +460,7 @@ class Converger(Observation, ConfigChecks):
             sts = observed["statefulsets"].get(names.worker_name(self.name, name))
             selector = st.label_selector(((sts or {}).get("spec") or {}).get("selector", {}).get("matchLabels")) \
                 if sts else st.label_selector(names.selector_labels(self.name, names.COMPONENT_WORKER, name))
-            self.patch_status(names.NODESET_KIND, name,
-                              lambda old, obj, f=facts, s=selector: st.nodeset_status(old, obj, plan, f, s, now))
+            def nodeset_status(old: KubeObject, obj: KubeObject, f: model.NodeSetFacts | None = facts,
+                               s: str = selector) -> KubeObject:
+                return st.nodeset_status(old, obj, plan, f, s, now)
+            self.patch_status(names.NODESET_KIND, name, nodeset_status)

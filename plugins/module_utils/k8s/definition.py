@@ -8,9 +8,11 @@ What a definition is and what its dry run means are pure (``api/definition.py``)
 sends the dry runs and the writes (``apply.py``).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import definition as definitions
@@ -19,16 +21,22 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier, apply_manifests
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
+from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster
+
+if TYPE_CHECKING:  # the converger imports this module's callers, not this module
+    from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
 
 
-def apply_definition(conv, cluster, nodesets, check_mode, diff, on_secret):
+def apply_definition(conv: Converger, cluster: SlurmCluster, nodesets: Sequence[NodeSet], check_mode: bool,
+                     diff: bool, on_secret: Optional[Callable[[str], None]]) -> Dict[str, Any]:
     """Apply the namespace, the SlurmCluster and its NodeSets (labelled as the cluster's)."""
-    return apply_manifests(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, nodesets),
+    return apply_manifests(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, list(nodesets)),
                            conv.field_manager,
                            check_mode=check_mode, diff=diff, on_secret=on_secret)
 
 
-def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTION_VERSION):
+def check_definition(conv: Converger, cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                     collection_version: str = names.COLLECTION_VERSION) -> None:
     """Everything ``site.yml`` can know about a definition before it writes any of it, or SpecErrors:
 
     the pure validation with the installer's policy and the stored objects (immutable fields); NodeSet names taken
@@ -39,7 +47,7 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
     every_nodeset = conv.list(names.API_VERSION, names.NODESET_KIND)
     live_cluster = next((c for c in every_cluster if c["metadata"]["name"] == conv.name), None)
     live_nodesets = dict((ns["metadata"]["name"], ns) for ns in every_nodeset)
-    errors = []
+    errors: List[SpecError] = []
     for ns in nodesets:
         name = ns["metadata"].get("name")
         live = live_nodesets.get(name)
@@ -76,7 +84,7 @@ def check_definition(conv, cluster, nodesets, collection_version=names.COLLECTIO
             return
         apply_manifests(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, [])[:1],
                         conv.field_manager)
-    documents = Applier(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, nodesets),
+    documents = Applier(conv.api, definitions.definition_docs(conv.name, conv.namespace, cluster, list(nodesets)),
                         conv.field_manager, check_mode=conv.check_mode).observe()
     refusals = documents.preflight()
     if refusals:

@@ -8,7 +8,7 @@
 An adapter: it reads the system's randomness (the pure core never does).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.access import KubernetesError
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 MUNGE_KEY_BYTES = 1024
 # slurmdbd.conf holds the database password as one unquoted token: letters and digits only (32 of 62 symbols:
@@ -29,31 +30,31 @@ DB_PASSWORD_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 JWT_KEY_BYTES = 64
 
 
-def _b64(raw):
+def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def munge_key():
+def munge_key() -> Dict[str, str]:
     return {names.MUNGE_KEY_FILE: _b64(os.urandom(MUNGE_KEY_BYTES))}
 
 
-def _password():
+def _password() -> str:
     import secrets  # stdlib; imported here so the module stays importable on old interpreters' sanity checks
 
     return "".join(secrets.choice(DB_PASSWORD_ALPHABET) for dummy in range(DB_PASSWORD_LENGTH))
 
 
-def db_passwords():
+def db_passwords() -> Dict[str, str]:
     """The accounting database user's password, and a root password (used by a mariadb-operator MariaDB)."""
     return {names.DB_PASSWORD_KEY: _b64(_password().encode("ascii")),
             names.DB_ROOT_PASSWORD_KEY: _b64(_password().encode("ascii"))}
 
 
-def jwt_key():
+def jwt_key() -> Dict[str, str]:
     return {names.JWT_KEY_FILE: _b64(os.urandom(JWT_KEY_BYTES))}
 
 
-def ssh_host_keys(what):
+def ssh_host_keys(what: str) -> Dict[str, str]:
     """OpenSSH host keys of every type sshd is configured with, generated in-process (no ssh-keygen: the
     operator image and a bare control host need not have OpenSSH installed)."""
     try:
@@ -65,7 +66,7 @@ def ssh_host_keys(what):
     makers: Dict[str, Callable[[], Any]] = {
         "ed25519": ed25519.Ed25519PrivateKey.generate,
         "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072)}
-    data = {}
+    data: Dict[str, str] = {}
     for key_type in names.SSH_HOST_KEY_TYPES:
         key = makers[key_type]()
         private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
@@ -77,7 +78,7 @@ def ssh_host_keys(what):
     return data
 
 
-def material(desired, what):
+def material(desired: KubeObject, what: str) -> Dict[str, str]:
     """The data to create a create-only object with (base64 values), {} for one that generates nothing."""
     kind = objects.generator(desired)
     if kind == names.GENERATE_MUNGE_KEY:

@@ -13,21 +13,24 @@ it. Every request is the user's own (their kubeconfig): ``pods`` list, ``pods/ex
 administration pod ``statefulsets`` get and ``jobs`` get, create and delete.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import time
+from typing import Callable, List, Optional
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import KubernetesExecTransport, SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import jail_access
 from ansible_collections.soperator.slurm.plugins.module_utils.render.jail import admin_job, admin_name
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import jail_shell
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
 class JailError(Exception):
-    def __init__(self, msg):
+    def __init__(self, msg: str) -> None:
         super(JailError, self).__init__(msg)
         self.msg = msg
 
@@ -39,8 +42,10 @@ class Jail(object):
     Job may be made while no login pod is ready; ``idle``: seconds it stays without an exec; ``wait_timeout``:
     seconds to wait for it; ``timeout``: seconds a command may run."""
 
-    def __init__(self, api, namespace, cluster, make_admin=True, idle=120, wait_timeout=300, timeout=3600,
-                 sleep=time.sleep, monotonic=time.monotonic, log=None):
+    def __init__(self, api: access.Api, namespace: str, cluster: str, make_admin: bool = True, idle: float = 120,
+                 wait_timeout: float = 300, timeout: float = 3600, sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 log: Optional[Callable[[str], None]] = None) -> None:
         self.api = api
         self.namespace = namespace
         self.cluster = cluster
@@ -50,16 +55,16 @@ class Jail(object):
         self.timeout = timeout
         self.sleep = sleep
         self.monotonic = monotonic
-        self.log = log or (lambda message: None)
-        self.choice = None
+        self.log: Callable[[str], None] = log or (lambda message: None)
+        self.choice: jail_access.Choice | None = None
 
-    def _pods(self):
+    def _pods(self) -> List[KubeObject]:
         selector = "%s=%s,%s in (%s,%s)" % (names.LABEL_INSTANCE, self.cluster, names.LABEL_COMPONENT,
                                             names.COMPONENT_LOGIN, names.COMPONENT_JAIL_ADMIN)
         return self.api.list("v1", "Pod", self.namespace, selector, required=True,
                              what="list the login pods of %s/%s" % (self.namespace, self.cluster))
 
-    def _make(self):
+    def _make(self) -> None:
         """Create the administration Job (a finished one is deleted first)."""
         name = admin_name(self.cluster)
         job = self.api.get("batch/v1", "Job", name, self.namespace)
@@ -82,7 +87,7 @@ class Jail(object):
             self.namespace, self.cluster, name))
         self.api.create(admin_job(login, self.idle))
 
-    def resolve(self):
+    def resolve(self) -> jail_access.Choice:
         """The Choice (EXEC) of the pod to enter the jail from; JailError when there is none in time."""
         deadline = self.monotonic() + self.wait_timeout
         made = False
@@ -100,12 +105,13 @@ class Jail(object):
                 raise JailError("%s, after %s s" % (choice.why, self.wait_timeout))
             self.sleep(1)
 
-    def run(self, command, stdin=b""):
+    def run(self, command: str, stdin: bytes = b"") -> access.ExecResult:
         """(rc, stdout, stderr) of ``command`` (for /bin/sh) run as root in the jail, ``stdin`` its input (bytes).
         A pod that went away meanwhile (its replacement, an administration pod that ended) is chosen again, once."""
         stdin = stdin or b""
         for attempt in (0, 1):
             choice = self.choice or self.resolve()
+            assert choice.pod is not None  # an EXEC choice names its pod
             transport = KubernetesExecTransport(self.api.rest, self.namespace, choice.pod,
                                                 choice.container, timeout=self.timeout, binary=True)
             try:

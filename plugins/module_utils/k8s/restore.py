@@ -6,9 +6,11 @@
 """The work of the ``jail_restore_job`` module: read the stored SlurmCluster and the labels of the Secrets it takes
 (metadata only, as the converge reads them), and hand both to the pure decision (``plan/restore.py``). Reads only."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import Any, Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import policy as policies
@@ -16,9 +18,10 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.observe import marked_secrets
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import restore
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
-def restore_job(client, params):
+def restore_job(client: access.Client, params: Mapping[str, Any]) -> KubeObject:
     """The restore Job for ``params`` (the module's); raises SpecErrors (paths: the role's variables, or the
     SlurmCluster's fields) or KubernetesError."""
     try:

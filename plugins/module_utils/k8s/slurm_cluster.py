@@ -8,11 +8,12 @@ parameters to a definition intake (``definition.py``), a converge (``converger.p
 (``teardown.py``); every failure to a :class:`Failure` whose reason (``api/errors.py``) says whether a retry helps.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import time
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import definition as definitions
@@ -28,47 +29,57 @@ from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger impo
     Converger, InvalidDefinition, SecretMissing,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.definition import apply_definition, check_definition
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import KubernetesExecTransport, SlurmError
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import (
+    KubernetesExecTransport, PodTransport, SlurmError, Transport,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.teardown import teardown
+from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster
+
+# The module's parameters (its argument spec's), and what it returns.
+Params = Mapping[str, Any]
+Result = Dict[str, Any]
 
 
 class Failure(Exception):
     """A converge failure for the module to report: ``reason`` (errors.*) decides retry; ``details`` are extra
     result keys (``field`` for an invalid definition)."""
 
-    def __init__(self, msg, reason, **details):
+    def __init__(self, msg: str, reason: str, **details: Any) -> None:
         super(Failure, self).__init__(msg)
         self.msg = msg
         self.reason = reason
         self.details = details
 
 
-def _fail_spec(errors, prefix=""):
+def _fail_spec(errors: SpecErrors | SpecError, prefix: str = "") -> Failure:
     errs = getattr(errors, "errors", None) or [errors]
     return Failure(prefix + "; ".join(str(e) for e in errs), failures.INVALID_SPEC, field=errs[0].path,
                    errors=[{"path": e.path, "message": e.message} for e in errs])
 
 
-def execute(params, check_mode=False, diff=False, on_secret=None):
+def execute(params: Params, check_mode: bool = False, diff: bool = False,
+            on_secret: Optional[Callable[[str], None]] = None) -> Result:
     """Entry point of the module and of its action plugin: clients from the auth options, then :func:`run`."""
     try:
         dynamic = dynamic_client(params)
     except KubernetesError as e:
         raise Failure(e.msg, failures.UNAVAILABLE)
     rest = access.Rest(dynamic)
-    namespace_of = {}
+    namespace_of: Dict[str, str] = {}
 
-    def transport(pod, container="slurmctld"):
+    def transport(pod: str, container: str = "slurmctld") -> Transport:
         return KubernetesExecTransport(rest, namespace_of["ns"], pod, container)
 
-    def bind(conv_namespace):
+    def bind(conv_namespace: str) -> None:
         namespace_of["ns"] = conv_namespace
 
     return run(dynamic, params, transport, check_mode=check_mode, diff=diff, on_secret=on_secret, bind=bind)
 
 
-def run(client, params, slurm_transport, check_mode=False, diff=False, on_secret=None, clock=time.time,
-        sleep=time.sleep, bind=None):
+def run(client: access.Client, params: Params, slurm_transport: PodTransport, check_mode: bool = False,
+        diff: bool = False, on_secret: Optional[Callable[[str], None]] = None,
+        clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+        bind: Optional[Callable[[str], None]] = None) -> Result:
     """The ``slurm_cluster`` module's work (``params`` as its argument spec gives them); raises Failure."""
     try:
         return _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sleep, bind)
@@ -88,10 +99,13 @@ def run(client, params, slurm_transport, check_mode=False, diff=False, on_secret
         raise Failure(e.msg, failures.UNAVAILABLE, **e.details)
 
 
-def _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sleep, bind):
+def _run(client: access.Client, params: Params, slurm_transport: PodTransport, check_mode: bool, diff: bool,
+         on_secret: Optional[Callable[[str], None]], clock: Callable[[], float], sleep: Callable[[float], None],
+         bind: Optional[Callable[[str], None]]) -> Result:
     definition = params.get("definition")
     namespace, name = params.get("namespace"), params.get("name")
-    cluster_doc, nodeset_docs = None, []
+    cluster_doc: SlurmCluster | None = None
+    nodeset_docs: List[NodeSet] = []
     try:
         policy = policies.normalize(params.get("policy"))
     except ValueError as e:
@@ -118,9 +132,9 @@ def _run(client, params, slurm_transport, check_mode, diff, on_secret, clock, sl
                      nodeset_finalizer=params.get("nodeset_finalizer", False), policy=policy)
     if params.get("state", "present") == "absent":
         return teardown(conv, params)
-    result = {"changed": False, "name": name, "namespace": namespace}
-    retire = []
-    if definition:
+    result: Result = {"changed": False, "name": name, "namespace": namespace}
+    retire: List[str] = []
+    if cluster_doc is not None:  # a definition was given
         check_definition(conv, cluster_doc, nodeset_docs)
         applied = apply_definition(conv, cluster_doc, nodeset_docs, check_mode, diff, on_secret)
         result["changed"] = applied["changed"]

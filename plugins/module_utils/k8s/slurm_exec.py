@@ -35,6 +35,8 @@ DEFAULT_COMMAND_TIMEOUT = 60
 
 # ``transport(argv, stdin=None) -> (rc, stdout, stderr)``: how a command reaches Slurm.
 Transport = Callable[..., access.ExecResult]
+# ``transport_to(pod, container="slurmctld") -> Transport``: the converge's way into a pod's container.
+PodTransport = Callable[..., Transport]
 
 
 class SlurmError(Exception):

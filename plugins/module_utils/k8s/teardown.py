@@ -7,21 +7,26 @@
 (``plan/teardown.py``): this reads what is there and what the API server allows, and deletes what the plan names.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
+
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import kinds, names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import teardown as teardown_plan
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 
+if TYPE_CHECKING:  # the converger does not import this module
+    from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
 
-def _prune_kinds(conv):
+
+def _prune_kinds(conv: Converger) -> List[Tuple[str, str]]:
     return [objects.parse_kind(k) for k in kinds.prune_kinds() if conv.served(*objects.parse_kind(k))]
 
 
-def teardown(conv, params):
+def teardown(conv: Converger, params: Mapping[str, Any]) -> Dict[str, Any]:
     """Delete what the cluster runs and serves; keep the jail and the Secrets unless told (or the SlurmCluster's
     deletionPolicy says) otherwise. Data the reconciler may not delete is kept, with a warning."""
     cluster = conv.get_cr(names.CLUSTER_KIND, conv.name)
@@ -70,13 +75,15 @@ def teardown(conv, params):
             "data_kept": plan.warnings, "name": conv.name, "namespace": conv.namespace}
 
 
-def release_finalizers(client, namespaces, check_mode=False):
+def release_finalizers(client: access.Client, namespaces: Sequence[str] | None,
+                       check_mode: bool = False) -> List[Tuple[str, str, str]]:
     """Remove our finalizer from every SlurmCluster and NodeSet in ``namespaces`` (all when empty), so that
     removing the operator strands no resource. Returns ``[(kind, namespace, name)]`` released."""
     api = access.Api(client)
     released = []
+    every: List[str | None] = [None]  # every namespace: one list across them
     for kind in (names.CLUSTER_KIND, names.NODESET_KIND):
-        for namespace in (namespaces or [None]):
+        for namespace in (list(namespaces) if namespaces else every):
             for item in api.list(names.API_VERSION, kind, namespace, required=True, what="list %s" % kind):
                 md = item["metadata"]
                 if names.FINALIZER not in (md.get("finalizers") or []):
