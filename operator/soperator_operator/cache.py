@@ -209,4 +209,5 @@ class Caches(Protocol):
 
 
 def cluster_of(obj: KubeObject | None, label: str) -> str | None:
-    return ((obj or {}).get("metadata") or {}).get("labels", {}).get(label)
+    labels: Mapping[str, str] = ((obj or {}).get("metadata") or {}).get("labels", {})
+    return labels.get(label)

@@ -12,4 +12,5 @@ def backoff(failures: int, base: float = 1.0, cap: float = 300.0) -> float:
     """Seconds before retry number ``failures`` (1, 2, ...): base * 2**(n-1), capped."""
     if failures <= 0:
         return 0.0
-    return min(cap, base * (2 ** min(failures - 1, 30)))
+    doubling: int = 2 ** min(failures - 1, 30)
+    return min(cap, base * doubling)

@@ -57,7 +57,7 @@ def extra_vars(obj: KubeObject, group: str, kind: str,
                watch_vars: dict[str, Any] | None = None) -> ExtraVars:
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
-    result = snake_case_keys(spec)
+    result: ExtraVars = snake_case_keys(spec)
     result["ansible_operator_meta"] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
     key = object_var_name(group, kind)
     result[key] = obj
