@@ -6,7 +6,7 @@
 One place for every string that another layer (adapters, roles, images, the SPANK plugin) also relies on.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -242,19 +242,19 @@ RESERVED_NODESET_NAMES = ("controller", "login", "login-headless", "jail", "slur
                           "rest", "exporter", "backup", "retention", "restore", "sssd-config")
 
 
-def default_image(component, collection_version=COLLECTION_VERSION):
+def default_image(component: str, collection_version: str = COLLECTION_VERSION) -> str:
     return "%s:%s" % (IMAGE_REPOSITORIES[component], collection_version)
 
 
-def controller_name(cluster):
+def controller_name(cluster: str) -> str:
     return "%s-controller" % cluster
 
 
-def login_name(cluster):
+def login_name(cluster: str) -> str:
     return "%s-login" % cluster
 
 
-def login_headless_name(cluster):
+def login_headless_name(cluster: str) -> str:
     return "%s-login-headless" % cluster
 
 
@@ -270,17 +270,17 @@ WAIT_NODES_PROGRAM = "/usr/local/sbin/soperator-wait-nodes"
 POWER_LOG = "/var/log/slurm/power.log"
 
 
-def worker_name(cluster, nodeset):
+def worker_name(cluster: str, nodeset: str) -> str:
     """StatefulSet and headless Service of a NodeSet; its pods (= Slurm nodes) are ``<this>-<ordinal>``."""
     return "%s-%s" % (cluster, nodeset)
 
 
-def pod_name(statefulset, ordinal):
+def pod_name(statefulset: str, ordinal: int) -> str:
     """The pod ``<statefulset>-<ordinal>`` of a StatefulSet; a worker pod's name is its Slurm node's too."""
     return "%s-%d" % (statefulset, ordinal)
 
 
-def ordinal(pod, statefulset):
+def ordinal(pod: str, statefulset: str) -> int | None:
     """The ordinal of ``pod`` when it is ``<statefulset>-<n>`` (as a StatefulSet names its pods), else None."""
     head, sep, tail = pod.rpartition("-")
     if sep and head == statefulset and re.fullmatch(r"[0-9]+", tail) and (tail == "0" or not tail.startswith("0")):
@@ -288,7 +288,7 @@ def ordinal(pod, statefulset):
     return None
 
 
-def statefulset_of(pod):
+def statefulset_of(pod: str) -> str:
     """The StatefulSet ``<statefulset>-<n>`` would be a pod of (the name without its last ``-part``)."""
     return pod.rpartition("-")[0]
 
@@ -296,7 +296,7 @@ def statefulset_of(pod):
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def every_node_worker(cluster, nodeset, node):
+def every_node_worker(cluster: str, nodeset: str, node: str) -> str:
     """The worker (pod = hostname = Slurm node) of an every-node NodeSet on Kubernetes node ``node``: ``<cluster>-
     <nodeset>-<node, sanitised>-<5 letters>``, a DNS label of at most 63 characters; pure and stable. The node name is
     lowercased, each run of characters but [a-z0-9] (the dots of ``n1.example.com``) made one ``-`` and cut to fit;
@@ -311,50 +311,50 @@ def every_node_worker(cluster, nodeset, node):
     return "-".join(part for part in (prefix, middle, suffix) if part)
 
 
-def controller_pod(cluster):
+def controller_pod(cluster: str) -> str:
     """The pod slurmctld runs in (the controller StatefulSet has one): the reconciler asks its scontrol."""
     return pod_name(controller_name(cluster), 0)
 
 
-def slurm_config_name(cluster):
+def slurm_config_name(cluster: str) -> str:
     return "%s-slurm-config" % cluster
 
 
-def sshd_config_name(cluster):
+def sshd_config_name(cluster: str) -> str:
     return "%s-sshd-config" % cluster
 
 
-def health_config_name(cluster):
+def health_config_name(cluster: str) -> str:
     """The ConfigMap of the health programs' settings: one key per NodeSet, and the NCCL check's."""
     return "%s-health-checks" % cluster
 
 
-def nccl_check_name(cluster):
+def nccl_check_name(cluster: str) -> str:
     return "%s-nccl-check" % cluster
 
 
 # A CronJob's name is at most 52 characters (its Jobs add 11), a Job's 63 (the job-name label): with a cluster
 # name of at most 40, these fit.
-def backup_name(cluster):
+def backup_name(cluster: str) -> str:
     """The jail backup's CronJob."""
     return "%s-backup" % cluster
 
 
-def backup_retention_name(cluster):
+def backup_retention_name(cluster: str) -> str:
     """The CronJob that applies the backup's retention (restic forget --prune)."""
     return "%s-retention" % cluster
 
 
-def restore_job_name(cluster, request):
+def restore_job_name(cluster: str, request: object) -> str:
     """A restore Job: a short hash of what it restores (snapshot, path, target), so a request is one Job."""
     return "%s-restore-%s" % (cluster, digests.of_value(request)[:10])
 
 
-def munge_key_name(cluster):
+def munge_key_name(cluster: str) -> str:
     return "%s-munge-key" % cluster
 
 
-def ssh_host_keys_name(cluster):
+def ssh_host_keys_name(cluster: str) -> str:
     return "%s-ssh-host-keys" % cluster
 
 
@@ -362,29 +362,29 @@ def ssh_host_keys_name(cluster):
 SPOOL_CLAIM_TEMPLATE = "spool"
 
 
-def spool_claim_name(cluster, index=0):
+def spool_claim_name(cluster: str, index: int = 0) -> str:
     return "%s-%s" % (SPOOL_CLAIM_TEMPLATE, pod_name(controller_name(cluster), index))
 
 
-def jail_claim_name(cluster):
+def jail_claim_name(cluster: str) -> str:
     return "%s-jail" % cluster
 
 
-def accounting_name(cluster):
+def accounting_name(cluster: str) -> str:
     """slurmdbd's StatefulSet and headless Service; its pod (``<this>-0``) is the DbdHost."""
     return "%s-accounting" % cluster
 
 
-def slurmdbd_config_name(cluster):
+def slurmdbd_config_name(cluster: str) -> str:
     return "%s-slurmdbd-config" % cluster
 
 
-def database_name(cluster):
+def database_name(cluster: str) -> str:
     """The in-cluster database: MariaDB's StatefulSet and Service, or the mariadb-operator ``MariaDB``."""
     return "%s-accounting-db" % cluster
 
 
-def db_password_name(cluster):
+def db_password_name(cluster: str) -> str:
     return "%s-accounting-db-password" % cluster
 
 
@@ -392,37 +392,37 @@ def db_password_name(cluster):
 DB_CLAIM_TEMPLATE = "data"
 
 
-def db_claim_name(cluster, index=0):
+def db_claim_name(cluster: str, index: int = 0) -> str:
     return "%s-%s" % (DB_CLAIM_TEMPLATE, pod_name(database_name(cluster), index))
 
 
-def jwt_key_name(cluster):
+def jwt_key_name(cluster: str) -> str:
     return "%s-jwt-key" % cluster
 
 
-def rest_name(cluster):
+def rest_name(cluster: str) -> str:
     return "%s-rest" % cluster
 
 
-def exporter_name(cluster):
+def exporter_name(cluster: str) -> str:
     return "%s-exporter" % cluster
 
 
-def sssd_config_name(cluster):
+def sssd_config_name(cluster: str) -> str:
     """The ConfigMap of the sssd sidecars' sssd.conf (spec.identity), without the bind password."""
     return "%s-sssd-config" % cluster
 
 
-def slurmdbd_host(cluster, namespace):
+def slurmdbd_host(cluster: str, namespace: str) -> str:
     """Where slurmctld reaches slurmdbd (AccountingStorageHost): its pod, through the headless Service."""
     return "%s.%s.%s.svc" % (pod_name(accounting_name(cluster), 0), accounting_name(cluster), namespace)
 
 
-def database_host(cluster, namespace):
+def database_host(cluster: str, namespace: str) -> str:
     return "%s.%s.svc" % (database_name(cluster), namespace)
 
 
-def populate_job_name(cluster, repopulate_token):
+def populate_job_name(cluster: str, repopulate_token: str | None) -> str:
     """``<cluster>-populate-jail-initial``, or a short hash of the token: a new token is a new Job."""
     if not repopulate_token:
         return "%s-populate-jail-initial" % cluster
@@ -437,7 +437,7 @@ CRONJOB_TAIL = r"[0-9]+(-[a-z0-9]{5})?"
 RESTORE_TAIL = r"[0-9a-f]{10}(-[a-z0-9]{5})?"
 
 
-def owned_names(cluster, nodeset=None):
+def owned_names(cluster: str, nodeset: str | None = None) -> tuple[list[str], list[tuple[str, str]]]:
     """The names of the objects a SlurmCluster itself (``nodeset`` None) or one of its NodeSets makes in the
     namespace: ``(exact names, [(prefix, tail pattern)])``; a family's members are ``prefix`` + a tail matching
     the pattern (pods of a StatefulSet, populate Jobs). Two owners whose names meet would overwrite each other's
@@ -470,12 +470,12 @@ CLUSTER_DOMAIN = "cluster.local"
 MAX_EXTRA_DNS_SEARCHES = 29
 
 
-def conf_server(cluster, namespace):
+def conf_server(cluster: str, namespace: str) -> str:
     """Where slurmd and sackd fetch their configuration (configless Slurm)."""
     return "%s.%s.%s.svc:%d" % (controller_pod(cluster), controller_name(cluster), namespace, SLURMCTLD_PORT)
 
 
-def labels(cluster, component, nodeset=None):
+def labels(cluster: str, component: str, nodeset: str | None = None) -> dict[str, str]:
     """The full label set of an object of ``cluster``."""
     result = selector_labels(cluster, component, nodeset)
     result[LABEL_PART_OF] = "soperator"
@@ -484,7 +484,7 @@ def labels(cluster, component, nodeset=None):
     return result
 
 
-def selector_labels(cluster, component, nodeset=None):
+def selector_labels(cluster: str, component: str, nodeset: str | None = None) -> dict[str, str]:
     """The immutable subset used in StatefulSet/Service/PDB selectors."""
     result = {LABEL_NAME: "slurm", LABEL_INSTANCE: cluster, LABEL_COMPONENT: component}
     if nodeset is not None:

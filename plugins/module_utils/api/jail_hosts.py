@@ -10,14 +10,16 @@ group names want); variables ``soperator_*`` (below) and the connection: ``soper
 Python.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Any, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import jail_shell
+from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster, Spec
 
 CONNECTION = "soperator.slurm.jail"
 JAIL_PYTHON = "/usr/bin/python3"  # the jail image's (Debian's python3); a jail of another image says its own
@@ -25,12 +27,12 @@ ALL_GROUP = "jails"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
-def group_name(*parts):
+def group_name(*parts: object) -> str:
     """An Ansible group name from ``parts`` joined by ``_``: anything but letters, digits and ``_`` made ``_``."""
     return _UNSAFE.sub("_", "_".join(str(p) for p in parts))
 
 
-def groups(cluster):
+def groups(cluster: SlurmCluster) -> list[str]:
     """The groups of a SlurmCluster's jail: every jail's, its namespace's, one per label of the SlurmCluster."""
     md = cluster.get("metadata") or {}
     found = [ALL_GROUP, group_name("namespace", md.get("namespace"))]
@@ -38,18 +40,19 @@ def groups(cluster):
     return found
 
 
-def _partitions(spec):
+def _partitions(spec: Spec) -> list[Spec]:
     return [p for p in spec.get("partitions") or [{"name": "main", "default": True}] if p.get("name")]
 
 
-def nodeset_partitions(spec, nodeset_spec):
+def nodeset_partitions(spec: Spec, nodeset_spec: Spec) -> list[str]:
     """The partitions a NodeSet joins (its own list, else the cluster's default partition)."""
     if nodeset_spec.get("partitions"):
         return list(nodeset_spec["partitions"])
     return [p["name"] for p in _partitions(spec) if p.get("default")]
 
 
-def host_vars(cluster, nodesets, slurm_version=None):
+def host_vars(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+              slurm_version: str | None = None) -> dict[str, Any]:
     """The variables of a SlurmCluster's jail, from the SlurmCluster, its NodeSets (those whose clusterRef names it
     are kept) and the Slurm version its login pods carry (None: unknown)."""
     md = cluster.get("metadata") or {}
@@ -58,7 +61,7 @@ def host_vars(cluster, nodesets, slurm_version=None):
     name = md.get("name")
     mine = sorted((ns for ns in nodesets if ((ns.get("spec") or {}).get("clusterRef") or {}).get("name") == name),
                   key=lambda ns: ns["metadata"]["name"])
-    sets = []
+    sets: list[dict[str, Any]] = []
     for ns in mine:
         ns_spec = ns.get("spec") or {}
         ns_status = ns.get("status") or {}
@@ -74,7 +77,7 @@ def host_vars(cluster, nodesets, slurm_version=None):
         "ansible_python_interpreter": JAIL_PYTHON,
         "soperator_cluster": name,
         "soperator_namespace": md.get("namespace"),
-        "soperator_jail": jail_shell.host_name(md.get("namespace"), name),
+        "soperator_jail": jail_shell.host_name(str(md.get("namespace")), str(name)),
         "soperator_labels": dict(md.get("labels") or {}),
         "soperator_slurm_version": slurm_version,
         "soperator_partitions": partitions,
@@ -87,7 +90,7 @@ def host_vars(cluster, nodesets, slurm_version=None):
     }
 
 
-def slurm_version(text):
+def slurm_version(text: str | None) -> str | None:
     """The Slurm version in paths.SLURM_VERSION_FILE's text (Debian's package version, e.g. 24.11.5-4+deb13u1):
     the upstream part (24.11.5); None when there is none."""
     found = re.match(r"\s*(?:[0-9]+:)?([0-9]+(?:\.[0-9]+)+)", text or "")

@@ -12,11 +12,12 @@ Slurm client files the jail's own list names), its packages (``JAIL_OWNED_PACKAG
 (``slurm/accounts.py``: their names and ids): those are refused, naming them.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import re
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import accounts, paths
 
@@ -36,14 +37,19 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,62}")
 _ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _PACKAGE = re.compile(r"[a-z0-9][a-z0-9.+-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+)?")
 _MODE = re.compile(r"0?[0-7]{3,4}")
+# The role's variables (names without jail_software_) and their entries, as given: judged here, so of any type.
+Request = Mapping[str, Any]
+Entry = Tuple[str, Any]  # (the variable's path, e.g. jail_software_files[2]; its value)
+# One operation of :func:`plan`'s result for the role's tasks (a file, an environment, a user, a group).
+Item = Dict[str, Any]
 
 
-def _entries(request, key, problems):
+def _entries(request: Request, key: str, problems: List[str]) -> list[Entry]:
     value = request.get(key) or []
     if not isinstance(value, list):
         problems.append("jail_software_%s: a list, not %r" % (key, type(value).__name__))
         return []
-    found = []
+    found: list[Entry] = []
     for index, entry in enumerate(value):
         where = "jail_software_%s[%d]" % (key, index)
         if key in ("packages", "packages_absent"):
@@ -55,8 +61,8 @@ def _entries(request, key, problems):
     return found
 
 
-def _path_problem(where, path, image_paths, replacing=False):
-    if not paths.normalised(path):
+def _path_problem(where: str, path: object, image_paths: Sequence[str], replacing: bool = False) -> str | None:
+    if not isinstance(path, str) or not paths.normalised(path):
         return "%s: %r is not a normalised absolute path" % (where, path)
     owner = paths.jail_owner(path, image_paths, replacing)
     if owner:
@@ -64,14 +70,15 @@ def _path_problem(where, path, image_paths, replacing=False):
     return None
 
 
-def _state(where, entry, states, problems):
+def _state(where: str, entry: Mapping[str, Any], states: Sequence[str], problems: List[str]) -> str:
     state = entry.get("state") or states[0]
     if state not in states:
         problems.append("%s.state: %r is none of %s" % (where, state, ", ".join(states)))
     return state
 
 
-def _file(where, entry, dest, state, problems, image_paths, var="dest", kind="file"):
+def _file(where: str, entry: Mapping[str, Any], dest: object, state: str, problems: List[str],
+          image_paths: Sequence[str], var: str = "dest", kind: str = "file") -> Item | None:
     """A file operation for the role's copy/file tasks, or None (its problem recorded)."""
     problem = _path_problem("%s.%s" % (where, var), dest, image_paths, replacing=state in ("absent", "link"))
     if problem:
@@ -80,8 +87,9 @@ def _file(where, entry, dest, state, problems, image_paths, var="dest", kind="fi
     mode = entry.get("mode")
     if mode is not None and not _MODE.fullmatch(str(mode)):
         problems.append("%s.mode: %r is not an octal mode such as '0644'" % (where, mode))
-    item = {"dest": dest, "state": state, "owner": entry.get("owner") or "root", "group": entry.get("group") or "root",
-            "mode": None if mode is None else str(mode), "var": where, "kind": kind}
+    item: Item = {"dest": dest, "state": state, "owner": entry.get("owner") or "root",
+                  "group": entry.get("group") or "root", "mode": None if mode is None else str(mode), "var": where,
+                  "kind": kind}
     if state == "file":
         given = [k for k in ("content", "src") if entry.get(k) is not None]
         if len(given) != 1:
@@ -97,7 +105,8 @@ def _file(where, entry, dest, state, problems, image_paths, var="dest", kind="fi
     return item
 
 
-def _named_file(where, entry, directory, suffix, problems, image_paths, kind, nested=False):
+def _named_file(where: str, entry: Mapping[str, Any], directory: str, suffix: str, problems: List[str],
+                image_paths: Sequence[str], kind: str, nested: bool = False) -> Item | None:
     name = entry.get("name")
     parts = str(name or "").split("/") if nested else [str(name or "")]
     if not name or not all(_NAME.fullmatch(p) for p in parts):
@@ -113,8 +122,8 @@ def _named_file(where, entry, directory, suffix, problems, image_paths, kind, ne
                  kind=kind)
 
 
-def _packages(where_list, problems):
-    found = []
+def _packages(where_list: Iterable[Entry], problems: List[str]) -> list[str]:
+    found: list[str] = []
     for where, name in where_list:
         if not isinstance(name, str) or not _PACKAGE.fullmatch(name):
             problems.append("%s: %r is not a Debian package name (name, name=version or name:arch)" % (where, name))
@@ -128,7 +137,8 @@ def _packages(where_list, problems):
     return found
 
 
-def _account(where, entry, kind, problems, image_paths):
+def _account(where: str, entry: Mapping[str, Any], kind: str, problems: List[str],
+             image_paths: Sequence[str]) -> Item | None:
     name = entry.get("name")
     if not isinstance(name, str) or not _ACCOUNT.fullmatch(name):
         problems.append("%s.name: %r is not a %s name" % (where, name, kind))
@@ -166,14 +176,14 @@ def _account(where, entry, kind, problems, image_paths):
     return item
 
 
-def plan(request, image_paths=(), modulefiles_dir=MODULEFILES_DIR):
+def plan(request: Request, image_paths: Iterable[str] = (), modulefiles_dir: str = MODULEFILES_DIR) -> dict[str, Any]:
     """``{"problems": [...], "packages", "packages_absent", "files", "venvs", "users", "groups"}`` for the role's
     variables in ``request`` (their names without ``jail_software_``). ``image_paths``: the Slurm client paths of the
     jail's own paths.JAIL_SLURM_PATHS_FILE. Files (apt sources, profile snippets, modulefiles and ``files``) come
     with the path each writes; environments add Debian's python3-venv to the packages."""
-    problems = []
+    problems: list[str] = []
     image_paths = list(image_paths)
-    result = {"problems": problems, "files": [], "venvs": [], "users": [], "groups": []}
+    result: dict[str, Any] = {"problems": problems, "files": [], "venvs": [], "users": [], "groups": []}
     result["packages"] = _packages(_entries(request, "packages", problems), problems)
     result["packages_absent"] = _packages(_entries(request, "packages_absent", problems), problems)
     directory_problem = _path_problem("jail_software_modulefiles_dir", modulefiles_dir, image_paths)
@@ -189,8 +199,9 @@ def plan(request, image_paths=(), modulefiles_dir=MODULEFILES_DIR):
     for where, entry in _entries(request, "files", problems):
         state = _state(where, entry, FILE_STATES, problems)
         # apt's own configuration (its sources among it) is written before packages install
-        apt = paths.normalised(entry.get("dest")) and paths.under(entry.get("dest"), APT_DIR)
-        item = _file(where, entry, entry.get("dest"), state, problems, image_paths, kind="apt" if apt else "file")
+        dest = entry.get("dest")
+        apt = isinstance(dest, str) and paths.normalised(dest) and paths.under(dest, APT_DIR)
+        item = _file(where, entry, dest, state, problems, image_paths, kind="apt" if apt else "file")
         if item:
             result["files"].append(item)
     for where, entry in _entries(request, "venvs", problems):
@@ -218,20 +229,20 @@ def plan(request, image_paths=(), modulefiles_dir=MODULEFILES_DIR):
     return result
 
 
-def package_name(package):
+def package_name(package: str) -> str:
     """``hello`` of ``hello``, ``hello=2.10-5``, ``hello:amd64``."""
     return package.split("=", 1)[0].split(":", 1)[0]
 
 
-def missing_packages(packages, dpkg_output):
+def missing_packages(packages: Iterable[str], dpkg_output: str | None) -> list[str]:
     """Those of ``packages`` (``name`` or ``name=version``) that dpkg (its output in DPKG_QUERY_FORMAT) does not have
     installed, or at another version than the one pinned."""
-    installed = {}
+    installed: dict[str, str] = {}
     for line in (dpkg_output or "").splitlines():
         fields = line.split("\t")
         if len(fields) == 3 and fields[1].strip() == "ii":
             installed[fields[0]] = fields[2]
-    missing = []
+    missing: list[str] = []
     for package in packages:
         version = package.split("=", 1)[1] if "=" in package else None
         have = installed.get(package_name(package))

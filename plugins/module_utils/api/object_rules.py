@@ -213,10 +213,10 @@ JAIL_RESERVED_TREES = ("/proc", "/sys", "/dev", "/run", "/tmp", names.SLURMD_SPO
 
 
 def sub_mount_rules(mounts: list[Spec] | None, path: str, errors: Errors) -> None:
-    targets = [m.get("mountPath") for m in mounts or () if matches(schema.JAIL_PATH_PATTERN, m.get("mountPath"))]
+    targets = [m["mountPath"] for m in mounts or () if matches(schema.JAIL_PATH_PATTERN, m.get("mountPath"))]
     for index, mount in enumerate(mounts or ()):
         target = mount.get("mountPath")
-        if not matches(schema.JAIL_PATH_PATTERN, target):
+        if not isinstance(target, str) or not matches(schema.JAIL_PATH_PATTERN, target):
             continue  # the schema already refused it
         where = child_path(path, index) + ".mountPath"
         for tree in JAIL_RESERVED_TREES:

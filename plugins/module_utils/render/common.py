@@ -116,7 +116,8 @@ class ClusterContext(object):
     def metadata(self, name: str, component: str, nodeset: NodeSet | None = None, owner: KubeObject | None = None,
                  annotations: Mapping[str, str] | None = None) -> KubeObject:
         set_name = nodeset["metadata"]["name"] if nodeset is not None else None
-        md = {"name": name, "namespace": self.namespace, "labels": names.labels(self.name, component, set_name)}
+        md: KubeObject = {"name": name, "namespace": self.namespace,
+                          "labels": names.labels(self.name, component, set_name)}
         if annotations:
             md["annotations"] = dict(annotations)
         if owner is not None and owner["metadata"].get("uid"):
@@ -254,7 +255,8 @@ def headless_service(c: ClusterContext, name: str, component: str, port_name: st
             "clusterIP": "None",
             # Daemons must resolve each other while starting, before they are ready.
             "publishNotReadyAddresses": True,
-            "selector": names.selector_labels(c.name, component, nodeset and nodeset["metadata"]["name"]),
+            "selector": names.selector_labels(c.name, component,
+                                              nodeset["metadata"]["name"] if nodeset is not None else None),
             "ports": [{"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}],
         },
     }
@@ -263,8 +265,8 @@ def headless_service(c: ClusterContext, name: str, component: str, port_name: st
 def statefulset(c: ClusterContext, name: str, component: str, replicas: int, service: str, pod_spec: KubeObject,
                 nodeset: NodeSet | None = None, annotations: Mapping[str, str] | None = None,
                 extra: KubeObject | None = None) -> KubeObject:
-    set_name = nodeset and nodeset["metadata"]["name"]
-    template_md = {"labels": names.labels(c.name, component, set_name)}
+    set_name = nodeset["metadata"]["name"] if nodeset is not None else None
+    template_md: KubeObject = {"labels": names.labels(c.name, component, set_name)}
     if annotations:
         template_md["annotations"] = annotations
     spec = {
@@ -286,6 +288,6 @@ def pdb(c: ClusterContext, name: str, component: str, nodeset: NodeSet | None = 
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": c.metadata(name, component, nodeset=nodeset, owner=owner),
         "spec": {"maxUnavailable": 1,
-                 "selector": {"matchLabels": names.selector_labels(c.name, component,
-                                                                   nodeset and nodeset["metadata"]["name"])}},
+                 "selector": {"matchLabels": names.selector_labels(
+                     c.name, component, nodeset["metadata"]["name"] if nodeset is not None else None)}},
     }

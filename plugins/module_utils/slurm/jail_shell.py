@@ -14,7 +14,7 @@ input, counted (``head -c``: the channel protocols before v5 cannot close it); A
 in the exec's URL, which the API server's audit log records.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
@@ -41,17 +41,17 @@ SCRIPT_NAME = "soperator-jail"
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
-def enter_argv(command, stdin_size=0):
+def enter_argv(command: str, stdin_size: int = 0) -> list[str]:
     """The exec's argv: ``command`` run by /bin/sh as root in the jail, given ``stdin_size`` bytes of input."""
     return ["/bin/sh", "-c", ENTER_SCRIPT, SCRIPT_NAME, str(int(stdin_size)), command]
 
 
-def host_name(namespace, cluster):
+def host_name(namespace: str, cluster: str) -> str:
     """The inventory name of a cluster's jail: ``<namespace>/<cluster>``."""
     return "%s/%s" % (namespace, cluster)
 
 
-def parse_host(host):
+def parse_host(host: object) -> tuple[str, str]:
     """(namespace, cluster) of ``<namespace>/<cluster>``; ValueError naming what is wrong."""
     namespace, sep, cluster = str(host or "").partition("/")
     if not sep or not re.fullmatch(_LABEL, namespace) or not re.fullmatch(_LABEL, cluster) or len(namespace) > 63 \

@@ -6,11 +6,12 @@ trees, the system trees a jail sub-mount may not take, sit below or hide, and wh
 Pure: paths are compared as normalised absolute paths, nothing is read.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
 import fnmatch
+from typing import Iterable
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 
@@ -53,7 +54,7 @@ USER_OWNED_PARENTS = ("/home",)
 DAEMON_MIRROR_REFUSED_TREES = SUB_MOUNT_SYSTEM_TREES
 
 
-def system_tree(path):
+def system_tree(path: str) -> str | None:
     """The system tree ``path`` (a normalised absolute path) takes, lies below or would hide; None when it is
     none's."""
     first = path.split("/")[1] if path.startswith("/") else ""
@@ -65,7 +66,7 @@ def system_tree(path):
     return None
 
 
-def sub_mount_problem(path, others=()):
+def sub_mount_problem(path: str, others: Iterable[str] = ()) -> str | None:
     """Why a jail sub-mount may not be mounted at ``path`` (normalised, absolute), or None. ``others``: the
     mount paths of the cluster's other sub-mounts."""
     tree = system_tree(path)
@@ -87,18 +88,18 @@ def sub_mount_problem(path, others=()):
     return None
 
 
-def may_mirror(path):
+def may_mirror(path: str) -> bool:
     """Whether the slurmd container may mount a jail path's volume at the same path: only outside
     DAEMON_MIRROR_REFUSED_TREES (exactly where a sub-mount may go, so every accepted sub-mount may be mirrored)."""
     return system_tree(path) is None
 
 
-def under(path, tree):
+def under(path: str, tree: str) -> bool:
     """``path`` is ``tree`` or below it (both normalised absolute paths)."""
     return path == tree or tree == "/" or path.startswith(tree + "/")
 
 
-def overlaps(one, other):
+def overlaps(one: str, other: str) -> bool:
     """One of the two paths is the other or below it."""
     return under(one, other) or under(other, one)
 
@@ -152,9 +153,9 @@ JAIL_OWNED = (
 JAIL_OWNED_PACKAGES = ("slurm*", "libslurm*", "libpmi*", "sackd", "munge", "libmunge*", "libnss-sss")
 
 
-def image_slurm_paths(text):
+def image_slurm_paths(text: str | None) -> list[str]:
     """The paths of the jail's JAIL_SLURM_PATHS_FILE (one absolute path a line, ``#`` comments)."""
-    found = []
+    found: list[str] = []
     for line in (text or "").splitlines():
         line = line.strip()
         if line and not line.startswith("#") and line.startswith("/"):
@@ -162,7 +163,7 @@ def image_slurm_paths(text):
     return found
 
 
-def normalised(path):
+def normalised(path: object) -> bool:
     """Whether ``path`` is an absolute path with no empty, ``.`` or ``..`` component, no trailing ``/`` (but ``/``
     itself) and no line break or NUL: the only form :func:`jail_owner` compares."""
     if not isinstance(path, str) or not path.startswith("/") or any(c in path for c in "\n\r\x00"):
@@ -170,7 +171,7 @@ def normalised(path):
     return path == "/" or all(part not in ("", ".", "..") for part in path[1:].split("/"))
 
 
-def jail_owner(path, image_paths=(), replacing=False):
+def jail_owner(path: str, image_paths: Iterable[str] = (), replacing: bool = False) -> str | None:
     """Why ``path`` (normalised, absolute) of the jail is the product's, or None. A path is refused when it is an
     owned path or lies below one; with ``replacing`` (the path is removed, or replaced by a link or another
     directory) also when an owned path lies below it."""
@@ -188,7 +189,7 @@ def jail_owner(path, image_paths=(), replacing=False):
     return None
 
 
-def owned_package(name):
+def owned_package(name: str) -> str | None:
     """The pattern of JAIL_OWNED_PACKAGES that Debian package ``name`` (``pkg``, ``pkg=1.0``, ``pkg:amd64``) matches,
     or None."""
     base = name.split("=", 1)[0].split(":", 1)[0].strip()
