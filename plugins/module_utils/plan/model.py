@@ -284,7 +284,7 @@ class Context(object):
     spec: Spec  # its spec
     views: List[View]  # the valid NodeSets, then those being deleted
     invalid: Mapping[str, Errors]  # nodeset name -> why it is invalid (left alone this pass)
-    observed: Observed
+    observed: Observed  # what the adapter observed, as given
     statefulsets: Dict[str, KubeObject]  # observed["statefulsets"] ({} when absent)
     pods: Dict[str, KubeObject]  # observed["pods"] ({} when absent)
     slurm: Optional[Dict[str, SlurmNode]]  # observed["slurm"]: None without Slurm's view
@@ -386,7 +386,7 @@ class Plan(object):
     slurm_config: Optional[SlurmConfigStatus]  # status.slurmConfig (slurm_config.py); None: not recorded yet
     read_mounted_config: bool  # the planner needs the controller's mounted slurm.conf (observed)
     ungate: Dict[str, Ungate]  # gated pinned worker pod -> how to let it go (pins.py)
-    ready: bool
+    ready: bool  # the Ready condition (components.plan_readiness)
     phase: str  # PHASE_READY, PHASE_PROGRESSING or PHASE_MAINTENANCE
     message: str  # status: what is ready, or what is not
 
