@@ -21,11 +21,13 @@ SUITE=trixie
 # tests' network namespace. util-linux (in minbase) brings runuser, setpriv, nsenter. python3: the worker image's
 # health program (images/worker/soperator_health.py) runs under real slurmd in tests/slurm. slurmdbd, slurmrestd
 # and mariadb-server: the accounting tests run Debian's MariaDB, slurmdbd and the REST API (auth/jwt from
-# slurm-wlm-jwt-plugin) as the images do.
+# slurm-wlm-jwt-plugin) as the images do. skopeo and umoci: container jobs pull and unpack images with them, as the
+# worker image does (netavark: debootstrap does not resolve virtual packages, and skopeo's containers-common needs
+# a container-network-stack); docker-registry: the container tests' local registry, holding the images they build.
 PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev gcc make libc6-dev busybox-static python3
-  slurmdbd slurmrestd slurm-wlm-jwt-plugin mariadb-server mariadb-client)
+  slurmdbd slurmrestd slurm-wlm-jwt-plugin mariadb-server mariadb-client skopeo netavark umoci docker-registry)
 # Bump when the recipe changes in a way the package list does not show.
-RECIPE_VERSION=1
+RECIPE_VERSION=2
 
 CACHE_ROOT=${SOPERATOR_CACHE:-$HOME/.cache/soperator}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}

@@ -75,14 +75,10 @@ struct sc_mount_attr {
 	uint64_t userns_fd;
 };
 
-struct fdpath {
-	char s[32];
-};
-
 /* A path naming exactly the object behind fd, for mount(2). */
-static struct fdpath fd_path(int fd)
+struct sc_fdpath sc_fd_path(int fd)
 {
-	struct fdpath p;
+	struct sc_fdpath p;
 
 	snprintf(p.s, sizeof(p.s), "/proc/self/fd/%d", fd);
 	return p;
@@ -95,10 +91,15 @@ static const char *errname(int err)
 	return n ? n : "?";
 }
 
+char sc_last_error[512];
+bool sc_log_quiet;
+
 /* Log "<what> <path>: <strerror> (<ENAME>)" and return -1. */
-static int fail(const char *what, const char *path, int err)
+int sc_fail(const char *what, const char *path, int err)
 {
-	sc_error("%s %s: %s (%s)", what, path, strerror(err), errname(err));
+	snprintf(sc_last_error, sizeof(sc_last_error), "%s %s: %s (%s)", what,
+		 path, strerror(err), errname(err));
+	sc_error("%s", sc_last_error);
 	return -1;
 }
 
@@ -114,7 +115,7 @@ static void close_fd(int *fd)
  * mount_setattr(2), Linux >= 5.12; else each mount of /proc/self/mountinfo
  * at or below its path). shown names it in errors.
  */
-static int make_readonly(int fd, const char *shown)
+int sc_make_readonly(int fd, const char *shown)
 {
 	struct sc_mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
 	char line[PATH_MAX * 2], point[PATH_MAX], sub[PATH_MAX + 32];
@@ -126,13 +127,13 @@ static int make_readonly(int fd, const char *shown)
 		    &attr, sizeof(attr)) == 0)
 		return 0;
 	if (errno != ENOSYS)
-		return fail("recursive read-only remount of", shown, errno);
-	if (mount(NULL, fd_path(fd).s, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY,
+		return sc_fail("recursive read-only remount of", shown, errno);
+	if (mount(NULL, sc_fd_path(fd).s, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY,
 		  NULL) < 0)
-		return fail("read-only remount of", shown, errno);
+		return sc_fail("read-only remount of", shown, errno);
 	info = fopen("/proc/self/mountinfo", "re");
 	if (!info)
-		return fail("read", "/proc/self/mountinfo", errno);
+		return sc_fail("read", "/proc/self/mountinfo", errno);
 	len = strlen(shown);
 	/* field 5 is the mount point; kernel file systems' names have no
 	 * spaces (escaped as \040 if they had: such a mount is not ours) */
@@ -144,7 +145,7 @@ static int make_readonly(int fd, const char *shown)
 		snprintf(sub, sizeof(sub), "%s", point);
 		if (mount(NULL, sub, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY,
 			  NULL) < 0)
-			rc = fail("read-only remount of", sub, errno);
+			rc = sc_fail("read-only remount of", sub, errno);
 	}
 	fclose(info);
 	return rc;
@@ -154,8 +155,8 @@ static int make_readonly(int fd, const char *shown)
  * Mount src (a path, or /proc/self/fd/N) onto dst inside the jail, creating
  * the mountpoint as the kind of src when missing.
  */
-static int bind_into(const char *jail, int jailfd, const char *src,
-		     const char *dst, bool readonly, bool optional)
+int sc_bind_into(const char *jail, int jailfd, const char *src,
+		 const char *dst, bool readonly, bool optional)
 {
 	char shown[PATH_MAX * 2];
 	struct stat st;
@@ -168,14 +169,14 @@ static int bind_into(const char *jail, int jailfd, const char *src,
 			sc_debug("optional bind source %s is missing", src);
 			return 0;
 		}
-		return fail("bind source", src, errno);
+		return sc_fail("bind source", src, errno);
 	}
 	kind = S_ISDIR(st.st_mode) ? SC_KIND_DIR : SC_KIND_FILE;
 	tfd = sc_open_beneath(jailfd, dst, true, kind);
 	if (tfd < 0)
-		return fail("mountpoint", shown, -tfd);
-	if (mount(src, fd_path(tfd).s, NULL, MS_BIND | MS_REC, NULL) < 0) {
-		fail("bind mount onto", shown, errno);
+		return sc_fail("mountpoint", shown, -tfd);
+	if (mount(src, sc_fd_path(tfd).s, NULL, MS_BIND | MS_REC, NULL) < 0) {
+		sc_fail("bind mount onto", shown, errno);
 		goto out;
 	}
 	if (readonly) {
@@ -183,10 +184,10 @@ static int bind_into(const char *jail, int jailfd, const char *src,
 		/* reopen: the path now leads to the new mount's root */
 		tfd = sc_open_beneath(jailfd, dst, false, kind);
 		if (tfd < 0) {
-			fail("reopen mountpoint", shown, -tfd);
+			sc_fail("reopen mountpoint", shown, -tfd);
 			goto out;
 		}
-		if (make_readonly(tfd, shown) < 0)
+		if (sc_make_readonly(tfd, shown) < 0)
 			goto out;
 	}
 	rc = 0;
@@ -203,20 +204,16 @@ static int mount_proc(const char *jail, int jailfd)
 	snprintf(shown, sizeof(shown), "%s/proc", jail);
 	fd = sc_open_beneath(jailfd, "proc", true, SC_KIND_DIR);
 	if (fd < 0)
-		return fail("mountpoint", shown, -fd);
-	if (mount("proc", fd_path(fd).s, "proc",
+		return sc_fail("mountpoint", shown, -fd);
+	if (mount("proc", sc_fd_path(fd).s, "proc",
 		  MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		rc = fail("mount proc on", shown, errno);
+		rc = sc_fail("mount proc on", shown, errno);
 	close(fd);
 	return rc;
 }
 
 /* Credentials of the task's file system access (root's, slurmstepd's) while
  * it acts for the job's user. */
-struct saved_creds {
-	gid_t groups[NGROUPS_MAX];
-	int ngroups;
-};
 
 /*
  * Make every later file system access the job's: fsuid, fsgid and the job's
@@ -226,37 +223,37 @@ struct saved_creds {
  * made, exactly as the user could. Checked, not assumed; -1 on any error
  * (then drop_job_fs must still be called).
  */
-static int become_job_fs(const struct sc_job *job, struct saved_creds *saved)
+int sc_become_job_fs(const struct sc_job *job, struct sc_saved_creds *saved)
 {
 	saved->ngroups = getgroups(NGROUPS_MAX, saved->groups);
 	if (saved->ngroups < 0)
-		return fail("read the groups of", "slurmstepd", errno);
+		return sc_fail("read the groups of", "slurmstepd", errno);
 	if (job->ngids < 0 || (job->ngids > 0 && !job->gids))
-		return fail("the job's supplementary groups:",
+		return sc_fail("the job's supplementary groups:",
 			    "unknown to Slurm", EINVAL);
 	if (setgroups((size_t)job->ngids, job->gids) < 0)
-		return fail("take the job's groups for", "its workdir", errno);
+		return sc_fail("take the job's groups for", "its workdir", errno);
 	setfsgid(job->gid);
 	setfsuid(job->uid);
 	/* setfs[ug]id return the previous id, even on failure: ask again */
 	if ((uid_t)setfsuid((uid_t)-1) != job->uid ||
 	    (gid_t)setfsgid((gid_t)-1) != job->gid)
-		return fail("take the job's uid/gid for", "its workdir", EPERM);
+		return sc_fail("take the job's uid/gid for", "its workdir", EPERM);
 	return 0;
 }
 
 /* Back to slurmstepd's own file system credentials; -1 if they did not come
  * back (the task must not go on). */
-static int drop_job_fs(const struct saved_creds *saved)
+int sc_drop_job_fs(const struct sc_saved_creds *saved)
 {
 	setfsuid(0);
 	setfsgid(0);
 	if ((uid_t)setfsuid((uid_t)-1) != 0 || (gid_t)setfsgid((gid_t)-1) != 0)
-		return fail("restore root's fsuid/fsgid after", "the workdir",
+		return sc_fail("restore root's fsuid/fsgid after", "the workdir",
 			    EPERM);
 	if (saved->ngroups >= 0 &&
 	    setgroups((size_t)saved->ngroups, saved->groups) < 0)
-		return fail("restore the groups after", "the workdir", errno);
+		return sc_fail("restore the groups after", "the workdir", errno);
 	return 0;
 }
 
@@ -268,7 +265,7 @@ static bool dir_is_empty(int pathfd)
 	DIR *dir;
 	int fd;
 
-	fd = open(fd_path(pathfd).s, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open(sc_fd_path(pathfd).s, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	dir = fdopendir(fd);
@@ -295,7 +292,7 @@ static bool dir_is_empty(int pathfd)
 static int bind_workdir(const struct sc_options *o, int jailfd,
 			const struct sc_job *job)
 {
-	struct saved_creds saved = {.ngroups = -1};
+	struct sc_saved_creds saved = {.ngroups = -1};
 	int in_jail, node = -1, point = -1, rc = 0;
 	bool empty = true;
 
@@ -303,8 +300,8 @@ static int bind_workdir(const struct sc_options *o, int jailfd,
 		return 0;
 	if (sc_path_is_under(job->workdir, o->jail))
 		return 0;
-	if (become_job_fs(job, &saved) < 0) {
-		drop_job_fs(&saved);
+	if (sc_become_job_fs(job, &saved) < 0) {
+		sc_drop_job_fs(&saved);
 		return -1;
 	}
 	in_jail = sc_open_beneath(jailfd, job->workdir, false, SC_KIND_DIR);
@@ -327,11 +324,11 @@ static int bind_workdir(const struct sc_options *o, int jailfd,
 		sc_debug("workdir %s not reachable on the node: %m",
 			 job->workdir);
 	}
-	if (drop_job_fs(&saved) < 0)
+	if (sc_drop_job_fs(&saved) < 0)
 		rc = -1;
-	else if (point >= 0 && mount(fd_path(node).s, fd_path(point).s, NULL,
+	else if (point >= 0 && mount(sc_fd_path(node).s, sc_fd_path(point).s, NULL,
 				     MS_BIND | MS_REC, NULL) < 0)
-		rc = fail("bind mount of the workdir onto", job->workdir,
+		rc = sc_fail("bind mount of the workdir onto", job->workdir,
 			  errno);
 	close_fd(&node);
 	close_fd(&point);
@@ -339,8 +336,8 @@ static int bind_workdir(const struct sc_options *o, int jailfd,
 }
 
 /* The spool dir (batch scripts run from there after the pivot). */
-static int bind_spool(const struct sc_options *o, int jailfd,
-		      const struct sc_job *job)
+int sc_bind_spool(const struct sc_options *o, const char *root, int rootfd,
+		  const struct sc_job *job)
 {
 	char path[PATH_MAX];
 	char *slash;
@@ -348,12 +345,12 @@ static int bind_spool(const struct sc_options *o, int jailfd,
 	if (o->spool_dir) {
 		if (sc_expand_node(o->spool_dir, job->node, path,
 				   sizeof(path)) < 0)
-			return fail("expand %n in spool_dir", o->spool_dir,
+			return sc_fail("expand %n in spool_dir", o->spool_dir,
 				    EINVAL);
 	} else if (job->script && job->script[0] == '/') {
 		/* only this job's directory, e.g. <spool>/job00042 */
 		if (strlen(job->script) >= sizeof(path))
-			return fail("batch script", job->script, ENAMETOOLONG);
+			return sc_fail("batch script", job->script, ENAMETOOLONG);
 		strcpy(path, job->script);
 		slash = strrchr(path, '/');
 		if (slash == path)
@@ -364,7 +361,7 @@ static int bind_spool(const struct sc_options *o, int jailfd,
 	}
 	if (sc_path_is_under(path, o->jail))
 		return 0;
-	return bind_into(o->jail, jailfd, path, path, false, false);
+	return sc_bind_into(root, rootfd, path, path, false, false);
 }
 
 static bool is_read_only_node_path(const char *path)
@@ -378,7 +375,7 @@ static bool is_read_only_node_path(const char *path)
 
 /* See jail_caps. Fails (the task must not run) when a capability cannot be
  * dropped: slurmd then lacks CAP_SETPCAP. */
-static int drop_jail_caps(void)
+int sc_drop_jail_caps(void)
 {
 	struct __user_cap_header_struct head = {
 		.version = _LINUX_CAPABILITY_VERSION_3};
@@ -390,17 +387,17 @@ static int drop_jail_caps(void)
 
 		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 &&
 		    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-			return fail("drop from the bounding set:",
+			return sc_fail("drop from the bounding set:",
 				    jail_caps[i].name, errno);
 		/* EINVAL: a kernel without ambient capabilities */
 		lowered = prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, cap, 0L,
 				0L);
 		if (lowered < 0 && errno != EINVAL)
-			return fail("lower the ambient", jail_caps[i].name,
+			return sc_fail("lower the ambient", jail_caps[i].name,
 				    errno);
 	}
 	if (syscall(SYS_capget, &head, data) < 0)
-		return fail("read capabilities of", "the task", errno);
+		return sc_fail("read capabilities of", "the task", errno);
 	for (size_t i = 0; i < n; i++) {
 		int cap = jail_caps[i].cap;
 		uint32_t bit = 1u << (cap % 32);
@@ -410,26 +407,45 @@ static int drop_jail_caps(void)
 		data[cap / 32].inheritable &= ~bit;
 	}
 	if (syscall(SYS_capset, &head, data) < 0)
-		return fail("lower capabilities of", "the task", errno);
+		return sc_fail("lower capabilities of", "the task", errno);
+	return 0;
+}
+
+int sc_mount_node_paths(const char *root, int rootfd)
+{
+	if (mount_proc(root, rootfd) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(proc_ro) / sizeof(*proc_ro); i++) {
+		char src[PATH_MAX];
+
+		snprintf(src, sizeof(src), "%s%s", root, proc_ro[i]);
+		if (sc_bind_into(root, rootfd, src, proc_ro[i], true, true) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < sizeof(node_paths) / sizeof(*node_paths); i++)
+		if (sc_bind_into(root, rootfd, node_paths[i], node_paths[i],
+				 is_read_only_node_path(node_paths[i]),
+				 false) < 0)
+			return -1;
 	return 0;
 }
 
 static int enter_root(const struct sc_options *o, int jailfd)
 {
 	if (fchdir(jailfd) < 0)
-		return fail("chdir to", o->jail, errno);
+		return sc_fail("chdir to", o->jail, errno);
 	if (o->mode == SC_MODE_CHROOT) {
 		if (chroot(".") < 0)
-			return fail("chroot to", o->jail, errno);
+			return sc_fail("chroot to", o->jail, errno);
 	} else {
 		/* new root and old root on "."; then drop the old one */
 		if (syscall(SYS_pivot_root, ".", ".") < 0)
-			return fail("pivot_root to", o->jail, errno);
+			return sc_fail("pivot_root to", o->jail, errno);
 		if (umount2(".", MNT_DETACH) < 0)
-			return fail("detach old root under", o->jail, errno);
+			return sc_fail("detach old root under", o->jail, errno);
 	}
 	if (chdir("/") < 0)
-		return fail("chdir to / in", o->jail, errno);
+		return sc_fail("chdir to / in", o->jail, errno);
 	return 0;
 }
 
@@ -439,49 +455,37 @@ int sc_jail_enter(const struct sc_options *o, const struct sc_job *job)
 	struct stat st;
 
 	if (stat(o->jail, &st) < 0)
-		return fail("jail", o->jail, errno);
+		return sc_fail("jail", o->jail, errno);
 	if (!S_ISDIR(st.st_mode))
-		return fail("jail", o->jail, ENOTDIR);
+		return sc_fail("jail", o->jail, ENOTDIR);
 	if (unshare(CLONE_NEWNS) < 0)
-		return fail("unshare mount namespace for", o->jail, errno);
+		return sc_fail("unshare mount namespace for", o->jail, errno);
 	/* our mounts must not propagate back to the node */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-		return fail("make / a recursive slave for", o->jail, errno);
+		return sc_fail("make / a recursive slave for", o->jail, errno);
 	/* pivot_root needs the new root to be a mount point */
 	if (mount(o->jail, o->jail, NULL, MS_BIND | MS_REC, NULL) < 0)
-		return fail("bind jail onto itself", o->jail, errno);
+		return sc_fail("bind jail onto itself", o->jail, errno);
 	jailfd = open(o->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (jailfd < 0)
-		return fail("open jail", o->jail, errno);
+		return sc_fail("open jail", o->jail, errno);
 
-	if (mount_proc(o->jail, jailfd) < 0)
+	if (sc_mount_node_paths(o->jail, jailfd) < 0)
 		goto out;
-	for (size_t i = 0; i < sizeof(proc_ro) / sizeof(*proc_ro); i++) {
-		char src[PATH_MAX];
-
-		snprintf(src, sizeof(src), "%s%s", o->jail, proc_ro[i]);
-		if (bind_into(o->jail, jailfd, src, proc_ro[i], true, true) < 0)
-			goto out;
-	}
-	for (size_t i = 0; i < sizeof(node_paths) / sizeof(*node_paths); i++)
-		if (bind_into(o->jail, jailfd, node_paths[i], node_paths[i],
-			      is_read_only_node_path(node_paths[i]),
-			      false) < 0)
-			goto out;
-	if (bind_spool(o, jailfd, job) < 0)
+	if (sc_bind_spool(o, o->jail, jailfd, job) < 0)
 		goto out;
 	if (bind_workdir(o, jailfd, job) < 0)
 		goto out;
 	for (size_t i = 0; i < o->nbinds; i++) {
 		const struct sc_bind *b = &o->binds[i];
 
-		if (bind_into(o->jail, jailfd, b->src, b->dst, b->readonly,
+		if (sc_bind_into(o->jail, jailfd, b->src, b->dst, b->readonly,
 			      b->optional) < 0)
 			goto out;
 	}
 	if (enter_root(o, jailfd) < 0)
 		goto out;
-	if (drop_jail_caps() < 0)
+	if (sc_drop_jail_caps() < 0)
 		goto out;
 	rc = 0;
 out:

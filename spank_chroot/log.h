@@ -5,9 +5,21 @@
 
 #include <slurm/spank.h>
 
+#include <stdbool.h>
+
+/* Set in a child forked from slurmstepd that must not log (another thread
+ * may have held the logger's lock at the fork): nothing is logged. */
+extern bool sc_log_quiet;
+
 #define SC_LOG_PREFIX "spank_chroot: "
-#define sc_error(fmt, ...) slurm_error(SC_LOG_PREFIX fmt, ##__VA_ARGS__)
-#define sc_verbose(fmt, ...) slurm_verbose(SC_LOG_PREFIX fmt, ##__VA_ARGS__)
-#define sc_debug(fmt, ...) slurm_debug(SC_LOG_PREFIX fmt, ##__VA_ARGS__)
+#define SC_LOG(fn, fmt, ...)                                                   \
+	do {                                                                   \
+		if (!sc_log_quiet)                                             \
+			fn(SC_LOG_PREFIX fmt, ##__VA_ARGS__);                  \
+	} while (0)
+#define sc_error(fmt, ...) SC_LOG(slurm_error, fmt, ##__VA_ARGS__)
+#define sc_info(fmt, ...) SC_LOG(slurm_info, fmt, ##__VA_ARGS__)
+#define sc_verbose(fmt, ...) SC_LOG(slurm_verbose, fmt, ##__VA_ARGS__)
+#define sc_debug(fmt, ...) SC_LOG(slurm_debug, fmt, ##__VA_ARGS__)
 
 #endif

@@ -2,11 +2,15 @@
 #define _GNU_SOURCE
 #include "options.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "container_args.h"
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -139,9 +143,9 @@ static int parse_bind_flags(const char *flags, struct sc_bind *b)
 	return rc;
 }
 
-/* One "SRC[:DST[:FLAGS]]" item of a bind= list. */
-static int add_bind(struct sc_options *o, const char *item, char *err,
-		    size_t errlen)
+/* One "SRC[:DST[:FLAGS]]" item of a bind= (or container_bind=) list. */
+static int add_bind(struct sc_bind **binds, size_t *nbinds, const char *item,
+		    char *err, size_t errlen)
 {
 	char *copy = strdup(item), *src, *dst, *flags;
 	struct sc_bind b = {0}, *grown;
@@ -184,13 +188,13 @@ static int add_bind(struct sc_options *o, const char *item, char *err,
 			item);
 		goto out;
 	}
-	grown = realloc(o->binds, (o->nbinds + 1) * sizeof(*o->binds));
+	grown = realloc(*binds, (*nbinds + 1) * sizeof(**binds));
 	if (!grown) {
 		set_err(err, errlen, "out of memory");
 		goto out;
 	}
-	o->binds = grown;
-	o->binds[o->nbinds++] = b;
+	*binds = grown;
+	(*binds)[(*nbinds)++] = b;
 	b.src = b.dst = NULL;
 	rc = 0;
 out:
@@ -210,6 +214,142 @@ static int parse_bool(const char *v, bool *out)
 		*out = false;
 		return 0;
 	}
+	return -1;
+}
+
+/* A registry or repository prefix: host[:port][/path], no trailing '/'. */
+static int add_registry(struct sc_container_options *c, const char *item,
+			char *err, size_t errlen)
+{
+	struct sc_image_ref ref;
+	char probe[300], **grown, *copy;
+	size_t len = strlen(item);
+	bool has_path = strchr(item, '/') != NULL;
+
+	/* checked as an image name: "item/x" must parse with item as its
+	 * registry */
+	if (len == 0 || len > 250 || item[len - 1] == '/' ||
+	    snprintf(probe, sizeof(probe), "%s%s", item,
+		     has_path ? "" : "/x") < 0 ||
+	    sc_image_ref_parse(probe, &ref, NULL, 0) < 0 ||
+	    strncasecmp(ref.name, probe, strcspn(probe, "/")) != 0) {
+		set_err(err, errlen,
+			"container_registries: \"%s\" is not a registry or "
+			"repository prefix (registry.example.com, "
+			"registry.example.com:5000/team)",
+			item);
+		return -1;
+	}
+	copy = strdup(has_path ? item : ref.name);
+	grown = realloc(c->registries,
+			(c->nregistries + 1) * sizeof(*c->registries));
+	if (!copy || !grown) {
+		free(copy);
+		if (grown)
+			c->registries = grown;
+		set_err(err, errlen, "out of memory");
+		return -1;
+	}
+	if (!has_path)
+		copy[strcspn(copy, "/")] = '\0';
+	for (char *p = copy; *p && *p != '/'; p++)
+		*p = (char)tolower((unsigned char)*p);
+	c->registries = grown;
+	c->registries[c->nregistries++] = copy;
+	return 0;
+}
+
+/* container_<key>=val (key without the prefix). */
+static int parse_container_arg(struct sc_container_options *c, const char *key,
+			       size_t klen, const char *val, char *err,
+			       size_t errlen)
+{
+#define CKEY_IS(k) (klen == strlen(k) && strncmp(key, k, klen) == 0)
+	char **path = NULL;
+	const char *name = NULL;
+
+	if (CKEY_IS("cache")) {
+		path = &c->cache;
+		name = "container_cache";
+	} else if (CKEY_IS("auth")) {
+		path = &c->auth;
+		name = "container_auth";
+	} else if (CKEY_IS("helper")) {
+		path = &c->helper;
+		name = "container_helper";
+	} else if (CKEY_IS("driver")) {
+		path = &c->driver;
+		name = "container_driver";
+	} else if (CKEY_IS("slurm_conf")) {
+		path = &c->slurm_conf;
+		name = "container_slurm_conf";
+	}
+	if (path) {
+		if (*path) {
+			set_err(err, errlen, "%s= given more than once", name);
+			return -1;
+		}
+		*path = dup_path(val);
+		if (!*path || strcmp(*path, "/") == 0) {
+			free(*path);
+			*path = NULL;
+			set_err(err, errlen,
+				"%s=%s: must be an absolute path other than "
+				"/, without . or .. components",
+				name, val);
+			return -1;
+		}
+		return 0;
+	}
+	if (CKEY_IS("cache_size")) {
+		if (sc_parse_size(val, &c->cache_size) < 0) {
+			set_err(err, errlen,
+				"container_cache_size=%s: a size such as 50G, "
+				"512M or 1048576",
+				val);
+			return -1;
+		}
+		return 0;
+	}
+	if (CKEY_IS("owner")) {
+		char *end = NULL;
+		unsigned long id = strtoul(val, &end, 10);
+
+		if (!isdigit((unsigned char)val[0]) || *end || id == 0 ||
+		    id >= 65534) {
+			set_err(err, errlen,
+				"container_owner=%s: a uid other than root's "
+				"and nobody's",
+				val);
+			return -1;
+		}
+		c->owner = (unsigned int)id;
+		return 0;
+	}
+	if (CKEY_IS("registries") || CKEY_IS("bind")) {
+		bool registries = CKEY_IS("registries");
+		char *list = strdup(val), *save = NULL, *item;
+		int rc = 0;
+
+		if (!list) {
+			set_err(err, errlen, "out of memory");
+			return -1;
+		}
+		for (item = strtok_r(list, ",", &save); item && rc == 0;
+		     item = strtok_r(NULL, ",", &save))
+			rc = registries ? add_registry(c, item, err, errlen)
+					: add_bind(&c->binds, &c->nbinds, item,
+						   err, errlen);
+		free(list);
+		return rc;
+	}
+#undef CKEY_IS
+	set_err(err, errlen,
+		"unknown argument \"container_%.*s\" (known: container_cache, "
+		"container_cache_size, container_registries, container_auth, "
+		"container_helper, container_owner, container_bind, "
+		"container_driver, container_slurm_conf)",
+		(int)klen, key);
 	return -1;
 }
 
@@ -276,10 +416,13 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 		}
 		for (item = strtok_r(list, ",", &save); item && rc == 0;
 		     item = strtok_r(NULL, ",", &save))
-			rc = add_bind(o, item, err, errlen);
+			rc = add_bind(&o->binds, &o->nbinds, item, err, errlen);
 		free(list);
 		return rc;
 	}
+	if (klen > 10 && strncmp(arg, "container_", 10) == 0)
+		return parse_container_arg(&o->container, arg + 10, klen - 10,
+					   val, err, errlen);
 	if (KEY_IS("spool_dir")) {
 		if (o->spool_dir) {
 			set_err(err, errlen, "spool_dir= given more than once");
@@ -304,8 +447,7 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 #undef KEY_IS
 	set_err(err, errlen,
 		"unknown argument \"%.*s\" (known: jail, mode, bind, "
-		"spool_dir, "
-		"workdir)",
+		"spool_dir, workdir, container_*)",
 		(int)klen, arg);
 	return -1;
 }
@@ -334,8 +476,33 @@ int sc_options_parse(int argc, char *const argv[], struct sc_options *out,
 		set_err(err, errlen, "jail=/path is required");
 		goto fail;
 	}
+	if (!o.container.cache &&
+	    (o.container.cache_size || o.container.nregistries ||
+	     o.container.auth || o.container.helper || o.container.owner ||
+	     o.container.nbinds || o.container.driver ||
+	     o.container.slurm_conf)) {
+		set_err(err, errlen,
+			"container_* arguments need container_cache=/path");
+		goto fail;
+	}
+	if (o.container.cache) {
+		struct sc_container_options *c = &o.container;
+
+		if (!c->cache_size)
+			c->cache_size = SC_CONTAINER_CACHE_SIZE_DEFAULT;
+		if (!c->owner)
+			c->owner = SC_CONTAINER_OWNER_DEFAULT;
+		if (!c->helper && !(c->helper = strdup(
+					    SC_CONTAINER_HELPER_DEFAULT)))
+			goto oom;
+		if (!c->slurm_conf &&
+		    !(c->slurm_conf = strdup(SC_CONTAINER_SLURM_CONF_DEFAULT)))
+			goto oom;
+	}
 	*out = o;
 	return 0;
+oom:
+	set_err(err, errlen, "out of memory");
 fail:
 	sc_options_free(&o);
 	return -1;
@@ -352,5 +519,18 @@ void sc_options_free(struct sc_options *o)
 	free(o->binds);
 	free(o->jail);
 	free(o->spool_dir);
+	for (size_t i = 0; i < o->container.nbinds; i++) {
+		free(o->container.binds[i].src);
+		free(o->container.binds[i].dst);
+	}
+	free(o->container.binds);
+	for (size_t i = 0; i < o->container.nregistries; i++)
+		free(o->container.registries[i]);
+	free(o->container.registries);
+	free(o->container.cache);
+	free(o->container.auth);
+	free(o->container.helper);
+	free(o->container.driver);
+	free(o->container.slurm_conf);
 	memset(o, 0, sizeof(*o));
 }

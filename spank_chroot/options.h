@@ -22,6 +22,26 @@ struct sc_bind {
 	bool optional; /* skip silently when src does not exist */
 };
 
+/* Container jobs (--container-image): off unless container_cache= is set. */
+struct sc_container_options {
+	char *cache;		       /* the node's image cache directory */
+	unsigned long long cache_size; /* its limit, bytes */
+	char **registries;	       /* allowed prefixes; none: any */
+	size_t nregistries;
+	char *auth;		       /* registry credentials (auth.json) */
+	char *helper;		       /* soperator-images */
+	unsigned int owner;	       /* the cache's uid and gid */
+	struct sc_bind *binds;	       /* node paths in every container */
+	size_t nbinds;
+	char *driver;	  /* the node's GPU driver directory (lib/, bin/) */
+	char *slurm_conf; /* the node's directory with slurm.conf */
+};
+
+#define SC_CONTAINER_CACHE_SIZE_DEFAULT (50ULL << 30)
+#define SC_CONTAINER_OWNER_DEFAULT 64031u
+#define SC_CONTAINER_HELPER_DEFAULT "/usr/local/sbin/soperator-images"
+#define SC_CONTAINER_SLURM_CONF_DEFAULT "/etc/slurm"
+
 struct sc_options {
 	char *jail; /* absolute, normalised; required */
 	enum sc_mode mode;
@@ -30,6 +50,7 @@ struct sc_options {
 	char *spool_dir; /* SlurmdSpoolDir to bind, %n = node name; NULL: the
 			    batch script's own directory only */
 	bool workdir;	 /* bind the job's working directory when missing */
+	struct sc_container_options container;
 };
 
 /*

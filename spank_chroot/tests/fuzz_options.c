@@ -1,13 +1,16 @@
 /*
- * libFuzzer entry point for the plugstack argument parser: the input is split
- * on spaces into arguments. Build with clang -fsanitize=fuzzer,address, or
- * with -DFUZZ_REPLAY_MAIN (make asan) to replay the files given as arguments.
+ * libFuzzer entry point for the plugstack argument parser (the input split on
+ * spaces into arguments) and the users' container options (each argument
+ * given to every option's parser). Build with clang -fsanitize=fuzzer,address,
+ * or with -DFUZZ_REPLAY_MAIN (make asan) to replay the files given as
+ * arguments.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "container_args.h"
 #include "options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -28,6 +31,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		argv[argc++] = tok;
 	sc_options_parse(argc, argv, &o, err, sizeof(err));
 	sc_options_free(&o);
+	{
+		struct sc_container_args a = {.mount_home = -1,
+					      .writable = -1};
+		unsigned long long bytes;
+
+		for (int i = 0; i < argc; i++) {
+			char ref[600];
+
+			if (sc_cargs_image(&a, argv[i], err, sizeof(err)) == 0)
+				sc_image_ref_format(&a.ref, ref, sizeof(ref));
+			sc_cargs_mounts(&a, argv[i], err, sizeof(err));
+			sc_cargs_workdir(&a, argv[i], err, sizeof(err));
+			sc_cargs_name(&a, argv[i], err, sizeof(err));
+			sc_cargs_env(&a, argv[i], err, sizeof(err));
+			sc_cargs_env_kept(&a, argv[i]);
+			sc_parse_size(argv[i], &bytes);
+		}
+		sc_cargs_free(&a);
+	}
 	free(buf);
 	return 0;
 }

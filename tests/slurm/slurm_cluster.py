@@ -178,6 +178,11 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
 
 
 class Cluster:
+    # The daemons' root: a chroot (default), or a root of their namespace's own made by pivot_root, as a container
+    # runtime gives a pod. Container steps need the latter: a task joins the container's mount namespace, which puts
+    # it in that namespace's root.
+    PIVOT_ROOT = False
+
     def __init__(self, workdir: Path | None = None):
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="soperator-slurm-"))
         self.root = self.workdir / "rootfs"
@@ -264,8 +269,8 @@ class Cluster:
             """) + self.dev_mounts() + textwrap.dedent("""
             mount --rbind /sys "$R/sys"
             mount -t tmpfs -o mode=755 tmpfs "$R/run"
-            exec chroot "$R" /usr/local/sbin/reaper /usr/local/sbin/cluster-init
-            """)
+            """) + (self.enter_root_by_pivot() if self.PIVOT_ROOT else
+                    'exec chroot "$R" /usr/local/sbin/reaper /usr/local/sbin/cluster-init\n')
         log = open(self.workdir / "init.log", "w")
         self._unshare = subprocess.Popen(
             ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child",
@@ -279,6 +284,17 @@ class Cluster:
                  "slurmctld to answer")
         self.wait_nodes_idle(timeout)
 
+    @staticmethod
+    def enter_root_by_pivot() -> str:
+        """Shell lines that make $R the namespace's root (pivot_root), drop the host's, and start the init."""
+        return textwrap.dedent("""\
+            cd "$R"
+            mkdir -p .host-root
+            pivot_root . .host-root
+            exec /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c \\
+              'umount -l /.host-root && rmdir /.host-root && exec /usr/local/sbin/reaper /usr/local/sbin/cluster-init'
+            """)
+
     def _child_of_unshare(self) -> int | None:
         if self._unshare.poll() is not None:
             raise CommandError(f"unshare exited {self._unshare.returncode}")
@@ -289,8 +305,10 @@ class Cluster:
         if not kids:
             return None
         pid = int(kids[0])
-        # ready once it has chrooted into the rootfs
+        # ready once it has chrooted (or pivoted) into the rootfs
         try:
+            if self.PIVOT_ROOT:
+                return pid if os.readlink(f"/proc/{pid}/exe").endswith("/reaper") else None
             return pid if os.readlink(f"/proc/{pid}/root") == str(self.root) else None
         except OSError:
             return None
