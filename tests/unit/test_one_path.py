@@ -12,6 +12,8 @@ appears (issue 38). A function of a tree: run on this repository, and on copies 
 - Which Slurm nodes a scale-in drains, resumes and deletes is decided in ``plan/`` only (``plan/drains.py``'s
   planners are called there and nowhere else): no adapter or module scales in on its own.
 - scontrol's time format (epoch seconds, which the parsers read) is set in ``slurm/scontrol.py`` only.
+- The Slurm release and what it does are ``slurm/``'s (``version.py``: the release, its quirks keyed by release; the
+  key tables of ``config_keys.py``): no other file names the release or cites its findings, it asks ``version.SLURM``.
 """
 
 import ast
@@ -40,6 +42,9 @@ ALLOWED_IMPORTS = {
     "operator/soperator_operator/warm.py": ("kubernetes",),
 }
 API_PATH = re.compile(r"^/apis?(/|$)")
+SLURM_FOLDER = MU + "slurm/"
+# The release (not a package version such as 24.11.5-4, which the jails inventory parses) or its findings document.
+RELEASE_MENTION = re.compile(r"\b24\.11\b(?!\.\d)|\bfindings\b")
 # plan/drains.py's planners: what a scale-in (and a removal, a maintenance) drains, resumes, keeps and deletes.
 DRAIN_PLANNERS = ("plan_scale_in", "scale_in_victims", "resume_candidates", "removable_replicas", "plan_delete",
                   "statefulset_nodes")
@@ -149,6 +154,12 @@ def check(root):
                                 "decide" % (rel, ", ".join(planners)))
         if rel != MU + "slurm/scontrol.py" and any("SLURM_TIME_FORMAT=" in s for s in strings(tree)):
             problems.append("%s sets scontrol's time format: run slurm/scontrol.py's SCONTROL, SHOW_NODES" % rel)
+        if not rel.startswith(SLURM_FOLDER):
+            with open(path, encoding="utf-8") as handle:
+                found = RELEASE_MENTION.search(handle.read())
+            if found:
+                problems.append("%s names Slurm's release (%r): what a release does is slurm/version.py's, asked "
+                                "through its SLURM" % (rel, found.group(0)))
     return problems
 
 
@@ -219,6 +230,9 @@ def plant(tree, rel, text):
     ("operator/soperator_operator/slurmstatus.py", "ARGV = ['env', 'SLURM_TIME_FORMAT=%s', 'scontrol']",
      "operator/soperator_operator/slurmstatus.py sets scontrol's time format: run slurm/scontrol.py's SCONTROL, "
      "SHOW_NODES"),
+    ("plugins/module_utils/render/topology.py", "# Slurm 24.11 exits on an empty block (findings D.4)",
+     "plugins/module_utils/render/topology.py names Slurm's release ('24.11'): what a release does is "
+     "slurm/version.py's, asked through its SLURM"),
 ])
 def test_a_second_path_fails(tree, rel, text, problem):
     plant(tree, rel, text)

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterable, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_MAX_LENGTH, QUANTITY_PATTERN
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 # An OpenAPI v3 schema node (type, description, properties, items, pattern, x-kubernetes-*, ...): JSON, as the CRD
@@ -398,8 +399,8 @@ def topology_schema() -> Schema:
               "scontrol reconfigure. It lists every possible worker name of every NodeSet; a worker not (yet) on a "
               "labelled node is under the switch 'unknown'. Needs the opt-in to read Nodes (operator_read_nodes).", {
                   "plugin": _s("tree: SwitchName lines (jobs use --switches); block: BlockName lines (--segment), "
-                               "only when every NodeSet of the cluster is elastic (fixed node names; Slurm 24.11 "
-                               "cannot start with a block of dynamic workers not registered yet).",
+                               "only when every NodeSet of the cluster is elastic (fixed node names; Slurm %s "
+                               "cannot start with a block of dynamic workers not registered yet)." % SLURM.name,
                                enum=list(TOPOLOGY_PLUGINS), default="tree"),
                   "levels": _a("Node label keys, lowest level first: tree: the leaf switch's label, then the "
                                "spine's ...; block: the one label naming the node's block (e.g. an NVLink domain).",

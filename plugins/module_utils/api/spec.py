@@ -34,6 +34,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.values import 
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.api.schema import Schema
 from ansible_collections.soperator.slurm.plugins.module_utils.api.walk import NO_OLD, apply_defaults, validate_schema
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster, Spec
 
 
@@ -211,20 +212,20 @@ def _power_saving_rules(spec: Spec, nodesets: Sequence[NodeSet]) -> Errors:
 
 def _block_topology_rules(spec: Spec, nodesets: Sequence[NodeSet]) -> Errors:
     """topology/block only with fixed node names: every NodeSet elastic. A worker of a fixed-replica or every-node
-    NodeSet is a dynamic node (slurmd -Z), unknown to slurmctld until it registers; 24.11 sizes its blocks at start
+    NodeSet is a dynamic node (slurmd -Z), unknown to slurmctld until it registers; slurmctld sizes its blocks at start
     and at every reconfigure from the nodes it knows, and exits ('fatal: Block not contains any nodes') when the
-    first block holds none (docs/slurm-24.11-findings.md D). An elastic NodeSet's names are NodeName
-    records of slurm.conf from the start, so its blocks always hold nodes."""
-    if (spec.get("topology") or {}).get("plugin") != "block":
+    first block holds none (``SLURM.block_needs_known_nodes``, slurm/version.py). An elastic NodeSet's names are
+    NodeName records of slurm.conf from the start, so its blocks always hold nodes."""
+    if (spec.get("topology") or {}).get("plugin") != "block" or not SLURM.block_needs_known_nodes:
         return []
     dynamic = ["%s (%s)" % (ns["metadata"]["name"], "everyNode" if every_node(ns["spec"]) else "replicas")
                for ns in nodesets if not ns["spec"].get("elastic")]
     if not dynamic:
         return []
     return [SpecError("spec.topology.plugin", "block needs fixed node names, i.e. every NodeSet elastic "
-                      "(spec.elastic): NodeSet %s has dynamic workers, which slurmctld 24.11 cannot hold in a block "
+                      "(spec.elastic): NodeSet %s has dynamic workers, which slurmctld %s cannot hold in a block "
                       "before they register (it exits at start: 'Block not contains any nodes'); use tree, or make "
-                      "these NodeSets elastic" % ", ".join(dynamic))]
+                      "these NodeSets elastic" % (", ".join(dynamic), SLURM.name))]
 
 
 def _cross_rules(cluster: SlurmCluster, nodesets: Sequence[NodeSet], errors: Errors) -> None:

@@ -17,7 +17,8 @@ Per victim the plan says one of:
   ``remove_admin_drained=False``): a StatefulSet can only remove its top ordinal, so keeping an idle node an
   admin took out of service would block every scale-in below it. While such a node still runs jobs it
   blocks the removal (we never force an admin's node). A reason on a node that is neither drained nor
-  down is stale (Slurm 24.11 keeps the last reason after a resume) and holds nothing.
+  down is stale (``slurm/version.reason_holds``: a release may keep the last reason after a resume) and holds
+  nothing.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -28,6 +29,7 @@ from typing import Iterable, Mapping, Optional, Sequence, TypedDict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import reason_holds
 
 DRAIN = "drain"
 WAIT = "wait"
@@ -77,9 +79,7 @@ def plan_node(node: SlurmNode | None, prefix: str = names.DRAIN_REASON_PREFIX, n
     """(action, removable, expired) for one victim's Slurm node (``None``: Slurm does not know it)."""
     if node is None:
         return READY, True, False
-    # A reason only holds a node while it is drained or down: Slurm 24.11 keeps the last reason on a
-    # resumed node, and such a stale reason blocks nothing.
-    held = node["drain"] or node["down"]
+    held = reason_holds(node)  # a stale reason (a resumed node keeps its last one) blocks nothing
     foreign = held and bool(node["reason"]) and not is_ours(node["reason"], prefix)
     busy = node["busy"]
     if foreign and not node["down"]:

@@ -36,6 +36,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import 
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import PodRenderer
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet
 
 # What a node of an elastic NodeSet is, from its Slurm state (and the pod it needs).
@@ -86,10 +87,12 @@ def _left_from_before(pod: KubeObject, node: SlurmNode) -> bool:
     """A pod of a node that powers up whose slurmd registered at or after the pod's creation: a pod made for this
     power-up is up in Slurm's eyes at its first registration (``slurmd -b``), so this one is left from an earlier
     power-up (the operator missed the whole power-down). Slurm never takes its running slurmd as this power-up's
-    boot (findings A.6): without a new pod the node fails at ResumeTimeout and its job is requeued."""
+    boot (``SLURM.power_up_needs_a_new_slurmd``): without a new pod the node fails at ResumeTimeout and its job is
+    requeued."""
     started = node.get("slurmd_start")
     created = durations.epoch_of((pod.get("metadata") or {}).get("creationTimestamp"))
-    return started is not None and created is not None and started >= created
+    return (SLURM.power_up_needs_a_new_slurmd and started is not None and created is not None
+            and started >= created)
 
 
 class Decision(object):
@@ -207,8 +210,9 @@ def facts(all_names: Sequence[str], decision: Decision, pods: Mapping[str, KubeO
 
 def plan_shrink(p: Plan, ctx: Context) -> dict[str, int]:
     """A lowered maxNodes: the names past it leave slurm.conf only once Slurm has powered them down (a reconfigure
-    that removes a busy node kills its job, findings A.11). Returns ``{nodeset name: maxNodes to render}`` for the
-    sets that must keep more names for now, and powers those names down once idle (``power down asap``)."""
+    that removes a busy node kills its job: ``SLURM.removing_a_busy_node_kills_its_job``). Returns ``{nodeset name:
+    maxNodes to render}`` for the sets that must keep more names for now, and powers those names down once idle
+    (``power down asap``)."""
     keep: dict[str, int] = {}
     for ns in ctx.of(values.ELASTIC):
         set_name, limit = name(ns), int(ns["spec"]["elastic"]["maxNodes"])
@@ -220,7 +224,7 @@ def plan_shrink(p: Plan, ctx: Context) -> dict[str, int]:
             busy = [n for n in beyond if n in ctx.pods]
         else:
             busy = [n for n in beyond if n in ctx.pods or node_state(ctx.slurm.get(n)) in WANTS_POD]
-        if busy:
+        if busy and SLURM.removing_a_busy_node_kills_its_job:
             keep[set_name] = max(names.ordinal(n, prefix) or 0 for n in busy) + 1  # (each has one, >= limit)
             p.power_down += [n for n in sorted(set(busy)) if ctx.slurm is not None and n in ctx.slurm
                              and node_state(ctx.slurm[n]) == UP and "POWER_DOWN" not in ctx.slurm[n]["flags"]]

@@ -21,6 +21,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import 
     REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, Context, Plan, replicas,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import resume_ours
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
@@ -75,13 +76,14 @@ def plan_slurm_user(p: Plan, ctx: Context, maintenance_ready: bool) -> str:
     """The SlurmUser to render slurmctld with; writes ``p.slurm_user_kept`` (why it keeps an older one).
 
     A running slurmd accepts RPCs only from root and the SlurmUser of the configuration it fetched, and re-fetches
-    one only through such an RPC (measured with Slurm 24.11: after slurmctld restarted as another user, every
-    reconfigure, ping and job termination is a "Security violation", and a finished job stays COMPLETING). A cluster
-    whose slurmctld runs as another user (an upgrade from a release before this one: root) keeps it while any worker
-    runs; it changes when none does: maintenance, or every NodeSet at zero."""
+    one only through such an RPC (``SLURM.slurmd_trusts_its_slurm_user_only``: after slurmctld restarted as another
+    user, every reconfigure, ping and job termination is a "Security violation", a finished job stays COMPLETING).
+    A cluster whose slurmctld runs as another user (an upgrade from a release before this one: root) keeps it while
+    any worker runs; it changes when none does: maintenance, or every NodeSet at zero."""
     running = running_slurm_user(ctx.statefulsets.get(names.controller_name(ctx.name)))
     has_workers = any(modes.of(view).has_workers(ctx, view) for view in ctx.views)
-    if running is None or running == names.SLURM_USER or maintenance_ready or not has_workers:
+    if (running is None or running == names.SLURM_USER or maintenance_ready or not has_workers
+            or not SLURM.slurmd_trusts_its_slurm_user_only):
         return names.SLURM_USER
     p.slurm_user_kept = ("slurmctld keeps running as %s, not %s: Slurm cannot change SlurmUser under running "
                          "slurmd without stranding their jobs; it changes at the next maintenance "

@@ -21,6 +21,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import duratio
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.references import Owner
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster, Spec
 
 # The label the StatefulSet controller puts on each pod: the revision of the template it was made from.
@@ -449,10 +450,9 @@ class Plan(object):
         """Record that ``node`` (a pod of ``nodeset``) goes with its jobs now, its drain older than ``setting``.
         ``pod_uid``: the pod is deleted (a rolling update), else the StatefulSet shrinks (scale-in, maintenance).
         ``down_reason``: the node is also set DOWN (with our reason) in the pass its pod goes, so that its jobs end as
-        on a node failure: Slurm 24.11 never ends a batch job whose slurmd went, until SlurmdTimeout, nor ever when
-        a new slurmd registers under the name (findings D.2). None where slurmctld itself may be going (maintenance:
-        it stops in the same pass)."""
-        if down_reason is not None:
+        on a node failure where the release lets them outlive their slurmd (``SLURM.jobs_outlive_their_slurmd``,
+        slurm/version.py). None where slurmctld itself may be going (maintenance: it stops in the same pass)."""
+        if down_reason is not None and SLURM.jobs_outlive_their_slurmd:
             self.down.setdefault(down_reason, [])
             if node not in self.down[down_reason]:
                 self.down[down_reason].append(node)

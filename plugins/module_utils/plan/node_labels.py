@@ -5,7 +5,7 @@
 (``spec.topology`` of the cluster). Pure.
 
 **Features.** Workers are dynamic nodes (``slurmd -Z``): ``scontrol update nodename=X AvailableFeatures=...`` takes
-effect at once and survives a reconfigure and restarts of slurmd and slurmctld (docs/slurm-24.11-findings.md B.3), so
+effect at once and survives a reconfigure and restarts of slurmd and slurmctld (slurm/version.py's SLURM), so
 no slurm.conf line and no reconfigure is needed. A node's features are then the NodeSet's (registered with ``slurmd
 --conf``), an administrator's (``scontrol update``) and ours; nothing in Slurm says which is which, so the features
 we added are recorded in the NodeSet's ``status.labelFeatures`` and only those are ever removed. A label yielding a
@@ -15,8 +15,8 @@ label then leaves it.
 **Topology.** Each worker name is placed by the labels (``spec.topology.levels``) of the Kubernetes node its pod
 runs on; a name whose pod is not on a node (Pending, being replaced, not read) keeps the placement of the file the
 controller has now, so pod churn does not rewrite it; a name never placed is ``unknown``. Slurm reads
-topology.conf only at a reconfigure, and 24.11 places a dynamic node only if it existed at that reconfigure (findings
-B.1): the planner asks for one reconfigure when Slurm's placement of a registered node differs from the file, once
+topology.conf only at a reconfigure, and places a dynamic node only if it existed at that reconfigure (version.py's
+SLURM): the planner asks for one reconfigure when Slurm's placement of a registered node differs from the file, once
 the controller pod's mounted copy is the file rendered now and the ConfigMap has not been written for
 ``TOPOLOGY_QUIET`` seconds: label changes less than that apart are one burst, applied by one reconfigure, however soon
 the kubelet brings the controller pod an intermediate file. An elastic node that never ran is placed by its NodeSet's

@@ -137,7 +137,7 @@ def roll_pods(p: Plan, nodeset: NodeSet, order: Sequence[str], mine: Mapping[str
             p.delete_pods.append((node_name, pod["metadata"].get("uid")))
             if expired:
                 # Set DOWN first (give_up_node): its jobs end as on a node failure, requeued where their policy
-                # says so, instead of staying RUNNING under the node's new slurmd (findings D.2).
+                # says so, instead of staying RUNNING under the node's new slurmd (SLURM.jobs_outlive_their_slurmd).
                 p.give_up_node(nodeset, node_name, "rolling update", "spec.updateStrategy.proceedAfter",
                                nodeset["spec"]["updateStrategy"]["proceedAfter"], drains.drain_time(node),
                                down_reason=names.REASON_UPDATE, pod_uid=pod["metadata"].get("uid"))

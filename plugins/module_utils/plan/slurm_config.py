@@ -9,7 +9,7 @@ whose slurmctld reads the new file at start. Every other slurm.conf change (a pa
 limit) leaves the pod alone: the converge writes the ConfigMap, waits until the controller pod's mounted copy is the
 file rendered now (the kubelet's ConfigMap sync, so a burst of changes within it is one reconfigure) and asks one
 ``scontrol reconfigure``, which re-executes slurmctld in place (same process, the listening socket kept: clients
-queue, docs/slurm-24.11-findings.md C.1) and makes the configless nodes fetch the new files.
+queue, slurm/version.py's SLURM.reconfigure_in_place) and makes the configless nodes fetch the new files.
 
 ``status.slurmConfig`` records the slurm.conf slurmctld was last given (its digest, the restart part's digest), and how
 (Reconfigured or Restarted), so a second converge asks nothing.
@@ -76,7 +76,7 @@ def plan_slurm_config(p: Plan, ctx: Context) -> None:
         return
     restarted = bool(recorded) and recorded.get("restartDigest") != restart
     # Also after a restart: the new pod may have started before the last in-place change reached its volume (its
-    # entrypoint reconfigures once at start too; a second one costs nothing, findings C.1).
+    # entrypoint reconfigures once at start too; a second one costs nothing: SLURM.reconfigure_in_place).
     why = "slurm.conf %s: the controller pod has it" % want
     p.reconfigure = "%s; %s" % (p.reconfigure, why) if p.reconfigure else why
     p.slurm_config = {"digest": want, "restartDigest": restart,

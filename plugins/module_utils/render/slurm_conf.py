@@ -21,6 +21,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import 
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import (
     cpu_count, elastic, health_enabled, nodeset_partitions, real_memory_mib,
 )
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster, Spec
 
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\#]")
@@ -112,8 +113,8 @@ def power_saving_lines(cluster_name: str, slurm: Spec, nodesets: Sequence[NodeSe
     lines += ["%s=%s" % (key, path) for key, path in names.POWER_PROGRAMS]
     lines += ["SuspendTime=%d" % power["suspendTime"], "SuspendTimeout=%d" % power["suspendTimeout"],
               "ResumeTimeout=%d" % power["resumeTimeout"], "SuspendExcStates=DYNAMIC_NORM"]
-    if "PrologSlurmctld" not in (slurm.get("slurmConf") or {}):
-        # Without it a batch job on powered-up nodes starts at slurmctld's next 30 s periodic check (findings A.12).
+    if SLURM.batch_launch_waits_for_the_periodic_check and "PrologSlurmctld" not in (slurm.get("slurmConf") or {}):
+        # Without it a batch job on powered-up nodes starts at slurmctld's next 30 s periodic check.
         lines.append("PrologSlurmctld=%s" % names.WAIT_NODES_PROGRAM)
     kept = ["%s:%d" % (elastic_hostlist(cluster_name, ns), ns["spec"]["elastic"]["minNodes"]) for ns in sets
             if ns["spec"]["elastic"]["minNodes"]]
@@ -290,11 +291,12 @@ def render_cgroup_conf(cluster: SlurmCluster) -> str:
 def render_gres_conf(cluster: SlurmCluster, nodesets: Iterable[NodeSet]) -> str | None:
     """gres.conf: ``AutoDetect=nvidia`` on the nodes of GPU NodeSets only; None when there are none.
 
-    Slurm 24.11's gpu/nvidia plugin (Debian: slurm-wlm-basic-plugins, which slurmd depends on; no NVML needed)
-    reads each GPU the container shows in /proc/driver/nvidia/gpus/<bus>/information: its device file
-    (/dev/nvidia<minor>: the host's minor, which no configuration can know for a pod holding some of a node's GPUs)
-    and its model, lowercased with underscores (``nvidia_h100_80gb_hbm3``), to which the NodeSet's ``gpu.type``
-    must be a substring (Slurm matches them so). Registration then carries ``Gres=gpu:<type>:<count>`` at once."""
+    Slurm's gpu/nvidia plugin (``SLURM.gpus_detected_from_proc``; Debian: slurm-wlm-basic-plugins, which slurmd
+    depends on; no NVML needed) reads each GPU the container shows in /proc/driver/nvidia/gpus/<bus>/information: its
+    device file (/dev/nvidia<minor>: the host's minor, which no configuration can know for a pod holding some of a
+    node's GPUs) and its model, lowercased with underscores (``nvidia_h100_80gb_hbm3``), to which the NodeSet's
+    ``gpu.type`` must be a substring (Slurm matches them so). Registration then carries ``Gres=gpu:<type>:<count>`` at
+    once."""
     md = cluster["metadata"]
     gpu_sets = sorted((ns for ns in nodesets if ns["spec"]["gpu"]["count"]), key=lambda ns: ns["metadata"]["name"])
     if not gpu_sets:

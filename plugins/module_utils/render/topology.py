@@ -8,10 +8,10 @@ block) ``unknown``, so a pod that is Pending or being replaced does not rewrite 
 nodes, each higher level the switches below it, and the top of the tree is always one switch of switches: a ``root``
 joins the top switches (and ``unknown``) when there is more than one, or when the only one is a leaf. So every node is
 reachable (topology.conf(5): "All nodes in the network must be connected to at least one switch"), and Slurm's view
-of that top switch tells which nodes it really placed: 24.11 shows a leaf's ``Nodes=`` as the file wrote it, names
+of that top switch tells which nodes it really placed: Slurm shows a leaf's ``Nodes=`` as the file wrote it, names
 it could not place included (a dynamic node absent at the last reconfigure), but a switch of switches from the nodes
-it holds (``scontrol.parse_show_topology``; docs/slurm-24.11-findings.md B.1). Block: one ``BlockName`` per block,
-in name order, ``unknown`` last, and ``BlockSizes`` = the smallest block's node count: Slurm 24.11's base block size,
+it holds (``scontrol.parse_show_topology``; slurm/version.py's SLURM). Block: one ``BlockName`` per block,
+in name order, ``unknown`` last, and ``BlockSizes`` = the smallest block's node count: Slurm's base block size,
 which no block may be below (``fatal: Block configuration (...) children count lower than bblock_node_cnt``, source
 ``block_record.c``), and the largest ``--segment`` a job may ask. Only NodeSets with fixed names (elastic) may use
 block (``api/spec.py``), so every name listed is a node slurmctld knows.
@@ -27,6 +27,7 @@ import re
 from typing import Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import hostlist
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 
 UNKNOWN = "unknown"
 ROOT = "root"
@@ -68,9 +69,9 @@ def render_topology_conf(plugin: str, node_names: Sequence[str], placement: Mapp
         blocks = [(block, members[block]) for block in sorted(members)] + ([(UNKNOWN, unplaced)] if unplaced else [])
         for block, nodes in blocks:
             lines.append("BlockName=%s Nodes=%s" % (block, hostlist.compress(nodes)))
-        if blocks:
-            # 24.11 takes the base block size from the first block unless BlockSizes names it, and exits (at start,
-            # and at a reconfigure) when a later block has fewer nodes: the smallest block's size, stated.
+        if blocks and SLURM.base_block_size_from_the_first_block:
+            # The base block size is the first block's unless BlockSizes names it, and slurmctld exits (at start, and
+            # at a reconfigure) when a later block has fewer nodes: the smallest block's size, stated.
             lines.append("BlockSizes=%d" % min(len(nodes) for _block, nodes in blocks))
         return "\n".join(lines) + "\n"
     for leaf in sorted(members):

@@ -5,7 +5,8 @@
 
 A raw override whose key is not listed here is refused (a typo would otherwise be silently ignored or, worse,
 let a crafted key inject a line). Keys are matched exactly in their canonical spelling; the error suggests it
-when only the case differs.
+when only the case differs. The tables are the manual pages of the Slurm release ``version.SLURM`` names: a Slurm
+upgrade reviews them with the rest of ``version.py``.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
