@@ -76,7 +76,7 @@ def parse_reference(ref):
 
 def parse_size(text):
     """Bytes of ``50G``, ``512M``, ``1048576``; ValueError otherwise."""
-    match = re.fullmatch(r"([0-9]+)([KMGT]?)i?B?", text.strip().upper())
+    match = re.fullmatch(r"([0-9]+)([KMGT]?)I?B?", text.strip().upper())
     if not match:
         raise ValueError("%r is not a size (e.g. 50G, 512M, 1048576)" % text)
     return int(match.group(1)) * SIZE_UNITS[match.group(2)]
@@ -118,20 +118,12 @@ def skopeo_message(stderr):
     return text
 
 
-def eviction_order(entries, limit, keep):
-    """Which cached images to evict, oldest use first, until the total is within ``limit``: ``entries`` are dicts
-    with ``digest``, ``size``, ``last_used``; digests in ``keep`` are never evicted. Returns (digests to try, total
-    after)."""
-    total = sum(e["size"] for e in entries)
-    chosen = []
-    for entry in sorted(entries, key=lambda e: (e["last_used"], e["digest"])):
-        if total <= limit:
-            break
-        if entry["digest"] in keep:
-            continue
-        chosen.append(entry["digest"])
-        total -= entry["size"]
-    return chosen, total
+def eviction_order(entries, keep):
+    """The cached images that may be evicted, least recently used first: ``entries`` are dicts with ``digest`` and
+    ``last_used``; digests in ``keep`` never are. The caller evicts in this order, skipping those a container holds,
+    until the cache is within its limit."""
+    return [e["digest"] for e in sorted(entries, key=lambda e: (e["last_used"], e["digest"]))
+            if e["digest"] not in keep]
 
 
 def result_lines(digest, rootfs, config, pulled_seconds):
@@ -232,7 +224,7 @@ class Cache:
     def evict(self, limit, keep, log):
         """Evict the least recently used images not in ``keep`` and held by no container, until within ``limit``."""
         entries = self.entries()
-        order, _ = eviction_order(entries, limit, keep)
+        order = eviction_order(entries, keep)
         sizes = {e["digest"]: e["size"] for e in entries}
         total = sum(sizes.values())
         for digest in order:
