@@ -101,8 +101,8 @@ def nodeset_facts(statefulset: str, count: int, target: int, sts: KubeObject | N
                   slurm: Mapping[str, SlurmNode] | None) -> NodeSetFacts:
     """What a NodeSet's status reports: pods, Slurm node states, progress."""
     facts: NodeSetFacts = {"statefulset": statefulset, "replicas": count, "desired": target,
-             "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
-             "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
+                           "readyReplicas": int(((sts or {}).get("status") or {}).get("readyReplicas") or 0),
+                           "currentReplicas": int(((sts or {}).get("status") or {}).get("replicas") or 0)}
     counts, serving = projection.nodeset_counts(statefulset, count, slurm or {})
     facts["serving"] = serving
     if slurm is not None:

@@ -74,7 +74,7 @@ def get_condition(conditions: Iterable[KubeObject] | None, ctype: str) -> KubeOb
 def _condition(ctype: str, status: str, reason: str, message: str | None, generation: int | None,
                transition: str) -> KubeObject:
     cond: KubeObject = {"type": ctype, "status": status, "reason": reason, "message": (message or "")[:MAX_MESSAGE],
-            "lastTransitionTime": transition}
+                        "lastTransitionTime": transition}
     if generation is not None:
         cond["observedGeneration"] = int(generation)
     return cond
