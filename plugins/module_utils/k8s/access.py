@@ -32,28 +32,27 @@ __metaclass__ = type
 
 import json
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import LIBRARY_ERRORS, ApiException
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Conflict as Conflict
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Forbidden as Forbidden
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Invalid as Invalid
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import KubernetesError as KubernetesError
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import NotFound as NotFound
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import Transient as Transient
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import api_message as api_message
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import call as call
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import describe as describe
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import error as error
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s import errors, resources
+from ansible_collections.soperator.slurm.plugins.module_utils.k8s.errors import ApiException, Urllib3Error
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import (
     ACCESS_REVIEWS, PODS, Resolve, from_table, group_path, split,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import Resource as Resource
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import resource as resource
-from ansible_collections.soperator.slurm.plugins.module_utils.k8s.resources import table as table
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
+
+# The error mapping and where resources live, as the access layer's callers know them (access.NotFound, ...).
+KubernetesError = errors.KubernetesError
+Transient = errors.Transient
+Conflict = errors.Conflict
+Forbidden = errors.Forbidden
+Invalid = errors.Invalid
+NotFound = errors.NotFound
+Resource = resources.Resource
+error, call, describe, api_message = errors.error, errors.call, errors.describe, errors.api_message
+resource, table = resources.resource, resources.table
 
 try:
     from kubernetes.client import ApiClient
@@ -136,7 +135,6 @@ def _foreign(api_version: str) -> bool:
     return "." in group and not group.endswith(".k8s.io") and group != names.GROUP
 
 
-
 # --- requests --------------------------------------------------------------------------------------------------
 class Rest(object):
     """The one request path. Over a ``kubernetes.dynamic.DynamicClient`` (the modules: its ``request``, which every
@@ -166,7 +164,7 @@ class Rest(object):
                 body=body, auth_settings=["BearerToken"])
             resp = self.api_client.call_api(method, url, header_params=headers, body=body, post_params=post,
                                             _request_timeout=timeout)
-        except LIBRARY_ERRORS as e:
+        except (ApiException, Urllib3Error, OSError) as e:
             raise error(what, e)
         raw = resp.response
         if resp.status >= 400:
@@ -296,7 +294,7 @@ class Api(object):
                 self._retried.add(key)
             try:
                 self._resources[key] = self._resolve(api_version, kind)
-            except LIBRARY_ERRORS as e:
+            except (ApiException, Urllib3Error, OSError) as e:
                 raise error("discovery of %s %s" % (api_version, kind), e)
         if self._resources[key] is None and required:
             raise NotFound("the cluster serves no %s of apiVersion %s (is its CRD installed?)" % (kind, api_version),
@@ -312,8 +310,7 @@ class Api(object):
 
     def _path(self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None,
               subresource: str | None = None) -> str:
-        found = self.resource(api_version, kind)
-        assert found is not None  # required: NotFound raised
+        found = cast(Resource, self.resource(api_version, kind))  # (required: NotFound when it is not served)
         return found.path(namespace, name, subresource)
 
     # reads -----------------------------------------------------------------------------------------------------

@@ -460,6 +460,7 @@ class Converger(Observation, ConfigChecks):
             sts = observed["statefulsets"].get(names.worker_name(self.name, name))
             selector = st.label_selector(((sts or {}).get("spec") or {}).get("selector", {}).get("matchLabels")) \
                 if sts else st.label_selector(names.selector_labels(self.name, names.COMPONENT_WORKER, name))
+
             def nodeset_status(old: KubeObject, obj: KubeObject, f: model.NodeSetFacts | None = facts,
                                s: str = selector) -> KubeObject:
                 return st.nodeset_status(old, obj, plan, f, s, now)

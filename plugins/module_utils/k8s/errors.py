@@ -32,8 +32,6 @@ except ImportError:  # a module reports the missing library before it builds a c
     class Urllib3Error(Exception):  # type: ignore[no-redef]
         pass
 
-# What a library call raises when the API does not answer as asked (an answer's status, or no answer at all).
-LIBRARY_ERRORS = (ApiException, Urllib3Error, OSError)
 T = TypeVar("T")
 
 
@@ -123,7 +121,7 @@ def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)``, its library and transport errors raised as :func:`error` maps them."""
     try:
         return fn(*args, **kwargs)
-    except LIBRARY_ERRORS as e:
+    except (ApiException, Urllib3Error, OSError) as e:
         raise error(what, e)
 
 

@@ -18,7 +18,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type
 
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, cast
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import KubernetesExecTransport, SlurmError
@@ -111,8 +111,8 @@ class Jail(object):
         stdin = stdin or b""
         for attempt in (0, 1):
             choice = self.choice or self.resolve()
-            assert choice.pod is not None  # an EXEC choice names its pod
-            transport = KubernetesExecTransport(self.api.rest, self.namespace, choice.pod,
+            pod = cast(str, choice.pod)  # an EXEC choice names its pod
+            transport = KubernetesExecTransport(self.api.rest, self.namespace, pod,
                                                 choice.container, timeout=self.timeout, binary=True)
             try:
                 return transport(jail_shell.enter_argv(command, len(stdin)), stdin if stdin else None)
