@@ -11,6 +11,8 @@ Each run gets its own directory (extra vars, playbook, events, log), removed whe
 (``should_stop``, the run timeout) sends SIGTERM to the run's process group, then SIGKILL after ``stop_grace``.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import logging
@@ -24,9 +26,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
-from .extravars import ExtraVars
+if TYPE_CHECKING:  # a name only: runner is imported before Ansible's collection finder exists (the forkserver's
+    # children unpickle it), so it imports nothing of the collection; extravars does (its KubeObject)
+    from .extravars import ExtraVars
 
 log = logging.getLogger(__name__)
 
