@@ -202,9 +202,17 @@ options:
       min_directory_id:
         description:
           - The lowest uid and gid a directory may give (C(spec.identity.ldap.idRange.min) at or above it), e.g.
-            above the jail's own users. Unset, 1000; never lower, nor SlurmUser's 64030 or nobody's 65534 (no
-            C(idRange) may hold the images' own accounts' ids, whatever the policy).
+            above the jail's own users. Unset, 1000; never lower, nor SlurmUser's 64030, the image cache owner's
+            64031 or nobody's 65534 (no C(idRange) may hold the images' own accounts' ids, whatever the policy).
         type: int
+      allowed_job_registries:
+        description:
+          - "Registries, or repository prefixes, container steps may pull from (C(registry.example.com),
+            C(registry.example.com:5000/team)): every C(spec.containers.registries) entry must equal or be below one,
+            and with containers on that list may not be empty. Empty, any registry."
+        type: list
+        elements: str
+        default: []
   delete_volumes:
     description:
       - With O(state=absent), delete the jail and spool claims. Unset, the SlurmCluster's
@@ -402,6 +410,7 @@ def argument_spec():
             allowed_directory_uris=dict(type="list", elements="str", default=[]),
             allow_plain_ldap=dict(type="bool", default=False),
             min_directory_id=dict(type="int"),
+            allowed_job_registries=dict(type="list", elements="str", default=[]),
         )),
         delete_volumes=dict(type="bool"),
         delete_secrets=dict(type="bool"),

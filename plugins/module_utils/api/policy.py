@@ -46,6 +46,12 @@ of a resource cannot loosen it. Keys (all optional):
 ``min_directory_id``
     The lowest uid and gid a directory may give (``spec.identity.ldap.idRange.min`` at or above it), e.g. above the
     jail's own users. Default: 1000; never below (the images' system accounts are there).
+``allowed_job_registries``
+    Registries, or repository prefixes, container steps may pull images from (``registry.example.com``,
+    ``registry.example.com:5000/team``): every ``spec.containers.registries`` entry must equal or be below one, at a
+    path boundary, and with containers on, that list may not be empty (empty would mean any registry). What a job
+    pulls runs on the nodes, as the job's user, and the workers send the pull Secret to those registries. Default:
+    empty, any registry.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -75,19 +81,21 @@ class Policy(TypedDict):
     allowed_directory_uris: List[str]  # lowercase, no trailing '/'
     allow_plain_ldap: bool
     min_directory_id: int
+    allowed_job_registries: List[str]  # no trailing '/', host lowercase
 
 
 KEYS = ("allowed_host_path_prefixes", "allowed_registries", "allow_privileged_programs", "allowed_program_prefixes",
         "allowed_database_hosts", "allowed_backup_endpoints", "allowed_directory_uris", "allow_plain_ldap",
-        "min_directory_id")
+        "min_directory_id", "allowed_job_registries")
 DEFAULTS: Policy = {"allowed_host_path_prefixes": [], "allowed_registries": [], "allow_privileged_programs": True,
                     "allowed_program_prefixes": list(paths.IMAGE_PROGRAM_TREES), "allowed_database_hosts": [],
                     "allowed_backup_endpoints": [], "allowed_directory_uris": [], "allow_plain_ldap": False,
-                    "min_directory_id": schema.DIRECTORY_ID_MIN}
+                    "min_directory_id": schema.DIRECTORY_ID_MIN, "allowed_job_registries": []}
 _ABSOLUTE = re.compile(r"/|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)+")
 _REGISTRY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*(/[a-z0-9][a-z0-9._-]*)*")
 _DB_HOST = re.compile(r"(\*\.)?" + schema.DB_HOST_PATTERN.strip("^$"))
 _ENDPOINT = re.compile(schema.BACKUP_URL_PATTERN.strip("^$"))
+_JOB_REGISTRY = re.compile(schema.JOB_REGISTRY_PATTERN)
 NCCL_DEFAULT_COMMAND = schema.health_checks_schema()["properties"]["nccl"]["properties"]["command"]["default"]
 # Who sets the policy, for the error messages.
 WHERE = "the installer's policy (cluster_policy of the cluster role, operator_policy of the operator)"
@@ -132,6 +140,12 @@ def normalize(policy: Mapping[str, object] | None) -> Policy:
                          "components (https://s3.example.com, https://backup.example.com:8000/jails)")
     result["allowed_backup_endpoints"] = [_url_key(e) for e in endpoints]
     _normalize_directory(result)
+    job_registries = result["allowed_job_registries"]
+    if not isinstance(job_registries, list) or not all(
+            isinstance(r, str) and _JOB_REGISTRY.fullmatch(r.rstrip("/")) for r in job_registries):
+        raise ValueError("allowed_job_registries must be a list of registries or repository prefixes "
+                         "(registry.example.com, registry.example.com:5000/team)")
+    result["allowed_job_registries"] = [job_registry_key(r) for r in job_registries]
     return cast(Policy, result)  # every key checked above
 
 
@@ -187,6 +201,35 @@ def backup_endpoint_allowed(address: str, allowed: Sequence[str]) -> bool:
         return False
     key = _url_key(address)
     return any(key == a or key.startswith(a + "/") for a in allowed)
+
+
+def job_registry_key(prefix: str) -> str:
+    """A registry or repository prefix as compared: its host lowercased, no trailing '/'."""
+    host, sep, path = prefix.rstrip("/").partition("/")
+    return host.lower() + sep + path
+
+
+def job_registry_allowed(prefix: str, allowed: Sequence[str]) -> bool:
+    """Whether the registry or repository prefix ``prefix`` equals or is below one of ``allowed`` (normalized)."""
+    key = job_registry_key(prefix)
+    return not allowed or any(key == a or key.startswith(a + "/") for a in allowed)
+
+
+def _job_registry_errors(spec: Spec, policy: Policy) -> Errors:
+    """spec.containers.registries outside the policy's, or empty (any) where the policy restricts them."""
+    containers = spec.get("containers") or {}
+    allowed = policy["allowed_job_registries"]
+    if not containers.get("enabled") or not allowed:
+        return []
+    registries = containers.get("registries") or []
+    if not registries:
+        return [SpecError("spec.containers.registries", "jobs would pull from any registry; %s allows only %s "
+                          "(allowed_job_registries): list the registries jobs may pull from"
+                          % (WHERE, ", ".join(allowed)))]
+    return [SpecError("spec.containers.registries[%d]" % index, "registry %s is not allowed by %s: what a job pulls "
+                      "runs on the nodes, and the workers send the pull Secret there; allowed: %s "
+                      "(allowed_job_registries)" % (registry, WHERE, ", ".join(allowed)))
+            for index, registry in enumerate(registries) if not job_registry_allowed(registry, allowed)]
 
 
 def database_host_allowed(host: str, allowed: Sequence[str]) -> bool:
@@ -245,6 +288,7 @@ def check(cluster: SlurmCluster, nodesets: Sequence[NodeSet], policy: Policy) ->
                                 "user's files there; allowed: %s (allowed_backup_endpoints)" % (
                                     repository[1], WHERE, ", ".join(policy["allowed_backup_endpoints"]))))
     errors.extend(_directory_errors(spec, policy))
+    errors.extend(_job_registry_errors(spec, policy))
     registries = policy["allowed_registries"]
     for path, image in _images(cluster, nodesets):
         if not image_allowed(image, registries):

@@ -14,6 +14,7 @@ import re
 from typing import Mapping, Optional, Sequence, TypedDict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import containers as container_steps
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import marked_secret_refs
 from ansible_collections.soperator.slurm.plugins.module_utils.types import SlurmCluster
@@ -25,6 +26,7 @@ _TAKER = {
     names.LABEL_DATABASE_SECRET: "an External database",
     names.LABEL_BACKUP_SECRET: "the backups",
     names.LABEL_IDENTITY_SECRET: "a directory",
+    container_steps.LABEL_REGISTRY_SECRET: "container steps",
 }
 
 
@@ -40,6 +42,7 @@ _WHY = {
     names.LABEL_DATABASE_SECRET: "slurmdbd would send its value to the database host",
     names.LABEL_BACKUP_SECRET: "the backup pods would send its value to the repository the SlurmCluster names",
     names.LABEL_IDENTITY_SECRET: "sssd would send its value to the directory the SlurmCluster names",
+    container_steps.LABEL_REGISTRY_SECRET: "the workers would send its value to the registries jobs name",
 }
 
 

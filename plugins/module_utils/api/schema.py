@@ -17,6 +17,7 @@ import copy
 from typing import Any, Dict, Iterable, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import containers as container_steps
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import QUANTITY_MAX_LENGTH, QUANTITY_PATTERN
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
@@ -620,7 +621,8 @@ IDENTITY_RULES = {
     "id_range": "idRange.min must not exceed idRange.max",
 }
 # Users and groups a directory may give: ids in this range (Debian's UID_MIN..UID_MAX for people). The images' own
-# accounts (slurm/accounts.py: 0..999, slurm 64030, nobody 65534) are outside it, and no idRange may hold them.
+# accounts (slurm/accounts.py: 0..999, slurm 64030, the image cache's owner 64031, nobody 65534) are outside it, and
+# no idRange may hold them.
 DIRECTORY_ID_MIN = 1000
 DIRECTORY_ID_MAX = 60000
 DIRECTORY_ID_LIMIT = 2147483647  # the highest uid Linux and Slurm both take as a user's (2^31 - 1)
@@ -667,8 +669,9 @@ def _identity_schema() -> Schema:
                                               maxLength=MAX_SHORT, pattern=LDAP_ATTRIBUTE_PATTERN,
                                               default="sshPublicKey"),
                   "idRange": _o("The uids and gids taken from the directory; users and groups outside are ignored. "
-                                "It may not hold the images' own accounts' ids (0-999, SlurmUser's 64030, nobody's "
-                                "65534), and the installer's policy may set its lowest id.", {
+                                "It may not hold the images' own accounts' ids (0-999, SlurmUser's 64030, the image "
+                                "cache owner's 64031, nobody's 65534), and the installer's policy may set its lowest "
+                                "id.", {
                                     "min": _i("Lowest id.", minimum=1, maximum=DIRECTORY_ID_LIMIT,
                                               default=DIRECTORY_ID_MIN),
                                     "max": _i("Highest id.", minimum=1, maximum=DIRECTORY_ID_LIMIT,
@@ -751,6 +754,39 @@ def _exporter_schema() -> Schema:
                                      pattern=PROMETHEUS_DURATION_PATTERN, default="30s"),
                       "labels": _label_map("Labels your Prometheus selects ServiceMonitors by.", 16),
                   }, default={}),
+              }, default={})
+
+
+# --- container steps (spec.containers) -----------------------------------------------------------------------------
+# A registry or repository prefix jobs may pull from: host[:port][/path], as the jail plugin's container_registries=
+# takes it: the host has a '.' or a port or is localhost (else it would name a Docker Hub repository), a
+# repository's path components are lowercase.
+JOB_REGISTRY_PATTERN = (r"^((localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+)(:[0-9]{1,5})?|[A-Za-z0-9-]+:[0-9]{1,5})"
+                        r"(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$")
+PATTERN_HINTS.update({JOB_REGISTRY_PATTERN: "a registry or repository prefix, e.g. registry.example.com:5000/team"})
+
+
+def containers_schema() -> Schema:
+    """spec.containers: srun/sbatch/salloc --container-image (docs/containers.md)."""
+    return _o("Container steps: srun, sbatch and salloc --container-image=<image> run a step's tasks in an OCI image, "
+              "as the job's user, with the jail's homes and sub-mounts in it (Pyxis's options; docs/containers.md). "
+              "Each worker pulls an image once into a cache of its own.", {
+                  "enabled": _b("Offer the --container-* options.", default=False),
+                  "cacheSize": quantity_schema("Each worker's image cache (an emptyDir): above it the least recently "
+                                               "used images no step holds are evicted. A pull needs room for the "
+                                               "image's layers and its unpacked tree besides.", default="50Gi"),
+                  "registries": _a("Registries, or repository prefixes, jobs may pull from (registry.example.com, "
+                                   "registry.example.com:5000/team). Empty: any registry the installer's policy "
+                                   "allows (allowed_job_registries), which must then allow any.",
+                                   _s("A registry or repository prefix.", maxLength=250, pattern=JOB_REGISTRY_PATTERN),
+                                   32, default=[]),
+                  "pullSecretRef": _o("A kubernetes.io/dockerconfigjson Secret with the registries' credentials: "
+                                      "root on each worker reads it and hands it to the unprivileged puller only. "
+                                      "Its owner marks it for the cluster: label %s=<cluster name>."
+                                      % container_steps.LABEL_REGISTRY_SECRET, {
+                                          "name": _s("Name of the Secret (in the cluster's namespace).",
+                                                     maxLength=253, pattern=DNS_SUBDOMAIN_PATTERN),
+                                      }, required=["name"]),
               }, default={})
 
 
@@ -1041,6 +1077,7 @@ def slurm_cluster_schema() -> Schema:
                   "exporter": exporter,
                   "networkPolicies": _network_policies_schema(),
                   "identity": identity,
+                  "containers": containers_schema(),
                   "maintenance": _b("Scale every StatefulSet to 0 and do not run the populate Job. The jail and the "
                                     "Secrets are untouched.", default=False),
                   "healthChecks": health_checks_schema(),

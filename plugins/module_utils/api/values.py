@@ -12,6 +12,7 @@ __metaclass__ = type
 from typing import Callable, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import containers as container_steps
 from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
 from ansible_collections.soperator.slurm.plugins.module_utils.types import Spec
 
@@ -110,15 +111,26 @@ def identity_secret_refs(cluster_spec: Spec | None) -> list[SecretRef]:
     return [(field, name) for field, name in refs if isinstance(name, str) and name]
 
 
+def registry_secret_refs(cluster_spec: Spec | None) -> list[SecretRef]:
+    """``(field, Secret name)`` of the registries' credentials container steps pull with (spec.containers), which
+    every worker sends to the registries jobs name."""
+    containers = (cluster_spec or {}).get("containers") or {}
+    name = (containers.get("pullSecretRef") or {}).get("name")
+    if containers.get("enabled") is not True or not isinstance(name, str) or not name:
+        return []
+    return [("spec.containers.pullSecretRef.name", name)]
+
+
 # Each kind of Secret a cluster takes only when its owner marked it for the cluster, with the label that marks it.
 _MARKED: tuple[tuple[Callable[[Spec | None], list[SecretRef]], str], ...] = (
     (database_secret_refs, names.LABEL_DATABASE_SECRET), (backup_secret_refs, names.LABEL_BACKUP_SECRET),
-    (identity_secret_refs, names.LABEL_IDENTITY_SECRET))
+    (identity_secret_refs, names.LABEL_IDENTITY_SECRET), (registry_secret_refs, container_steps.LABEL_REGISTRY_SECRET))
 
 
 def marked_secret_refs(cluster_spec: Spec | None) -> list[tuple[str, str, str]]:
     """``(field, Secret name, label)`` of every Secret a cluster takes only when its owner marked it for the cluster
-    with ``label`` (value: the cluster's name): an External database's, the backups', a directory's."""
+    with ``label`` (value: the cluster's name): an External database's, the backups', a directory's, the container
+    registries'."""
     return [(field, secret, label) for refs, label in _MARKED for field, secret in refs(cluster_spec)]
 
 

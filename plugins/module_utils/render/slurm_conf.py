@@ -17,9 +17,11 @@ import re
 from typing import Iterable, Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import containers as container_steps
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecError
+from ansible_collections.soperator.slurm.plugins.module_utils.api.quantity import parse_quantity
 from ansible_collections.soperator.slurm.plugins.module_utils.api.values import (
-    cpu_count, elastic, health_enabled, nodeset_partitions, real_memory_mib,
+    cpu_count, elastic, health_enabled, nodeset_partitions, real_memory_mib, sub_mount_read_only,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster, Spec
@@ -312,8 +314,9 @@ def render_gres_conf(cluster: SlurmCluster, nodesets: Iterable[NodeSet]) -> str 
 def render_plugstack_conf(cluster: SlurmCluster, nodesets: Iterable[NodeSet] = ()) -> str:
     """The jail plugin, first. With GPU NodeSets, each task's jail also gets its node's loader cache (the jail's own
     plus the NVIDIA driver's libraries, made by the worker entrypoint); ``optional``: a node without a driver has
-    none, and its tasks keep the jail's."""
+    none, and its tasks keep the jail's. With container steps, their arguments (:func:`container_args`)."""
     md = cluster["metadata"]
+    nodesets = list(nodesets)
     line = "required %s jail=%s" % (names.SPANK_CHROOT_PLUGIN, names.JAIL_MOUNT)
     lines = [HEADER % (md["namespace"], md["name"]),
              "# The jail plugin comes first: every later plugin and every task already runs inside the jail."]
@@ -321,7 +324,37 @@ def render_plugstack_conf(cluster: SlurmCluster, nodesets: Iterable[NodeSet] = (
         lines.append("# GPU nodes: the driver's libraries reach jobs through the node's loader cache (%s)."
                      % names.GPU_DRIVER_DIR)
         line += " bind=%s:%s:ro+optional" % (names.GPU_DRIVER_LOADER_CACHE, names.JAIL_LOADER_CACHE)
+    containers = container_args(cluster, nodesets)
+    if containers:
+        lines.append("# Container steps (--container-image, docs/containers.md): the workers' image cache, the "
+                     "registries jobs may pull from, the paths every container gets.")
+        line += " " + " ".join("%s=%s" % kv for kv in containers)
     return "\n".join(lines + [line]) + "\n"
+
+
+def container_args(cluster: SlurmCluster, nodesets: Iterable[NodeSet]) -> list[tuple[str, str]]:
+    """The jail plugin's ``container_*`` arguments for spec.containers (none when off): the cache and its limit in
+    bytes, the registries, the pull Secret's file, the jail's sub-mounts (from the pod's own mounts of them, which
+    no job writes, at their jail paths), the GPU driver's directory and the node's Slurm configuration."""
+    spec = cluster["spec"]
+    containers = spec.get("containers") or {}
+    if not containers.get("enabled"):
+        return []
+    args = [("container_cache", container_steps.CACHE_DIR),
+            ("container_cache_size", str(int(parse_quantity(containers.get("cacheSize", "50Gi")))))]
+    if containers.get("registries"):
+        args.append(("container_registries", ",".join(containers["registries"])))
+    if (containers.get("pullSecretRef") or {}).get("name"):
+        args.append(("container_auth", container_steps.REGISTRY_AUTH_FILE))
+    binds = ["%s/%s:%s%s" % (names.SUB_MOUNTS_DIR, sub["name"], sub["mountPath"],
+                             ":ro" if sub_mount_read_only(sub) else "")
+             for sub in spec["jail"].get("subMounts") or ()]
+    if binds:
+        args.append(("container_bind", ",".join(binds)))
+    if has_gpus(nodesets):
+        args.append(("container_driver", names.GPU_DRIVER_DIR))
+    args.append(("container_slurm_conf", names.SLURM_RUN_DIR + "/conf"))
+    return args
 
 
 def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],

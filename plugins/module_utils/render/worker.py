@@ -10,6 +10,7 @@ __metaclass__ = type
 from typing import Iterable, Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import containers as container_steps
 from ansible_collections.soperator.slurm.plugins.module_utils.render import identity as directory
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import (
     ClusterContext,
@@ -151,6 +152,8 @@ def worker_pod_spec(c: ClusterContext, nodeset: NodeSet, elastic: bool) -> KubeO
     ]
     health_volume, health_mount = worker_health_volume(c, nodeset)
     volumes.append(health_volume)
+    container_volumes, container_mounts = container_step_volumes(c.spec)
+    volumes += container_volumes
     resources = container_resources(spec.get("resources"))
     gpu = spec["gpu"]
     if gpu["count"]:
@@ -179,7 +182,8 @@ def worker_pod_spec(c: ClusterContext, nodeset: NodeSet, elastic: bool) -> KubeO
                            "failureThreshold": 2},
         "volumeMounts": jail_mounts + [
             run_mount("slurmd-spool", names.SLURMD_SPOOL), run_mount("munge-run", names.MUNGE_RUN_DIR),
-            run_mount("slurm-run", names.SLURM_RUN_DIR), {"name": "dshm", "mountPath": "/dev/shm"}, health_mount],
+            run_mount("slurm-run", names.SLURM_RUN_DIR), {"name": "dshm", "mountPath": "/dev/shm"}, health_mount]
+        + container_mounts,
         # Not privileged: the capabilities above, plus seccomp and AppArmor unconfined because the runtime
         # default profiles block pivot_root and mount, which the jail plugin needs. SYS_ADMIN implies that
         # privilege escalation stays allowed (the API server refuses the combination otherwise).
@@ -198,6 +202,24 @@ def worker_pod_spec(c: ClusterContext, nodeset: NodeSet, elastic: bool) -> KubeO
         pod["schedulingGates"] = [{"name": names.PIN_GATE}]
     directory.attach(c, pod, container)
     return pod
+
+
+def container_step_volumes(spec: Spec) -> tuple[list[KubeObject], list[KubeObject]]:
+    """(volumes, slurmd's mounts) of container steps: the image cache (an emptyDir on the node's disk: the cache
+    keeps itself within spec.containers.cacheSize, and a kubelet limit would evict slurmd with its jobs), and the pull
+    Secret, root's 0400 (the jail plugin reads it as root and hands it to the unprivileged puller)."""
+    containers = spec.get("containers") or {}
+    if not containers.get("enabled"):
+        return [], []
+    volumes: list[KubeObject] = [{"name": "container-images", "emptyDir": {}}]
+    mounts: list[KubeObject] = [{"name": "container-images", "mountPath": container_steps.CACHE_DIR}]
+    secret_name = (containers.get("pullSecretRef") or {}).get("name")
+    if secret_name:
+        volumes.append({"name": "registry-auth", "secret": {
+            "secretName": secret_name, "defaultMode": 0o400,
+            "items": [{"key": container_steps.REGISTRY_AUTH_KEY, "path": container_steps.REGISTRY_AUTH_KEY}]}})
+        mounts.append({"name": "registry-auth", "mountPath": container_steps.REGISTRY_AUTH_MOUNT, "readOnly": True})
+    return volumes, mounts
 
 
 def elastic_args() -> list[str]:

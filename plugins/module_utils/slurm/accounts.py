@@ -16,6 +16,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils.slurm import containers as container_steps
 
 # Debian's SYS_UID_MAX and SYS_GID_MAX (/etc/login.defs, adduser.conf): every system account a package creates
 # (adduser --system, a dynamic id) is at or below it, and base-passwd's static ones too, except nobody and nogroup.
@@ -24,6 +25,7 @@ NOBODY_ID = 65534
 # The images' ids above SYSTEM_ID_MAX, each with whose it is.
 HIGH_IDS = {
     names.SLURM_UID: "slurm (SlurmUser)",
+    container_steps.CACHE_OWNER: "the container image cache's owner",
     NOBODY_ID: "nobody and nogroup",
 }
 

@@ -32,9 +32,10 @@ def errors_of(obj):
     (999, 999, "the system ids 999..999"),
     (1000, 64030, "slurm (SlurmUser) 64030"),
     (64030, 64030, "slurm (SlurmUser) 64030"),
-    (60001, 70000, "slurm (SlurmUser) 64030, nobody and nogroup 65534"),
+    (60001, 70000, "slurm (SlurmUser) 64030, the container image cache's owner 64031, nobody and nogroup 65534"),
+    (64031, 64031, "the container image cache's owner 64031"),
     (65534, 65534, "nobody and nogroup 65534"),
-    (1000, 2147483647, "slurm (SlurmUser) 64030, nobody and nogroup 65534"),
+    (1000, 2147483647, "slurm (SlurmUser) 64030, the container image cache's owner 64031, nobody and nogroup 65534"),
 ])
 def test_an_id_range_holding_an_image_account_is_refused_naming_the_field(low, high, named):
     found = errors_of(cluster({"idRange": {"min": low, "max": high}}))
@@ -43,7 +44,7 @@ def test_an_id_range_holding_an_image_account_is_refused_naming_the_field(low, h
                                    % (low, high, named)), found
 
 
-@pytest.mark.parametrize("low, high", [(1000, 60000), (1000, 64029), (64031, 65533), (65535, 2147483647),
+@pytest.mark.parametrize("low, high", [(1000, 60000), (1000, 64029), (64032, 65533), (65535, 2147483647),
                                        (200000, 2000000)])
 def test_id_ranges_clear_of_the_images_accounts_are_accepted(low, high):
     specs.validate_cluster(cluster({"idRange": {"min": low, "max": high}}))
