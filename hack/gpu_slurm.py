@@ -87,6 +87,8 @@ PRUNE = (
     "usr/bin/replace", "usr/lib/linux", "usr/lib/x86_64-linux-gnu/libperl*", "usr/lib/x86_64-linux-gnu/perl*",
     "usr/share/perl", "usr/bin/perl*", "var/lib/mysql", "var/cache/apt",
     "var/cache/debconf/*-old", "var/lib/apt/lists",
+    # The container tests' tools (hack/slurm-rootfs.sh): stage 7 runs no container step.
+    "usr/bin/skopeo", "usr/bin/umoci", "usr/bin/docker-registry", "usr/lib/podman", "etc/docker/registry",
 )
 # Bump when _build changes in a way PRUNE does not show.
 BUNDLE_RECIPE = 1

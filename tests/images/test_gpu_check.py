@@ -123,9 +123,12 @@ def standin(tmp_path_factory):
 @pytest.fixture(scope="module")
 def archive():
     """Stage 7's archive, as `make gpu-check-bundle` builds it (cached)."""
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "hack", "gpu_slurm.py"), "bundle"], check=True,
-                         capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL).stdout
-    return os.path.join(ROOT, ".gpu-check", "slurm-rootfs.tar.xz"), out
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "hack", "gpu_slurm.py"), "bundle"],
+                          capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:  # say why: a CI log shows the failure, not the captured output
+        pytest.fail("gpu_slurm.py bundle exited %d:\n%s%s" % (done.returncode, done.stdout[-4000:],
+                                                              done.stderr[-4000:]))
+    return os.path.join(ROOT, ".gpu-check", "slurm-rootfs.tar.xz"), done.stdout
 
 
 # What the NVIDIA driver and its installer leave on a GPU machine, in the test's own mount namespace: the procfs and
