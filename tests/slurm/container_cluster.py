@@ -25,18 +25,7 @@ import os
 import shutil
 import textwrap
 
-from slurm_cluster import (
-    HOSTNAME,
-    JAIL,
-    NODES,
-    PLUGIN_PATH,
-    PLUGIN_SRC,
-    PLUGSTACK_DROPIN,
-    REPO,
-    Cluster,
-    free_ports,
-    wait_for,
-)
+from slurm_cluster import JAIL, PLUGIN_PATH, REPO, Cluster, free_ports, wait_for
 
 REGISTRY_USER, REGISTRY_PASSWORD = "puller", "s3cret-pull"
 CACHE = "/var/lib/soperator/images"
@@ -54,26 +43,14 @@ IMAGES = {
     "test/big-b:1": {"files": {}, "env": ["PATH=/bin"], "random_mib": 6},
 }
 
-INIT_SH = """\
-#!/bin/sh
-# Started by the reaper inside the rootfs: munge, the registry, slurmctld, one slurmd per node.
-set -e
-hostname {hostname}
-mkdir -p /run/munge /var/log/slurm /var/spool/slurmctld
-chown munge:munge /run/munge /etc/munge /etc/munge/munge.key /var/lib/munge /var/log/munge
-setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged
-setsid /usr/bin/docker-registry serve /etc/docker/registry/test.yml >/var/log/registry.log 2>&1 &
-/usr/sbin/slurmctld
-for n in {nodes}; do mkdir -p /var/spool/slurmd/$n; /usr/sbin/slurmd -N $n; done
-"""
 
+class LocalRegistry:
+    """A registry in the cluster's namespaces and the worker image's puller, for a harness of slurm_cluster.py's
+    family (mixed in before it): :meth:`prepare_containers` after its prepare, :meth:`start_registry` after its
+    start, then :meth:`push_image`."""
 
-class ContainerCluster(Cluster):
-    PIVOT_ROOT = True  # as a pod's: a task joining the container's namespace lands in its root
-
-    def __init__(self, workdir=None):
-        super().__init__(workdir)
-        self.registry_port = 0
+    registry_port = 0
+    auth_path = AUTH  # where the node has the registry's credentials
 
     @property
     def registry(self) -> str:
@@ -81,6 +58,17 @@ class ContainerCluster(Cluster):
 
     def image(self, name: str) -> str:
         return "%s/%s" % (self.registry, name)
+
+    def prepare_containers(self) -> None:
+        self.install_worker_tools()
+        self.registry_port = free_ports(1)[0]
+        self.prepare_registry()
+
+    def start_registry(self) -> None:
+        self.run(["sh", "-c", "setsid /usr/bin/docker-registry serve /etc/docker/registry/test.yml "
+                  ">/var/log/registry.log 2>&1 </dev/null &"]).check()
+        probe = "import socket; socket.create_connection(('127.0.0.1', %d), 1)" % self.registry_port
+        wait_for(lambda: self.run(["python3", "-c", probe]).returncode == 0, 20, "the registry to listen")
 
     def plugstack_line(self, **extra: str) -> str:
         args = {"jail": JAIL, "container_cache": CACHE, "container_cache_size": CACHE_SIZE, "container_auth": AUTH,
@@ -92,23 +80,6 @@ class ContainerCluster(Cluster):
         """plugstack.conf names the plugin itself (as the rendered one does: a srun in a container reads it from the
         node's configuration, whose include of plugstack.conf.d would find nothing there)."""
         (self.root / "etc/slurm/plugstack.conf").write_text(self.plugstack_line(**extra))
-
-    # ---- setup -----------------------------------------------------------------------
-    def prepare(self) -> None:
-        super().prepare()
-        r = self.root
-        self.plugstack(None)  # the drop-in: plugstack.conf itself names the plugin
-        self.set_plugstack()
-        init = r / "usr/local/sbin/cluster-init"
-        init.write_text(INIT_SH.format(hostname=HOSTNAME, nodes=" ".join(NODES)))
-        self.install_worker_tools()
-        self.registry_port = free_ports(1)[0]
-        self.prepare_registry()
-
-    def build_plugin(self) -> None:
-        super().build_plugin()
-        self.chroot(["make", "-C", "/usr/local/src/spank_chroot", "install-tools", "DESTDIR=/",
-                     "PREFIX=/usr/local"]).check()
 
     def install_worker_tools(self) -> None:
         """soperator-images where the worker image has it."""
@@ -139,26 +110,20 @@ class ContainerCluster(Cluster):
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "50-soperator-test.conf").write_text(
             '[[registry]]\nlocation = "%s"\ninsecure = true\n' % self.registry)
-        self.write_auth(REGISTRY_USER, REGISTRY_PASSWORD)
+        self.write_auth(REGISTRY_USER, REGISTRY_PASSWORD, self.auth_path)
 
-    def write_auth(self, user: str, password: str) -> None:
+    def write_auth(self, user: str, password: str, where: str = AUTH) -> None:
         """The registry's credentials as the cluster's Secret holds them (a Docker config.json), root's 0600."""
-        path = self.root / AUTH.lstrip("/")
+        path = self.root / where.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         token = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
         path.write_text(json.dumps({"auths": {self.registry: {"auth": token}}}))
         path.chmod(0o600)
 
-    def start(self, timeout: float = 60) -> None:
-        super().start(timeout)
-        probe = "import socket; socket.create_connection(('127.0.0.1', %d), 1)" % self.registry_port
-        wait_for(lambda: self.run(["python3", "-c", probe]).returncode == 0, 20, "the registry to listen")
-        for name, spec in IMAGES.items():
-            self.push_image(name, spec)
-
     # ---- images ----------------------------------------------------------------------
     def push_image(self, name: str, spec: dict) -> None:
-        """Build a busybox image with umoci and push it to the registry (nothing from the Internet)."""
+        """Build a busybox image with umoci and push it to the registry (nothing from the Internet). ``spec``: as
+        :data:`IMAGES`; ``copy`` (rootfs path: image path) adds files of the rootfs."""
         work = "/tmp/image-build/" + name.replace("/", "_").replace(":", "_")
         host = self.root / work.lstrip("/")
         if host.exists():
@@ -178,6 +143,9 @@ class ContainerCluster(Cluster):
             (rootfs / rel).write_text(text)
         if spec.get("random_mib"):
             (rootfs / "blob").write_bytes(os.urandom(spec["random_mib"] << 20))
+        for src, dst in spec.get("copy", {}).items():
+            (rootfs / dst.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.root / src.lstrip("/"), rootfs / dst.lstrip("/"), follow_symlinks=True)
         config = ["--architecture", spec.get("arch", "amd64"), "--os", "linux"]
         config += [arg for kv in spec.get("env", []) for arg in ("--config.env", kv)]
         if spec.get("workdir"):
@@ -214,8 +182,25 @@ class ContainerCluster(Cluster):
         if store.exists():
             shutil.rmtree(store)
 
-    def dropin_absent(self) -> bool:
-        return not (self.root / PLUGSTACK_DROPIN.lstrip("/")).exists()
 
+class ContainerCluster(LocalRegistry, Cluster):
+    """slurm_cluster.Cluster (two static nodes, the busybox jail) with container steps and the test images."""
 
-__all__ = ["ContainerCluster", "IMAGES", "CACHE", "AUTH", "HELPER", "PLUGIN_SRC"]
+    PIVOT_ROOT = True  # as a pod's: a task joining the container's namespace lands in its root
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.plugstack(None)  # the drop-in: plugstack.conf itself names the plugin
+        self.set_plugstack()
+        self.prepare_containers()
+
+    def build_plugin(self) -> None:
+        super().build_plugin()
+        self.chroot(["make", "-C", "/usr/local/src/spank_chroot", "install-tools", "DESTDIR=/",
+                     "PREFIX=/usr/local"]).check()
+
+    def start(self, timeout: float = 60) -> None:
+        super().start(timeout)
+        self.start_registry()
+        for name, spec in IMAGES.items():
+            self.push_image(name, spec)
