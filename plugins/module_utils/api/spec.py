@@ -88,6 +88,20 @@ def _nodeset_rules(spec: Spec, errors: Errors) -> None:
                                 % MEMORY_MARGIN_MIN_MIB))
 
 
+# The two schemas the validation walks, built once per process (``schema.py`` builds a fresh copy per call, for
+# callers that change it: ``crds``): a constant, only read here. Building one took more CPU than the walk itself.
+_SCHEMAS: dict[str, Schema] = {}
+
+
+def shared_schema(kind: str) -> Schema:
+    """The schema of ``kind`` (SlurmCluster or NodeSet) for reading only: the same object on every call."""
+    found = _SCHEMAS.get(kind)
+    if found is None:
+        found = _SCHEMAS[kind] = (schema.slurm_cluster_schema() if kind == names.CLUSTER_KIND
+                                  else schema.nodeset_schema())
+    return found
+
+
 def _validate(obj: object, root: Schema, kind: str, rules: Callable[[Spec, Errors], None],
               old: object = None) -> KubeObject:
     if not isinstance(obj, dict):
@@ -132,7 +146,7 @@ def validate_cluster(obj: object, collection_version: str = names.COLLECTION_VER
     Besides the schema defaults, fills ``spec.clusterName`` (metadata.name) and every image (the soperator
     image of ``collection_version``). ``old``: the stored object ``obj`` replaces, for the transition rules.
     """
-    result = _validate(obj, schema.slurm_cluster_schema(), names.CLUSTER_KIND, _cluster_rules, old)
+    result = _validate(obj, shared_schema(names.CLUSTER_KIND), names.CLUSTER_KIND, _cluster_rules, old)
     spec = result["spec"]
     repository_claim = ((spec["jail"].get("backup") or {}).get("repository") or {}).get("claim") or {}
     if repository_claim.get("claimName") == names.jail_claim_name(result["metadata"]["name"]):
@@ -145,7 +159,7 @@ def validate_cluster(obj: object, collection_version: str = names.COLLECTION_VER
 
 def validate_nodeset(obj: object, old: object = None) -> NodeSet:
     """A defaulted copy of the NodeSet ``obj``; raises SpecErrors listing every problem."""
-    return _validate(obj, schema.nodeset_schema(), names.NODESET_KIND, _nodeset_rules, old)
+    return _validate(obj, shared_schema(names.NODESET_KIND), names.NODESET_KIND, _nodeset_rules, old)
 
 
 def validate_cluster_with_nodesets(cluster: object, nodesets: Sequence[object],

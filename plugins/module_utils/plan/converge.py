@@ -39,7 +39,7 @@ __metaclass__ = type
 from typing import Iterable, Mapping, Sequence
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.api import references, schema, values, walk
+from ansible_collections.soperator.slurm.plugins.module_utils.api import references, values, walk
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import Errors, SpecError, SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
@@ -144,7 +144,7 @@ def plan(cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed,
         p.invalid[set_name] = "; ".join(str(e) for e in errs)
     # A NodeSet being deleted is no longer rendered: its live StatefulSet is scaled down to zero (draining
     # first) and its objects are kept from pruning until nothing of it is left. Only its drainTimeout matters.
-    leaving = [walk.apply_defaults(ns, schema.nodeset_schema()) for ns in nodesets if deleting(ns)]
+    leaving = [walk.apply_defaults(ns, specs.shared_schema(names.NODESET_KIND)) for ns in nodesets if deleting(ns)]
     ctx = Context(cluster_ok, valid, leaving, invalid, observed, now)
 
     maintenance_ready = maintenance.plan_maintenance(p, ctx)

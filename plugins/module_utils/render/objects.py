@@ -104,9 +104,24 @@ def without_applied_hash(manifest: KubeObject) -> KubeObject:
     return out
 
 
+def _unhashed_view(manifest: KubeObject) -> KubeObject:
+    """``manifest`` without our hash annotation (and without an annotations map left empty), for reading only: the
+    top level and the metadata are copied, every other value is shared with ``manifest`` (no deep copy: the hash
+    and the skip rule only read it, and the no-op check makes one per rendered object)."""
+    md = manifest.get("metadata")
+    if not isinstance(md, dict):
+        return manifest
+    ann = md.get("annotations")
+    if not isinstance(ann, dict) or APPLIED_HASH not in ann:
+        return manifest
+    rest = dict((k, v) for k, v in ann.items() if k != APPLIED_HASH)
+    view_md = dict(md, annotations=rest) if rest else dict((k, v) for k, v in md.items() if k != "annotations")
+    return dict(manifest, metadata=view_md)
+
+
 def manifest_hash(manifest: KubeObject) -> str:
     """sha256 (hex) of the canonical JSON of the desired manifest, our own hash annotation excluded."""
-    return digests.of_value(without_applied_hash(manifest))
+    return digests.of_value(_unhashed_view(manifest))
 
 
 def with_applied_hash(manifest: KubeObject) -> KubeObject:
@@ -154,8 +169,9 @@ def comparable(manifest: KubeObject) -> KubeObject:
     """The desired manifest as the apiserver will store it, for :func:`is_subset` against a live copy.
 
     Only the conversions the apiserver always does: a Secret's ``stringData`` is merged into ``data`` as base64.
+    For reading only: values below the top level and the metadata are shared with ``manifest``.
     """
-    out = without_applied_hash(manifest)
+    out = dict(_unhashed_view(manifest))
     if out.get("kind") == "Secret" and out.get("stringData"):
         data = dict(out.get("data") or {})
         for key, value in out.pop("stringData").items():
