@@ -30,6 +30,16 @@ SlurmCluster's status (``names.STATUS_RECONCILED_DIGEST``), so a restarted opera
 Exact: an object in sync by the apply adapter's rule is skipped by the apply too, so a run would change
 nothing. Safe: anything the adapter would send a request for is a difference here.
 
+A check that finds nothing to do remembers what it read (:class:`InSync`, in the cluster's :class:`Memo`): the
+resourceVersion of the SlurmCluster, of its NodeSets and of every cached object of the cluster, the policy and the
+digest it compared with. The next check with all of these unchanged reaches the same verdict without rendering
+again: any write to any of those objects (an edit, a deletion, a pod's event, a status write) gives it a new
+resourceVersion, and an object created or deleted changes the set. Only the create-only objects, which are not
+cached, are looked up again. Without Slurm's view, a plan that finds nothing to do does not depend on the clock: what
+a clock decides (a login pod's grace period, an every-node pod's retry, a backup overdue) is either work under way,
+which is never remembered, or status, which is no input here. Objects without a resourceVersion (not from an API
+server) are never remembered.
+
 :func:`scale_outs` answers a narrower question from the same plan: which worker StatefulSets may be given more
 replicas right away, before the run (``plan/scale.scale_outs`` decides: a growth that is the only difference).
 """
@@ -56,6 +66,18 @@ Live = Mapping[tuple[str, str], KubeObject]
 Lookup = Callable[[str, str], bool]
 
 
+# What a check read, by version: see InSync.
+Inputs = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class InSync:
+    """The last check of a cluster found nothing to do: ``inputs`` (:func:`inputs`) says what it read, ``uncached``
+    the create-only objects it rendered (not cached: looked up again by every check given a ``lookup``)."""
+    inputs: Inputs
+    uncached: tuple[tuple[str, str], ...]
+
+
 @dataclass
 class Memo:
     """What the runtime remembers of a cluster's last run (the cache may lag behind its writes)."""
@@ -63,6 +85,32 @@ class Memo:
     ready: bool | None = None
     invalid_generation: int | None = None  # the SlurmCluster generation judged invalid
     digest: str | None = None  # observed_digest() the last settled run started from (None: run again)
+    in_sync: InSync | None = None  # the last check found nothing to do, from these inputs (needs_run)
+
+
+def _version(obj: KubeObject) -> tuple[str, str] | None:
+    md = obj.get("metadata") or {}
+    rv = md.get("resourceVersion")
+    return (str(md.get("uid") or ""), str(rv)) if rv else None
+
+
+def inputs(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, policy: Policy | None,
+           digest: str | None) -> Inputs | None:
+    """What :func:`needs_run` reads, by version: the uid and resourceVersion of the SlurmCluster, of each NodeSet
+    and of each cached object of the cluster, the ``policy`` and the ``digest`` the observation is compared with.
+    None when an object has no resourceVersion (not read from an API server): such a check is never reused."""
+    versions: list[Any] = [policy, digest]
+    for obj in [cluster, *nodesets]:
+        version = _version(obj)
+        if version is None:
+            return None
+        versions.append(version)
+    for ident, obj in sorted(live.items()):
+        version = _version(obj)
+        if version is None:
+            return None
+        versions.append((ident, version))
+    return tuple(versions)
 
 
 def generations(cluster: KubeObject, nodesets: Sequence[KubeObject]) -> dict[str, int]:
@@ -174,14 +222,40 @@ def needs_run(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, m
     why = generation_change(cluster, nodesets, memo)
     if why is not None:
         return why
+    read = inputs(cluster, nodesets, live, policy, last_digest(cluster, memo))
+    if read is not None and memo.in_sync is not None and memo.in_sync.inputs == read:
+        return _missing(memo.in_sync.uncached, lookup)  # the same verdict: nothing read has changed
+    memo.in_sync = None
+    why, uncached = _compare(cluster, nodesets, live, memo, now, policy)
+    if why is None:
+        why = _missing(uncached, lookup)
+        if read is not None:
+            memo.in_sync = InSync(read, tuple(uncached))
+    return why
+
+
+def _missing(uncached: Sequence[tuple[str, str]], lookup: Lookup | None) -> str | None:
+    """The first create-only object ``lookup`` does not find (not looked up without one)."""
+    if lookup is not None:
+        for kind, name in uncached:
+            if not lookup(kind, name):
+                return "%s %s is missing" % (kind, name)
+    return None
+
+
+def _compare(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, memo: Memo, now: int,
+             policy: Policy | None) -> tuple[str | None, list[tuple[str, str]]]:
+    """The render against the caches: (why a run is needed or None, the create-only objects it rendered)."""
+    gens = generations(cluster, nodesets)
     try:
         plan = _plan(cluster, nodesets, live, now, policy)
     except SpecErrors:
-        return None if memo.invalid_generation == gens[names.CLUSTER_KIND] else "invalid spec"
+        # Not remembered as in sync (the uncached objects are not known): judged again by the next check.
+        return (None if memo.invalid_generation == gens[names.CLUSTER_KIND] else "invalid spec"), []
     # Without Slurm's view the plan is never "ready": only work under way counts (a shrink, maintenance, a
     # NodeSet leaving), which the role completes with Slurm's view.
     if plan.drain or plan.scale or plan.release or plan.underway:
-        return "under way: %s" % "; ".join(plan.underway)
+        return "under way: %s" % "; ".join(plan.underway), []
     rendered: set[tuple[str, str]] = set()
     uncached: list[tuple[str, str]] = []
     for desired in plan.manifests:
@@ -192,10 +266,10 @@ def needs_run(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, m
             continue
         if objects.is_create_only(desired):
             if ident not in live:  # a cached create-only object (the populate Job): the apply would create it
-                return "%s %s is missing" % ident
+                return "%s %s is missing" % ident, []
             continue
         if objects.plan_object(desired, live.get(ident)) != objects.SKIP:
-            return "%s %s differs" % ident if ident in live else "%s %s is missing" % ident
+            return ("%s %s differs" % ident if ident in live else "%s %s is missing" % ident), []
     keep = set(plan.keep)
     for (kind, name), obj in sorted(live.items()):
         if kind not in CACHED_KINDS or (kind, name) in rendered or (kind, name) in keep:
@@ -203,11 +277,7 @@ def needs_run(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, m
         labels = obj["metadata"].get("labels") or {}
         if labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY or obj["metadata"].get("deletionTimestamp"):
             continue
-        return "%s %s is no longer rendered" % (kind, name)
-    if lookup is not None:
-        for kind, name in uncached:
-            if not lookup(kind, name):
-                return "%s %s is missing" % (kind, name)
+        return "%s %s is no longer rendered" % (kind, name), []
     if observed_digest(live, policy) != last_digest(cluster, memo):
-        return "pods or StatefulSets changed since the last run"
-    return None
+        return "pods or StatefulSets changed since the last run", []
+    return None, uncached

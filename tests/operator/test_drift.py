@@ -273,3 +273,87 @@ def test_a_cluster_whose_nodesets_do_not_grow_costs_no_plan(monkeypatch):
 
     monkeypatch.setattr(converge, "plan", no_plan)
     assert grown_ahead(cluster, nodesets, live) == []
+
+
+def served(cluster, nodesets, live):
+    """The objects as an API server serves them: every one with a uid and a resourceVersion."""
+    for n, obj in enumerate([cluster, *nodesets, *live.values()]):
+        obj["metadata"].setdefault("uid", "uid-%d" % n)
+        obj["metadata"]["resourceVersion"] = str(100 + n)
+    return cluster, nodesets, live
+
+
+def counting_plans(monkeypatch):
+    calls = []
+    real = converge.plan
+
+    def plan(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(converge, "plan", plan)
+    return calls
+
+
+def test_a_check_whose_inputs_have_the_same_versions_is_not_rendered_again(monkeypatch):
+    cluster, nodesets, live = served(*converged_state())
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    plans = counting_plans(monkeypatch)
+    for _ in range(3):
+        assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+    assert len(plans) == 1
+    # The create-only objects (not cached) are still looked up by every check that is given a lookup.
+    asked = []
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW, lookup=lambda kind, name: asked.append(
+        (kind, name)) or name != "demo-munge-key") == "Secret demo-munge-key is missing"
+    assert len(plans) == 1 and ("Secret", "demo-munge-key") in asked
+
+
+@pytest.mark.parametrize("change", [
+    # an edit behind our back (any write gives the object a new resourceVersion)
+    lambda c, n, live: live[("StatefulSet", "demo-controller")]["spec"]["template"]["spec"]["containers"][0].update(
+        image="evil:latest"),
+    lambda c, n, live: live[("ConfigMap", "demo-slurm-config")]["data"].update({"slurm.conf": "x"}),
+    # a deletion, a stray object
+    lambda c, n, live: live.pop(("Service", "demo-login")),
+    lambda c, n, live: live.update({("Service", "demo-old"): dict(copy.deepcopy(live[("Service", "demo-cpu")]),
+                                                                  metadata=dict(live[("Service", "demo-cpu")][
+                                                                      "metadata"], name="demo-old", uid="o"))}),
+    # a pod's event, a StatefulSet's status
+    lambda c, n, live: live[("Pod", "demo-cpu-1")]["status"].update(conditions=[{"type": "Ready",
+                                                                                   "status": "False"}]),
+    lambda c, n, live: live[("StatefulSet", "demo-cpu")]["spec"].update(replicas=5),
+])
+def test_a_changed_live_object_is_judged_again(monkeypatch, change):
+    cluster, nodesets, live = served(*converged_state())
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+    plans = counting_plans(monkeypatch)
+    change(cluster, nodesets, live)
+    for obj in live.values():  # the API server gives every written object a new resourceVersion
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1000)
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is not None
+    assert len(plans) == 1
+
+
+def test_the_same_objects_with_a_new_version_of_one_are_rendered_again(monkeypatch):
+    """A write that changes nothing the check reads (a label of a pod's) still renders again: only versions are
+    compared, never contents."""
+    cluster, nodesets, live = served(*converged_state())
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+    plans = counting_plans(monkeypatch)
+    cluster["metadata"]["resourceVersion"] = "999"   # e.g. the runtime's own status write
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+    memo.digest = "another run's"                     # a run recorded other inputs
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) == "pods or StatefulSets changed since the last run"
+    assert len(plans) == 2
+
+
+def test_objects_without_a_resource_version_are_never_reused(monkeypatch):
+    cluster, nodesets, live = converged_state()  # its pods have none
+    memo = drift.Memo(digest=drift.observed_digest(live))
+    plans = counting_plans(monkeypatch)
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+    assert drift.needs_run(cluster, nodesets, live, memo, NOW) is None
+    assert len(plans) == 2 and memo.in_sync is None
