@@ -40,9 +40,14 @@ from kubernetes.client import ApiClient, Configuration  # noqa: E402,F401  (the 
 from kubernetes.config import incluster_config, kube_config  # noqa: E402,F401
 
 try:  # the converge code the action plugin runs in-process
+    from ansible_collections.soperator.slurm.plugins.module_utils import names
+    from ansible_collections.soperator.slurm.plugins.module_utils.api import spec
     from ansible_collections.soperator.slurm.plugins.module_utils.k8s import slurm_cluster  # noqa: F401
 except ImportError:  # the collection is not installed: roles of other collections still run
     pass
+else:  # the schemas its validation walks, built here once rather than in every run
+    spec.shared_schema(names.CLUSTER_KIND)
+    spec.shared_schema(names.NODESET_KIND)
 
 import gc  # noqa: E402
 
