@@ -53,6 +53,10 @@ TICKS = os.sysconf("SC_CLK_TCK")
 OURS_AGENTS = ("soperator-operator/", "soperator.slurm/")
 BENCH_AGENT = "soperator-bench"
 CHANGES = 10
+# Seconds between the bench's looks at whether a side is settled while its CPU is being measured (a create, the
+# end of the no-op checks), the same for both sides: each look reads the side's /metrics, which the measured
+# process serves (ours ~1 ms CPU, in Python). At 0.1 s they were ~20 looks a second for as long as a create lasted.
+SETTLE_POLL = 0.5
 
 
 def log(msg):
@@ -545,7 +549,7 @@ def measure(side, audit, rows, idle_seconds, creates=3):
         before = side.checks()
         side.noop()
         wait_for(lambda b=before: side.checks() > b, 120, side.check_poll, what="%s: a no-op check" % side.label)
-    wait_for(lambda: side.settled(name), 120, 0.1, what="%s: settled" % side.label)
+    wait_for(lambda: side.settled(name), 120, SETTLE_POLL, what="%s: settled" % side.label)
     checks = side.checks() - checks0
     rows["CPU-s per no-op resync"][side.label] = (tree_cpu(side.pid) - cpu0) / checks
     rows["API requests per no-op resync"][side.label] = audit.count(side.agents) / checks
@@ -563,9 +567,10 @@ def stays_settled(side, name, timeout, seconds=2.0):
         while time.monotonic() < deadline:
             if not settled():
                 return False
-            time.sleep(0.1)  # sampling the window, not synchronising
+            time.sleep(SETTLE_POLL)  # sampling the window, not synchronising
         return True
-    wait_for(lambda: settled() and calm(), timeout, 0.2, what="%s: settled for %.0f s" % (side.label, seconds))
+    wait_for(lambda: settled() and calm(), timeout, SETTLE_POLL, what="%s: settled for %.0f s" % (side.label,
+                                                                                               seconds))
 
 
 ROWS = ("create -> all children exist (s)", "CPU-s of a create (until settled)", "  single creates: least CPU-s",
