@@ -5,6 +5,11 @@
   1800Gi nodes with 8 H100s, so here they stay Pending (Unschedulable), which is the right outcome.
 - examples/gpu-cluster.yaml adapted to the local cluster (storage class `standard`, smaller memory): GPU
   workers run on GPU nodes only, CPU workers anywhere.
+- The README's feature examples, on two kwok nodes of the test's own (its label and taint):
+  examples/elastic-cluster.yaml refused by site.yml converging alone, naming the field, and applied as written for
+  the operator (soperator_converge: operator); examples/placement-cluster.yaml's workers one per node, pinned (a
+  deleted worker comes back to its node), and one every-node worker per labelled node, named for it;
+  examples/node-labels-cluster.yaml converged, one worker per node (no slurmctld here: its workers under `unknown`).
 """
 
 import copy
@@ -17,6 +22,8 @@ import pytest
 import yaml
 from kubernetes import client
 from polling import wait_until  # noqa: E402
+
+from ansible_collections.soperator.slurm.plugins.module_utils import names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.cluster
@@ -41,10 +48,10 @@ def load(name, namespace):
 GPU_POLICY = {"allowed_host_path_prefixes": ["/mnt/local-nvme"]}
 
 
-def site(kubeconfig, collections_path, tmp_path, resources, wait, policy=None, check=True):
+def site(kubeconfig, collections_path, tmp_path, resources, wait, policy=None, check=True, extra=None):
     varfile = tmp_path / "clusters.json"
-    varfile.write_text(json.dumps({"soperator_clusters": [{"resources": resources, "wait": wait}],
-                                   "soperator_policy": policy or {}}))
+    varfile.write_text(json.dumps(dict({"soperator_clusters": [{"resources": resources, "wait": wait}],
+                                        "soperator_policy": policy or {}}, **(extra or {}))))
     env = dict(os.environ, K8S_AUTH_KUBECONFIG=kubeconfig, ANSIBLE_COLLECTIONS_PATH=collections_path,
                ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
                PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
@@ -146,3 +153,160 @@ def test_gpu_example_without_the_installers_leave_is_refused_naming_the_host_pat
                                                 "slurmclusters")["items"] == []
     assert client.CoreV1Api(k8s).list_namespaced_config_map(namespace, label_selector="app.kubernetes.io/managed-by"
                                                             "=soperator.slurm").items == []
+
+
+# --- The README's feature examples (elastic NodeSets; one per node, pinned, every node; features and topology from
+# node labels): tests/unit/test_readme_examples.py holds the sections to them and runs the converge's planner on them.
+EVERY_LABEL = "slurm.example.com/every-node"  # examples/placement-cluster.yaml's every-node selector
+LEAF, SPINE = "network.example.com/leaf", "network.example.com/spine"  # examples/node-labels-cluster.yaml's levels
+PIN_GATE = "slurm.soperator.dev/pin"
+
+
+@pytest.fixture
+def own_nodes(k8s, namespace):
+    """Two kwok nodes of this test only, labelled and tainted for its namespace, ready and without the node
+    controller's not-ready taint; deleted afterwards."""
+    core = client.CoreV1Api(k8s)
+    made = []
+    try:
+        for suffix in ("a", "b"):
+            name = "ex-%s-%s" % (namespace[-20:], suffix)
+            capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+            core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                                           "labels": {"kubernetes.io/hostname": name, "soperator-test": namespace}},
+                              "spec": {"taints": [{"key": "soperator-test", "value": namespace,
+                                                   "effect": "NoSchedule"}]},
+                              "status": {"allocatable": capacity, "capacity": capacity}})
+            made.append(name)
+
+        def settled():
+            for name in made:
+                node = core.read_node(name)
+                ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or ())
+                if not ready or any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or ()):
+                    return False
+            return True
+        wait_until(settled, 60, "both kwok nodes ready, no not-ready taint")
+        yield made
+    finally:
+        for name in made:
+            try:
+                core.delete_node(name)
+            except client.ApiException as e:
+                if e.status != 404:
+                    raise
+
+
+def on_own_nodes(name, namespace):
+    """An example in ``namespace`` with every pod of it on the test's own two nodes (their label, their taint)."""
+    with open(os.path.join(ROOT, "examples", name)) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        d["metadata"]["namespace"] = namespace
+    docs[0]["spec"]["placement"] = {
+        "nodeSelector": {"soperator-test": namespace},
+        "tolerations": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]}
+    return docs
+
+
+def custom(k8s, namespace, plural, name):
+    try:
+        return client.CustomObjectsApi(k8s).get_namespaced_custom_object("slurm.soperator.dev", "v1alpha1",
+                                                                         namespace, plural, name)
+    except client.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def worker_pods(k8s, namespace, nodeset):
+    pods = client.CoreV1Api(k8s).list_namespaced_pod(namespace, label_selector="slurm.soperator.dev/nodeset=%s"
+                                                     % nodeset).items
+    return dict((p.metadata.name, p) for p in pods if not p.metadata.deletion_timestamp)
+
+
+def test_elastic_example_needs_the_operator_and_is_applied_for_it_as_written(kubeconfig, collections_path, k8s,
+                                                                            namespace, tmp_path):
+    docs = load("elastic-cluster.yaml", namespace)
+    res = site(kubeconfig, collections_path, tmp_path, docs, wait=False, check=False)
+    assert res.returncode != 0
+    assert "nodesets[burst].spec.elastic" in res.stdout and "needs the operator" in res.stdout, res.stdout[-3000:]
+    assert custom(k8s, namespace, "slurmclusters", "demo") is None  # nothing written
+    # For the operator (already running: not installed by this play), the definition is judged whole, dry runs
+    # included, and applied as written; the operator would do the rest.
+    site(kubeconfig, collections_path, tmp_path, docs, wait=False,
+         extra={"soperator_converge": "operator", "soperator_operator_install": False})
+    burst = custom(k8s, namespace, "nodesets", "burst")
+    assert burst["spec"]["elastic"] == {"maxNodes": 4, "minNodes": 0}
+    assert custom(k8s, namespace, "nodesets", "cpu")["spec"]["replicas"] == 1
+    cluster = custom(k8s, namespace, "slurmclusters", "demo")
+    assert cluster["spec"]["slurm"]["powerSaving"] == {"suspendTime": 120, "suspendTimeout": 30, "resumeTimeout": 300}
+    # site.yml made no workload: the converge is the operator's.
+    assert client.AppsV1Api(k8s).list_namespaced_stateful_set(namespace).items == []
+
+
+def test_placement_example_one_per_node_pinned_and_every_node(kubeconfig, collections_path, k8s, namespace,
+                                                              tmp_path, own_nodes):
+    core = client.CoreV1Api(k8s)
+    first, second = own_nodes
+    core.patch_node(first, {"metadata": {"labels": {EVERY_LABEL: "true"}}})
+    docs = on_own_nodes("placement-cluster.yaml", namespace)
+
+    def converged_cpu():
+        """Both cpu workers created (the StatefulSet controller), run site.yml again while one is still gated (the
+        converge lets gated workers go once they exist)."""
+        for _ in range(3):
+            wait_until(lambda: len(worker_pods(k8s, namespace, "cpu")) == 2, 60, "both cpu workers created")
+            if not any(p.spec.scheduling_gates for p in worker_pods(k8s, namespace, "cpu").values()):
+                break
+            site(kubeconfig, collections_path, tmp_path, copy.deepcopy(docs), wait=False)
+        return wait_until(lambda: (lambda pods: len(pods) == 2 and all(p.spec.node_name for p in pods.values())
+                                   and dict((n, p.spec.node_name) for n, p in pods.items()))(
+            worker_pods(k8s, namespace, "cpu")), 60, "both cpu workers placed")
+
+    site(kubeconfig, collections_path, tmp_path, copy.deepcopy(docs), wait=False)
+    placed = converged_cpu()
+    assert sorted(placed.values()) == sorted(own_nodes), placed  # one per node
+    every = dict((n, p.spec.node_name) for n, p in worker_pods(k8s, namespace, "every").items())
+    assert every == {names.every_node_worker("demo", "every", first): first}  # the labelled node only
+    site(kubeconfig, collections_path, tmp_path, copy.deepcopy(docs), wait=False)  # records the pins
+    status = custom(k8s, namespace, "nodesets", "cpu")["status"]
+    assert status["pins"] == placed, status
+    assert custom(k8s, namespace, "nodesets", "every")["status"]["workerNodes"] == every
+
+    # A pinned worker deleted comes back to its node; labelling the second node makes its every-node worker.
+    gone = sorted(placed)[1]
+    old_uid = worker_pods(k8s, namespace, "cpu")[gone].metadata.uid
+    core.delete_namespaced_pod(gone, namespace, grace_period_seconds=0)
+    core.patch_node(second, {"metadata": {"labels": {EVERY_LABEL: "true"}}})
+
+    def made_again():
+        pod = worker_pods(k8s, namespace, "cpu").get(gone)
+        return pod is not None and pod.metadata.uid != old_uid and pod
+    gated = wait_until(made_again, 60, "%s made again by its StatefulSet" % gone)
+    assert [g.name for g in gated.spec.scheduling_gates or ()] == [PIN_GATE]  # waits for its pin
+    site(kubeconfig, collections_path, tmp_path, copy.deepcopy(docs), wait=False)
+    assert converged_cpu() == placed
+    every = dict((n, p.spec.node_name) for n, p in worker_pods(k8s, namespace, "every").items())
+    assert every == dict((names.every_node_worker("demo", "every", n), n) for n in own_nodes)
+
+
+def test_node_labels_example_is_applied_one_worker_per_node_with_its_topology(kubeconfig, collections_path, k8s,
+                                                                            namespace, tmp_path, own_nodes):
+    """The example as written converges: topology/tree in slurm.conf, the feature prefix stored, one worker per node.
+    kwok runs no slurmctld, and the converge reads node labels only while Slurm answers (it would have nothing to
+    place): every worker stays under `unknown` here, whatever its node's labels. Placement by labels is the planner's
+    (tests/unit/test_readme_examples.py) and, with Slurm, tests/e2e/test_operator.py's."""
+    core = client.CoreV1Api(k8s)
+    for host, leaf in zip(own_nodes, ("leaf1", "leaf2")):
+        core.patch_node(host, {"metadata": {"labels": {LEAF: leaf, SPINE: "spine1"}}})
+    site(kubeconfig, collections_path, tmp_path, on_own_nodes("node-labels-cluster.yaml", namespace), wait=False)
+    placed = wait_until(lambda: (lambda pods: len(pods) == 2 and all(p.spec.node_name for p in pods.values())
+                                 and dict((n, p.spec.node_name) for n, p in pods.items()))(
+        worker_pods(k8s, namespace, "cpu")), 60, "both cpu workers placed")
+    assert sorted(placed.values()) == sorted(own_nodes)  # onePerNode
+    data = core.read_namespaced_config_map("demo-slurm-config", namespace).data
+    assert "TopologyPlugin=topology/tree" in data["slurm.conf"]
+    assert [line for line in data["topology.conf"].splitlines() if not line.startswith("#")] == [
+        "SwitchName=unknown Nodes=demo-cpu-[0-1]", "SwitchName=root Switches=unknown"]
+    assert custom(k8s, namespace, "nodesets", "cpu")["spec"]["featureLabelPrefix"] == "slurm-feature.example.com/"
