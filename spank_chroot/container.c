@@ -245,7 +245,9 @@ static int auth_memfd(const struct sc_container_options *co,
 
 	if (!co->auth)
 		return -1;
-	fd = open(co->auth, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* Links followed: a Secret volume's file is a link into its ..data
+	 * (the kubelet's atomic writer), in a directory only root writes. */
+	fd = open(co->auth, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno != ENOENT)
 			sc_error("registry credentials %s: %s", co->auth,

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import textwrap
+import time
 
 from slurm_cluster import JAIL, PLUGIN_PATH, REPO, Cluster, free_ports, wait_for
 
@@ -113,12 +114,24 @@ class LocalRegistry:
         self.write_auth(REGISTRY_USER, REGISTRY_PASSWORD, self.auth_path)
 
     def write_auth(self, user: str, password: str, where: str = AUTH) -> None:
-        """The registry's credentials as the cluster's Secret holds them (a Docker config.json), root's 0600."""
+        """The registry's credentials as the cluster's Secret holds them (a Docker config.json), root's 0600, laid
+        out as the kubelet's Secret volume has them: the file is a link into ``..data``, itself a link to the
+        current version's directory."""
         path = self.root / where.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
+        version = path.parent / ("..%d" % time.monotonic_ns())
+        version.mkdir()
         token = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
-        path.write_text(json.dumps({"auths": {self.registry: {"auth": token}}}))
-        path.chmod(0o600)
+        (version / path.name).write_text(json.dumps({"auths": {self.registry: {"auth": token}}}))
+        (version / path.name).chmod(0o600)
+        data = path.parent / "..data"
+        old = os.readlink(data) if data.is_symlink() else None
+        (path.parent / "..data_tmp").symlink_to(version.name)
+        os.rename(path.parent / "..data_tmp", data)
+        if old:
+            shutil.rmtree(path.parent / old)
+        if not path.is_symlink():
+            path.symlink_to("..data/" + path.name)
 
     # ---- images ----------------------------------------------------------------------
     def push_image(self, name: str, spec: dict) -> None:
