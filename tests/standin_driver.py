@@ -5,9 +5,13 @@ tests/images, tests/e2e). Nothing here is a recording: these are programs built 
   module without the kernel ``vadd`` and adds the vectors in cuLaunchKernel), and ``standin_cuda()``, which names it;
 * ``libnvidia-ml.so.1``: ``nvmlInit_v2`` and ``standin_nvml()``;
 * both with the driver's SONAMEs and versioned file names (:data:`VERSION`);
+* :func:`build_smi`: ``nvidia-smi``, an ELF program as the driver's is (the worker exposes only programs to the
+  jail, never scripts), linked against ``libnvidia-ml.so.1``, answering the arguments it was built with;
 * :func:`information`: the lines of ``/proc/driver/nvidia/gpus/<bus>/information`` Slurm's gpu/nvidia plugin reads.
 """
 
+import csv
+import io
 import os
 import subprocess
 
@@ -102,6 +106,62 @@ def build_libraries(lib_dir, cc=("gcc",)):
         link = os.path.join(lib_dir, soname)
         if not os.path.lexists(link):
             os.symlink(target, link)
+
+
+# nvidia-smi: without arguments a line saying what it is (from libnvidia-ml); with arguments the answer it was built
+# with for exactly those arguments (it runs in slurmd's container and in the jail, where no file of a test's is).
+SMI_C = r"""
+#include <stdio.h>
+#include <string.h>
+const char *standin_nvml(void);
+static const char *answers[][2] = {
+ANSWERS
+};
+int main(int argc, char **argv) {
+    char args[4096] = "";
+    if (argc == 1) { printf("nvidia-smi stand-in (%s)\n", standin_nvml()); return 0; }
+    for (int i = 1; i < argc; i++) {
+        if (strlen(args) + strlen(argv[i]) + 2 > sizeof(args)) return 2;
+        if (i > 1) strcat(args, " ");
+        strcat(args, argv[i]);
+    }
+    for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++)
+        if (!strcmp(args, answers[i][0])) { fputs(answers[i][1], stdout); return 0; }
+    printf("nvidia-smi stand-in: no recording for %s\n", args);
+    return 2;
+}
+"""
+
+
+def c_string(text):
+    """``text`` as a C string literal (octal escapes for all but printable ASCII)."""
+    return '"%s"' % "".join(c if " " <= c <= "~" and c not in '"\\?' else "\\%03o" % ord(c) for c in text)
+
+
+def build_smi(path, answers, lib_dir, cc=("gcc",)):
+    """nvidia-smi at ``path``: ``answers`` maps an argument string (the arguments joined by blanks) to its output;
+    linked against ``lib_dir``'s libnvidia-ml (:func:`build_libraries` first)."""
+    table = ",\n".join("{%s, %s}" % (c_string(k), c_string(v)) for k, v in answers.items())
+    src = path + ".c"
+    with open(src, "w") as f:
+        f.write(SMI_C.replace("ANSWERS", table))
+    try:
+        res = subprocess.run(list(cc) + ["-O2", "-Wall", "-Werror", "-o", path, src,
+                                         os.path.join(lib_dir, "libnvidia-ml.so.%s" % VERSION)],
+                             capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError("%s: %s" % (" ".join(res.args), res.stderr))
+    finally:
+        os.remove(src)
+
+
+def columns(recording, fields, header):
+    """A recorded ``nvidia-smi --query-gpu=<every field> --format=csv`` output's columns ``fields``, in that order, as
+    nvidia-smi prints them when asked for just those (with the header line, or ``noheader``)."""
+    rows = list(csv.reader(io.StringIO(recording), skipinitialspace=True))
+    names = [h.strip().split(" [")[0] for h in rows[0]]
+    cols = [names.index(f) for f in fields]
+    return "".join(", ".join(row[c].strip() for c in cols) + "\n" for row in rows[0 if header else 1:])
 
 
 def information(bus, minor, model=MODEL):

@@ -299,8 +299,8 @@ def e2e(real_node_cluster):
 @pytest.fixture(scope="session")
 def standin_gpu_image(real_node_cluster, tmp_path_factory):
     """The worker image with a stand-in for one GPU (tests/e2e/standin_gpu: the stand-in driver libraries of
-    tests/standin_driver.py, nvidia-smi serving a recorded H100 output, the driver's procfs entry), built FROM the
-    project's worker image with its engine and imported into the real node."""
+    tests/standin_driver.py, its nvidia-smi program answering with a recorded H100 output, the driver's procfs
+    entry), built FROM the project's worker image with its engine and imported into the real node."""
     import standin_driver  # tests/
 
     ctx = tmp_path_factory.mktemp("standin-gpu")
@@ -309,11 +309,18 @@ def standin_gpu_image(real_node_cluster, tmp_path_factory):
     standin_driver.build_libraries(str(ctx / "lib"))
     with open(os.path.join(ROOT, "tests", "unit", "fixtures", "gpu", "h100-query-gpu.yaml")) as f:
         recording = yaml.safe_load(f)["stdout"]
-    with open(os.path.join(STANDIN_GPU, "nvidia-smi.py")) as f:
-        smi = f.read()
-    marker = "RECORDING = None  # the test writes the recorded --query-gpu output here"
-    assert marker in smi
-    (ctx / "nvidia-smi").write_text(smi.replace(marker, "RECORDING = %r" % recording))
+    # nvidia-smi is a program, as the driver's: the worker shows the jail only programs (a script is skipped). Its
+    # answers: the queries of this suite and of the worker's health program.
+    sys.path.insert(0, os.path.join(ROOT, "images", "worker"))
+    import soperator_health  # the worker image's program
+
+    fields = soperator_health.QUERY_FIELDS
+    standin_driver.build_smi(str(ctx / "nvidia-smi"), {
+        "-L": "GPU 0: %s (UUID: GPU-00000000-0000-0000-0000-000000000000)\n" % standin_driver.MODEL,
+        "--query-gpu=name,persistence_mode --format=csv,noheader": standin_driver.columns(
+            recording, ["name", "persistence_mode"], False),
+        "--query-gpu=%s --format=csv" % ",".join(fields): standin_driver.columns(recording, fields, True),
+    }, str(ctx / "lib"))
     (ctx / "information").write_text(standin_driver.information("0000:00:09.0", 0))
     images = os.path.join(ROOT, "hack", "images.sh")
     archive = str(ctx / "standin-gpu.tar")

@@ -15,8 +15,6 @@ The stand-ins (tests/standin_driver.py, built here with gcc in a temporary direc
 Needs root (mounts, chroot), like the script itself.
 """
 
-import csv
-import io
 import os
 import subprocess
 import sys
@@ -39,30 +37,6 @@ def _root():
     require_root("mounts and chroot, as the script")
 
 
-# nvidia-smi's answers, fixed when it is built (it runs in slurmd's container and in the jail too, where no file of the
-# test's is): the summary (its own line, from libnvidia-ml), -L, and recorded real outputs for the arguments the
-# check and the health program give (an H100's --query-gpu columns in the order asked, an A100's -q -x).
-SMI_C = r"""
-#include <stdio.h>
-#include <string.h>
-const char *standin_nvml(void);
-static const char *answers[][2] = {
-ANSWERS
-};
-int main(int argc, char **argv) {
-    char args[4096] = "";
-    if (argc == 1) { printf("nvidia-smi stand-in (%s)\n", standin_nvml()); return 0; }
-    for (int i = 1; i < argc; i++) {
-        if (strlen(args) + strlen(argv[i]) + 2 > sizeof(args)) return 2;
-        if (i > 1) strcat(args, " ");
-        strcat(args, argv[i]);
-    }
-    for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++)
-        if (!strcmp(args, answers[i][0])) { fputs(answers[i][1], stdout); return 0; }
-    printf("nvidia-smi stand-in: no recording for %s\n", args);
-    return 2;
-}
-"""
 # The driver's tool as the H200 machine has it: a wrapper in /usr/bin around the program in /usr/local/nvidia/bin.
 WRAPPER = ("#!/bin/sh\nLD_LIBRARY_PATH=/usr/local/nvidia/lib64\nexport LD_LIBRARY_PATH\n"
            "exec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n")
@@ -77,10 +51,7 @@ def recorded(name):
 
 def query(fields, header):
     """The H100 recording's columns ``fields``, in that order, as nvidia-smi --query-gpu prints them."""
-    rows = list(csv.reader(io.StringIO(recorded("h100-query-gpu.yaml")), skipinitialspace=True))
-    names = [h.strip().split(" [")[0] for h in rows[0]]
-    cols = [names.index(f) for f in fields]
-    return "".join(", ".join(row[c].strip() for c in cols) + "\n" for row in rows[0 if header else 1:])
+    return standin_driver.columns(recorded("h100-query-gpu.yaml"), fields, header)
 
 
 def answers():
@@ -93,15 +64,6 @@ def answers():
     }
 
 
-def c_string(text):
-    return '"%s"' % "".join(c if " " <= c <= "~" and c not in '"\\?' else "\\%03o" % ord(c)
-                            for c in text)
-
-
-def cc(*argv):
-    subprocess.run(["gcc", "-O2", "-Wall", "-Werror", *argv], check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
     base = tmp_path_factory.mktemp("standin-driver")
@@ -109,10 +71,7 @@ def standin(tmp_path_factory):
     for d in (lib, bin_dir, program):
         d.mkdir(parents=True)
     standin_driver.build_libraries(str(lib))
-    table = ",\n".join("{%s, %s}" % (c_string(k), c_string(v)) for k, v in answers().items())
-    (base / "smi.c").write_text(SMI_C.replace("ANSWERS", table))
-    cc("-o", str(program / "nvidia-smi"), str(base / "smi.c"),
-       str(lib / ("libnvidia-ml.so.%s" % standin_driver.VERSION)))
+    standin_driver.build_smi(str(program / "nvidia-smi"), answers(), str(lib))
     (bin_dir / "nvidia-smi").write_text(WRAPPER)
     (bin_dir / "nvidia-smi").chmod(0o755)
     # This machine's loader cache plus the stand-ins, as a driver's installer leaves it.
