@@ -1130,6 +1130,12 @@ static int build(const struct build *b, const char *pin,
 			    (ssize_t)strlen(msg))
 				_exit(1);
 		}
+		/* The parent opens /proc/<this>/ns/mnt: without CAP_SYS_PTRACE
+		 * (a worker pod has none) only a dumpable process's, and
+		 * slurmstepd's id changes left it not dumpable. Still root's:
+		 * no user may open or trace it. */
+		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+			_exit(1);
 		/* until the parent has the namespace */
 		if (read(go[0], &ok, 1) < 0)
 			_exit(1);
