@@ -9,7 +9,7 @@
 #            (`ctr images import` loads them into containerd; `docker load` into Docker)
 #   start    start the engine and leave it running (prints the DOCKER_HOST to use)
 #   stop     stop the engine and remove what it leaves on the host: its bridge, its iptables rules,
-#            its cgroup directories (alias: clean)
+#            its cgroup directories (alias: clean); a no-op while SOPERATOR_ENGINE_HELD names this engine
 #   shell    start the engine, open $SHELL with DOCKER_HOST set, stop the engine when the shell exits
 #   env      print `export DOCKER_HOST=...` for the engine
 #   list     the images this script builds, one `name tag` per line
@@ -26,6 +26,9 @@
 #   SLURM_VERSION        pin the Slurm packages to this Debian version (default: the newest available)
 #   SOPERATOR_ENGINE     which of the project's engines: `images` (default) or `kind`, a second one that runs only
 #                        kind clusters (hack/kind.sh), so that stopping the image builds' engine never stops them
+#   SOPERATOR_ENGINE_HELD  an engine (`images` or `kind`) whose lifecycle the caller owns: `stop` leaves it running.
+#                        make test sets it for its tracks, which share the engine: one suite's `stop` would remove
+#                        another's containers mid-test.
 #
 # Needs root. Debian packages docker.io (dockerd, containerd, runc), debootstrap, zstd, iptables are installed
 # when missing. Builds use the classic builder (DOCKER_BUILDKIT=0): Docker 20.10 here has no buildx.
@@ -373,9 +376,18 @@ cmd_list() {
   done
 }
 
+# engine_stop, unless the caller holds the engine (SOPERATOR_ENGINE_HELD): then another user may be mid-test on it.
+engine_release() {
+  if [[ ${SOPERATOR_ENGINE_HELD:-} == "${SOPERATOR_ENGINE:-images}" ]]; then
+    log "the engine is held by the caller (SOPERATOR_ENGINE_HELD): left running"
+  else
+    engine_stop
+  fi
+}
+
 main() {
-  (($#)) || { sed -n '2,31p' "$0"; exit 2; }
-  [[ $1 == -h || $1 == --help ]] && { sed -n '2,31p' "$0"; exit 0; }
+  (($#)) || { sed -n '2,34p' "$0"; exit 2; }
+  [[ $1 == -h || $1 == --help ]] && { sed -n '2,34p' "$0"; exit 0; }
   [[ $1 == list ]] && { cmd_list; exit 0; }
   [[ $1 == archives ]] && { cmd_archives; exit 0; }
   [[ $1 == env ]] && { echo "export DOCKER_HOST=$DOCKER_HOST"; exit 0; }
@@ -394,7 +406,7 @@ main() {
       build) engine_start; cmd_build; stop_at_end=1 ;;
       save) engine_start; cmd_save; stop_at_end=1 ;;
       start) engine_start; echo "export DOCKER_HOST=$DOCKER_HOST" ;;
-      stop | clean) engine_stop ;;
+      stop | clean) engine_release ;;
       shell)
         engine_start
         flock -u 9 2>/dev/null || true
@@ -405,7 +417,7 @@ main() {
       *) die "unknown command $cmd (see $0 --help)" ;;
     esac
   done
-  if ((stop_at_end && !was_up)) && [[ ${SOPERATOR_KEEP_ENGINE:-0} != 1 ]]; then engine_stop; fi
+  if ((stop_at_end && !was_up)) && [[ ${SOPERATOR_KEEP_ENGINE:-0} != 1 ]]; then engine_release; fi
 }
 
 main "$@"

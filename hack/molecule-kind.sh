@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# molecule's `kind` scenario (make test's last stage; molecule/kind): kind from local parts (make kind), the
+# molecule's `kind` scenario (make test's kind stage, beside its end-to-end suite; molecule/kind): kind from local parts (make kind), the
 # project's images (make images), then `molecule test -s kind`, then the README's "Try it on kind" lines as written
 # (tests/kind).
 #

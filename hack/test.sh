@@ -12,12 +12,20 @@ py=.venv/bin/python
 
 started_cluster=0 started_real=0
 declare -A track_pid=() track_log=()
+# The image engine is shared by the tracks below (the image tests beside the end-to-end suite, which builds images
+# too): while it is held, a suite's `hack/images.sh stop` leaves it running; it is stopped at the end if it was not
+# running before.
+engine_was_up=0
+if command -v docker >/dev/null && DOCKER_HOST=$(hack/images.sh env | sed 's/^export DOCKER_HOST=//') \
+  docker version >/dev/null 2>&1; then engine_was_up=1; fi
+export SOPERATOR_ENGINE_HELD=images
 cleanup() {
   # A failed stage ends the script: a track still running is interrupted (SIGINT: pytest's fixtures stop daemons).
   local pid
   for pid in "${track_pid[@]}"; do pkill -INT -P "$pid" || true; wait "$pid" 2>/dev/null || true; done
   if [ "$started_real" = 1 ]; then SOPERATOR_LOCALCLUSTER_DIR=$real_dir python3 hack/localcluster.py down || true; fi
   if [ "$started_cluster" = 1 ]; then python3 hack/localcluster.py down || true; fi
+  if [ "$engine_was_up" = 0 ]; then SOPERATOR_ENGINE_HELD='' hack/images.sh stop >/dev/null 2>&1 || true; fi
 }
 trap cleanup EXIT
 stage() { printf '\n=== %s === (at %d s)\n' "$*" "$SECONDS"; }
@@ -60,10 +68,11 @@ $py -m pytest -q -ra -p no:cacheprovider tests/unit --cov --cov-config=.coverage
 # cluster tests to be reported.
 join_track static
 
-# The host track: real Slurm and Debian's OpenSSH on this machine; no Kubernetes. Its daemons mostly wait (on each
-# other, on Slurm's timers), so it runs beside the cluster stages below, which mostly wait too; its output is printed
-# when it is joined, before the end-to-end stage. Run in sequence, these stages took 16 minutes more.
-host_track() {
+# The side track: real Slurm and Debian's OpenSSH on this machine (no Kubernetes), then the images run on the
+# host, then kind (its own engine, its own three kubelets). These mostly wait (on daemons, on Slurm's timers, on
+# kubelets), so they run beside the cluster stages below, which mostly wait too; its output is printed when it is
+# joined, after the end-to-end stage. In sequence they made a cold run 70 minutes (the kind stage 6, the images 6.5).
+side_track() {
   stage "the exporter: Go unit tests on recorded Slurm outputs, static build (cached)"
   hack/build-binaries.sh slurm-exporter
   stage "real Slurm 24.11: the SPANK jail with munge, slurmctld and two slurmd; accounting (MariaDB, slurmdbd), slurmrestd, the exporter"
@@ -71,8 +80,13 @@ host_track() {
   $py -m pytest -q -ra -p no:cacheprovider tests/slurm
   stage "login into the jail: Debian's OpenSSH with the rendered sshd_config"
   $py -m pytest -q -ra -p no:cacheprovider tests/login
+  stage "images: built (cached; the main sequence builds them), entrypoints on the host, then the images run"
+  hack/images.sh build save
+  $py -m pytest -q -ra -p no:cacheprovider tests/images
+  stage "molecule kind scenario, then the README's kind lines and the multi-node steps (kind from local parts: docs/kind.md)"
+  hack/molecule-kind.sh
 }
-start_track host host_track
+start_track side side_track
 
 stage "real node: kubelet, containerd, CNI, kube-proxy, CoreDNS on a private local cluster (and a clean down)"
 hack/build-binaries.sh node
@@ -118,18 +132,10 @@ stage "operator: runtime unit tests, the runtime on the host, and upstream's ans
 hack/build-binaries.sh ansible-operator
 SOPERATOR_KEEP_CLUSTER=1 $py -m pytest -q -ra -p no:cacheprovider tests/operator
 
-# Here, not in the host track: the real-Slurm tests are that track's long pole (13 min), and this sequence was idle
-# waiting for it (a cold run: the host track joined at 1,276 s, this sequence done at 890 s).
-stage "images: entrypoints on the host, then the images run"
-$py -m pytest -q -ra -p no:cacheprovider tests/images
-
-join_track host
-
 stage "end to end on the real node: site.yml, then the operator image in-cluster, kubectl only"
 $py -m pytest -q -ra -s -p no:cacheprovider --durations=30 tests/e2e
 
 stage "molecule default scenario (real Slurm on the real node)"
 K8S_AUTH_KUBECONFIG=${real_dir:+$real_dir/kubeconfig} molecule test -s default
 
-stage "molecule kind scenario, then the README's kind lines (kind from local parts: docs/kind.md)"
-hack/molecule-kind.sh
+join_track side

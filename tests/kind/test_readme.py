@@ -2,7 +2,7 @@
 shell in the checkout that inherits nothing but HOME (a user's new terminal), errors stopping it. Then what the
 lines' comments promise: a job step on each of the two Slurm workers, and the cluster gone at the end.
 
-Run by hack/molecule-kind.sh after molecule's kind scenario (make test's last stage), with the same engine rules: a
+Run by hack/molecule-kind.sh after molecule's kind scenario (make test's kind stage), with the same engine rules: a
 Docker engine that answers, or root to start the project's own.
 """
 
