@@ -521,6 +521,13 @@ static int parse_result(char *text, struct sc_container *c)
 
 /* ---- building the container (in a child of slurmstepd, root) ---------- */
 
+/* An entry of the container's /etc/passwd or /etc/group that replaces the
+ * image's entries of that name or id. */
+struct etc_entry {
+	char name[256];
+	unsigned id;
+};
+
 struct user_info {
 	char name[256];
 	char home[PATH_MAX];
@@ -528,9 +535,84 @@ struct user_info {
 	char gecos[256];
 	char passwd_line[2048];
 	char group_lines[8192];
+	/* The node's SlurmUser, when it is neither root nor the job's user:
+	 * a Slurm client in the container (srun in a batch script) refuses
+	 * to run unless that name resolves there ("Invalid user for
+	 * SlurmUser"). Its lines come from the node, as the user's. */
+	bool has_slurm_user;
+	struct etc_entry slurm_user, slurm_group;
+	char slurm_passwd_line[1024];
+	char slurm_group_line[512];
 };
 
-static int user_info(const struct sc_job *job, struct user_info *u)
+/* The node's SlurmUser (slurm.conf in the node's configuration directory,
+ * the file a Slurm client in the container reads) into u; nothing when
+ * slurm.conf names root, the job's user or a user the node does not know. */
+static void slurm_user_info(const struct sc_options *o,
+			    const struct sc_job *job, struct user_info *u)
+{
+	char path[PATH_MAX], name[256], buf[16384], *text = NULL;
+	struct passwd pw, *found = NULL;
+	struct group gr, *gfound = NULL;
+	int fd;
+
+	if (!o->container.slurm_conf ||
+	    join_path(path, sizeof(path), o->container.slurm_conf,
+		      "slurm.conf") < 0)
+		return;
+	/* the administrator's file (a ConfigMap's link on a worker pod) */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		text = read_all(fd, MAX_ETC_FILE);
+		close(fd);
+	}
+	if (!text)
+		return;
+	if (sc_slurm_conf_user(text, name, sizeof(name)) < 0) {
+		free(text);
+		return;
+	}
+	free(text);
+	if (getpwnam_r(name, &pw, buf, sizeof(buf), &found) != 0 || !found) {
+		/* Slurm also takes a uid */
+		char *end;
+		unsigned long id = strtoul(name, &end, 10);
+
+		if (*end || end == name ||
+		    getpwuid_r((uid_t)id, &pw, buf, sizeof(buf), &found) != 0 ||
+		    !found)
+			return;
+	}
+	if (pw.pw_uid == 0 || pw.pw_uid == job->uid)
+		return;
+	sfmt(u->slurm_user.name, sizeof(u->slurm_user.name), "%s",
+	     pw.pw_name);
+	u->slurm_user.id = (unsigned)pw.pw_uid;
+	/* no home and no shell in the container: it only has to resolve */
+	if (sfmt(u->slurm_passwd_line, sizeof(u->slurm_passwd_line),
+		 "%s:x:%u:%u:SlurmUser:/nonexistent:/usr/sbin/nologin\n",
+		 pw.pw_name, (unsigned)pw.pw_uid, (unsigned)pw.pw_gid) < 0)
+		return;
+	u->slurm_group.id = (unsigned)pw.pw_gid;
+	if (getgrgid_r(pw.pw_gid, &gr, buf, sizeof(buf), &gfound) == 0 &&
+	    gfound && pw.pw_gid != job->gid) {
+		bool jobs = false;
+
+		for (int i = 0; i < job->ngids; i++)
+			jobs = jobs || job->gids[i] == pw.pw_gid;
+		if (!jobs) {
+			sfmt(u->slurm_group.name, sizeof(u->slurm_group.name),
+			     "%s", gr.gr_name);
+			sfmt(u->slurm_group_line,
+			     sizeof(u->slurm_group_line), "%s:x:%u:\n",
+			     gr.gr_name, (unsigned)pw.pw_gid);
+		}
+	}
+	u->has_slurm_user = true;
+}
+
+static int user_info(const struct sc_options *o, const struct sc_job *job,
+		     struct user_info *u)
 {
 	struct passwd pw, *found = NULL;
 	struct group gr, *gfound = NULL;
@@ -538,6 +620,7 @@ static int user_info(const struct sc_job *job, struct user_info *u)
 	size_t used = 0;
 
 	memset(u, 0, sizeof(*u));
+	slurm_user_info(o, job, u);
 	if (getpwuid_r(job->uid, &pw, buf, sizeof(buf), &found) != 0 || !found)
 		return -1;
 	sfmt(u->name, sizeof(u->name), "%s", pw.pw_name);
@@ -552,19 +635,20 @@ static int user_info(const struct sc_job *job, struct user_info *u)
 	/* the group lines: the primary group, then the others, by name */
 	for (int i = -1; i < job->ngids; i++) {
 		gid_t gid = i < 0 ? job->gid : job->gids[i];
-		int n;
 
 		if (i >= 0 && gid == job->gid)
 			continue;
 		if (getgrgid_r(gid, &gr, buf, sizeof(buf), &gfound) != 0 ||
 		    !gfound)
 			continue;
-		n = sfmt(u->group_lines + used,
-			     sizeof(u->group_lines) - used, "%s:x:%u:%s\n",
-			     gr.gr_name, (unsigned)gid, u->name);
-		if (n < 0 || (size_t)n >= sizeof(u->group_lines) - used)
+		/* sfmt says only whether it fit: the length is strlen's */
+		if (sfmt(u->group_lines + used, sizeof(u->group_lines) - used,
+			 "%s:x:%u:%s\n", gr.gr_name, (unsigned)gid,
+			 u->name) < 0) {
+			u->group_lines[used] = '\0';
 			break;
-		used += (size_t)n;
+		}
+		used += strlen(u->group_lines + used);
 	}
 	return 0;
 }
@@ -745,11 +829,12 @@ static int bind_file(const char *root, int rootfd, const char *src,
 }
 
 /* The image's /etc/<name> (a regular file, at most 1 MiB; "" when it has
- * none or something else there), without the lines whose field 0 is name
- * or field 2 is id, plus add. Written into dir/<name>. */
+ * none or something else there), without the lines whose field 0 is the
+ * name or field 2 the id of one of the n entries in drop (an empty name
+ * matches no line), plus add. Written into dir/<name>. The image's file is
+ * only read and filtered, never run or followed out of the image. */
 static int etc_file(int rootfd, const char *dir, const char *name,
-		    const char *match_name, unsigned match_id,
-		    const char *add)
+		    const struct etc_entry *drop, size_t n, const char *add)
 {
 	char path[PATH_MAX], rel[64], *text = NULL, *save = NULL, *line;
 	int fd, out;
@@ -787,10 +872,15 @@ static int etc_file(int rootfd, const char *dir, const char *name,
 		sscanf(line, "%255[^:]", first);
 		third = strchr(line, ':');
 		third = third ? strchr(third + 1, ':') : NULL;
+		bool dropped = false;
+
 		if (third)
 			id = (unsigned)strtoul(third + 1, NULL, 10);
-		if (strcmp(first, match_name) == 0 ||
-		    (third && id == match_id))
+		for (size_t i = 0; i < n && !dropped; i++)
+			dropped = (drop[i].name[0] &&
+				   strcmp(first, drop[i].name) == 0) ||
+				  (third && id == drop[i].id);
+		if (dropped)
 			continue;
 		fprintf(f, "%s\n", line);
 	}
@@ -1005,17 +1095,29 @@ static int build_container(const struct build *b)
 		    bind_file(root, rootfd, f, f, true) < 0)
 			return -1;
 	}
-	/* the job's user and groups, with the image's others */
+	/* the job's user and groups, and the node's SlurmUser (a Slurm client
+	 * in the container needs its name), with the image's others */
 	{
-		char add[2300];
+		const struct user_info *u = &b->user;
+		struct etc_entry users[2] = {{"", job->uid}}, groups[1] = {
+			{"", (unsigned)-1}};
+		char add[2300 + sizeof(u->slurm_passwd_line)];
+		char gadd[sizeof(u->group_lines) + sizeof(u->slurm_group_line)];
+		size_t nusers = 1, ngroups = 0;
 
-		sfmt(add, sizeof(add), "%s:x:%u:%u:%s:%s:%s\n",
-			 b->user.name, (unsigned)job->uid, (unsigned)job->gid,
-			 b->user.gecos, b->user.home, "/bin/sh");
-		if (etc_file(rootfd, etc, "passwd", b->user.name, job->uid,
-			     add) < 0 ||
-		    etc_file(rootfd, etc, "group", "", (unsigned)-1,
-			     b->user.group_lines) < 0)
+		sfmt(users[0].name, sizeof(users[0].name), "%s", u->name);
+		sfmt(add, sizeof(add), "%s:x:%u:%u:%s:%s:%s\n%s", u->name,
+		     (unsigned)job->uid, (unsigned)job->gid, u->gecos, u->home,
+		     "/bin/sh", u->has_slurm_user ? u->slurm_passwd_line : "");
+		sfmt(gadd, sizeof(gadd), "%s%s", u->group_lines,
+		     u->has_slurm_user ? u->slurm_group_line : "");
+		if (u->has_slurm_user) {
+			users[nusers++] = u->slurm_user;
+			if (u->slurm_group.name[0])
+				groups[ngroups++] = u->slurm_group;
+		}
+		if (etc_file(rootfd, etc, "passwd", users, nusers, add) < 0 ||
+		    etc_file(rootfd, etc, "group", groups, ngroups, gadd) < 0)
 			return -1;
 		if (join_path(src, sizeof(src), etc, "passwd") < 0 ||
 		    bind_file(root, rootfd, src, "/etc/passwd", true) < 0 ||
@@ -1329,7 +1431,7 @@ void sc_container_prepare(const struct sc_options *o,
 	free(lines);
 	if (lock_image(store, c) < 0)
 		return;
-	if (user_info(step->job, &b.user) < 0) {
+	if (user_info(o, step->job, &b.user) < 0) {
 		set_error(c, "uid %u is unknown on this node",
 			  (unsigned)step->job->uid);
 		return;

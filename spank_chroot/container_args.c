@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "options.h"
 
@@ -656,5 +657,60 @@ int sc_parse_size(const char *in, unsigned long long *out)
 	if (n == 0 || n > ULLONG_MAX / unit)
 		return -1;
 	*out = n * unit;
+	return 0;
+}
+
+int sc_slurm_conf_user(const char *conf, char *out, size_t outlen)
+{
+	const char *p = conf ? conf : "", *found = "root";
+	size_t flen = 4;
+
+	while (*p) {
+		const char *key = p, *value;
+		size_t klen, vlen;
+
+		if (*p == '#') { /* a comment, to the end of the line */
+			p += strcspn(p, "\n");
+			continue;
+		}
+		if (isspace((unsigned char)*p)) {
+			p++;
+			continue;
+		}
+		klen = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				 "abcdefghijklmnopqrstuvwxyz0123456789_.");
+		p += klen;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p && strchr("-*+/", *p) && p[1] == '=')
+			p++;
+		if (klen == 0 || *p != '=') { /* not KEY=: skip the word */
+			p += klen == 0 ? 1 : 0;
+			p += strcspn(p, " \t\r\n#");
+			continue;
+		}
+		p++;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '"') {
+			value = ++p;
+			vlen = strcspn(p, "\"\n");
+			p += vlen;
+			if (*p == '"')
+				p++;
+		} else {
+			value = p;
+			vlen = strcspn(p, " \t\r\n#");
+			p += vlen;
+		}
+		if (klen == 9 && strncasecmp(key, "SlurmUser", 9) == 0) {
+			found = value;
+			flen = vlen;
+		}
+	}
+	if (flen == 0 || flen >= outlen)
+		return -1;
+	memcpy(out, found, flen);
+	out[flen] = '\0';
 	return 0;
 }

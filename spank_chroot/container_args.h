@@ -93,6 +93,16 @@ bool sc_cargs_env_kept(const struct sc_container_args *a, const char *name);
 bool sc_cargs_any(const struct sc_container_args *a);
 void sc_cargs_free(struct sc_container_args *a);
 
+/*
+ * The SlurmUser slurm.conf's text names (a Slurm client in a container checks
+ * that this user exists there), into out: the last one given, else "root",
+ * Slurm's default. As Slurm reads the file: keys in any case, several
+ * KEY=VALUE on a line, spaces around '=', a value in double quotes, '#' to
+ * the end of the line a comment. Included files are not read. 0, or -1 when
+ * the value is empty or does not fit.
+ */
+int sc_slurm_conf_user(const char *conf, char *out, size_t outlen);
+
 /* "50G", "512M", "1048576" into bytes; 0, or -1. */
 int sc_parse_size(const char *in, unsigned long long *out);
 

@@ -240,6 +240,45 @@ static void test_container_plugstack_args(void)
 	CHECK(strstr(err, "container_bogus") != NULL);
 }
 
+static void test_slurm_conf_user(void)
+{
+	static const struct {
+		const char *conf;
+		const char *user; /* NULL: -1 */
+	} cases[] = {
+		{"ClusterName=c\nSlurmUser=slurm\nSlurmdUser=root\n", "slurm"},
+		{"", "root"}, /* Slurm's default */
+		{"SlurmdUser=slurm\n", "root"},
+		{"slurmuser=Slurm", "Slurm"},
+		{"  SlurmUser = slurm # the controller's\n", "slurm"},
+		{"SlurmUser=\"slurm\" MpiDefault=none", "slurm"},
+		{"ClusterName=c SlurmUser=first\nSlurmUser=last\n", "last"},
+		{"#SlurmUser=commented\n", "root"},
+		{"ClusterName=c #SlurmUser=x\n", "root"},
+		{"SlurmUserX=x\nXSlurmUser=y\n", "root"},
+		{"SlurmUser=64030\n", "64030"},
+		{"SlurmUser=\n", NULL},
+		{"SlurmUser=\"\"", NULL},
+		{"SlurmUser slurm\n= x\n", "root"},
+	};
+	char out[64], tiny[4];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = sc_slurm_conf_user(cases[i].conf, out, sizeof(out));
+
+		bool ok = cases[i].user ? rc == 0 &&
+						  strcmp(out, cases[i].user) == 0
+					: rc == -1;
+
+		if (!ok)
+			fprintf(stderr, "case %zu: %s\n", i, cases[i].conf);
+		CHECK(ok);
+	}
+	CHECK(sc_slurm_conf_user(NULL, out, sizeof(out)) == 0 &&
+	      strcmp(out, "root") == 0);
+	CHECK(sc_slurm_conf_user("SlurmUser=slurm", tiny, sizeof(tiny)) == -1);
+}
+
 const struct unit_test container_args_tests[] = {
 	{"image references", test_image_refs},
 	{"image reference format and allowed registries",
@@ -248,5 +287,6 @@ const struct unit_test container_args_tests[] = {
 	{"the other container options", test_other_options},
 	{"sizes", test_sizes},
 	{"container_* plugstack arguments", test_container_plugstack_args},
+	{"SlurmUser from slurm.conf", test_slurm_conf_user},
 	{NULL, NULL},
 };

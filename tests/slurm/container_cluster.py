@@ -206,6 +206,20 @@ class ContainerCluster(LocalRegistry, Cluster):
         self.plugstack(None)  # the drop-in: plugstack.conf itself names the plugin
         self.set_plugstack()
         self.prepare_containers()
+        self.run_slurmctld_as_slurm_user()
+
+    def run_slurmctld_as_slurm_user(self) -> None:
+        """``SlurmUser=slurm`` (Debian's, uid 64030), as the rendered slurm.conf has it: a Slurm client in a
+        container refuses to run unless that name resolves there, which root, every image's, hid. slurmctld drops
+        root for it: its state and log are that user's."""
+        conf = self.root / "etc/slurm/slurm.conf"
+        conf.write_text(conf.read_text().replace("SlurmUser=root\n", "SlurmUser=slurm\n"))
+        init = self.root / "usr/local/sbin/cluster-init"
+        init.write_text(init.read_text().replace(
+            "/usr/sbin/slurmctld\n",
+            "install -d -m 0700 -o slurm -g slurm /var/spool/slurmctld\n"
+            "install -m 0640 -o slurm -g slurm /dev/null /var/log/slurm/slurmctld.log\n"
+            "/usr/sbin/slurmctld\n"))
 
     def build_plugin(self) -> None:
         super().build_plugin()

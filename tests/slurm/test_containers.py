@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 from container_cluster import CACHE, ContainerCluster
-from slurm_cluster import JAIL, MARKER, UID, USER, running, wait_for
+from slurm_cluster import GID, GROUP, GROUP_GID, JAIL, MARKER, UID, USER, running, wait_for
 
 BUSYBOX = "test/busybox:1"
 MARKER_TEXT = "inside the image"
@@ -151,6 +151,25 @@ def test_sbatch_with_container_image_in_the_script_runs_and_its_srun_steps_too(c
     lines = out.splitlines()
     assert lines[:2] == [MARKER_TEXT, str(UID)], out
     assert lines.count(f"step {MARKER_TEXT} {UID}") == 2, out
+
+
+def test_srun_in_a_containers_batch_script_finds_the_nodes_slurm_user(cc):
+    """A Slurm client reads slurm.conf and refuses to run ("Invalid user for SlurmUser slurm") unless SlurmUser
+    resolves where it runs: in the container, whose /etc/passwd is the image's. The plugin writes the user's lines
+    (in place of the image's imageuser, who has the user's uid) and SlurmUser's, from the node's entry, after the
+    image's others; the user's groups are all there."""
+    node = next(line for line in (cc.root / "etc/passwd").read_text().splitlines() if line.startswith("slurm:"))
+    uid, gid = node.split(":")[2:4]
+    script = (f"#!/bin/sh\n#SBATCH --container-image={cc.image(BUSYBOX)}\n"
+              "cat /etc/passwd /etc/group\nsrun -n1 echo inner step\necho srun=$?\n")
+    res, out = cc.sbatch_wait(script, "-N1", user=USER, timeout=120)
+    res.check()
+    lines = out.splitlines()
+    assert "Invalid user" not in out and lines[-2:] == ["inner step", "srun=0"], out
+    assert lines[:-2] == [
+        "root:x:0:0:root:/root:/bin/sh", f"{USER}:x:{UID}:{GID}::/home/{USER}:/bin/sh",
+        f"slurm:x:{uid}:{gid}:SlurmUser:/nonexistent:/usr/sbin/nologin",
+        "root:x:0:", f"{USER}:x:{GID}:{USER}", f"{GROUP}:x:{GROUP_GID}:{USER}", f"slurm:x:{gid}:"], out
 
 
 def test_a_named_container_is_kept_for_the_jobs_later_steps_and_gone_after(cc):
