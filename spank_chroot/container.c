@@ -1219,6 +1219,13 @@ static int build(const struct build *b, const char *pin,
 				_exit(1);
 			_exit(1);
 		}
+		/* The parent opens /proc/<this>/ns/mnt once it reads "ok":
+		 * without CAP_SYS_PTRACE (a worker pod has none) only a
+		 * dumpable process's, and slurmstepd's id changes left it not
+		 * dumpable. So before "ok" (after it, the parent could be
+		 * first: EACCES). Still root's: no user may open or trace it. */
+		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+			_exit(1);
 		{
 			struct stat st;
 			char msg[64];
@@ -1232,12 +1239,6 @@ static int build(const struct build *b, const char *pin,
 			    (ssize_t)strlen(msg))
 				_exit(1);
 		}
-		/* The parent opens /proc/<this>/ns/mnt: without CAP_SYS_PTRACE
-		 * (a worker pod has none) only a dumpable process's, and
-		 * slurmstepd's id changes left it not dumpable. Still root's:
-		 * no user may open or trace it. */
-		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
-			_exit(1);
 		/* until the parent has the namespace */
 		if (read(go[0], &ok, 1) < 0)
 			_exit(1);

@@ -207,6 +207,7 @@ class ContainerCluster(LocalRegistry, Cluster):
         self.set_plugstack()
         self.prepare_containers()
         self.run_slurmctld_as_slurm_user()
+        self.run_slurmd_without_ptrace()
 
     def run_slurmctld_as_slurm_user(self) -> None:
         """``SlurmUser=slurm`` (Debian's, uid 64030), as the rendered slurm.conf has it: a Slurm client in a
@@ -220,6 +221,15 @@ class ContainerCluster(LocalRegistry, Cluster):
             "install -d -m 0700 -o slurm -g slurm /var/spool/slurmctld\n"
             "install -m 0640 -o slurm -g slurm /dev/null /var/log/slurm/slurmctld.log\n"
             "/usr/sbin/slurmctld\n"))
+
+    def run_slurmd_without_ptrace(self) -> None:
+        """slurmd without CAP_SYS_PTRACE, as in a worker pod: slurmstepd then opens a container's namespace
+        (``/proc/<builder>/ns/mnt``) only while the builder is dumpable, which every capability hid."""
+        init = self.root / "usr/local/sbin/cluster-init"
+        text = init.read_text()
+        assert "/usr/sbin/slurmd -N $n" in text
+        init.write_text(text.replace("/usr/sbin/slurmd -N $n",
+                                     "setpriv --bounding-set=-sys_ptrace /usr/sbin/slurmd -N $n"))
 
     def build_plugin(self) -> None:
         super().build_plugin()
