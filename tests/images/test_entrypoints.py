@@ -346,6 +346,20 @@ def test_login_binds_the_sub_mounts_and_its_runtime_directories_read_only(fs):
     assert stat.S_IMODE(os.stat(fs + "/run/slurm").st_mode) == 0o755
 
 
+def test_login_leaves_run_slurm_to_sackd_which_remakes_its_conf_directory(fs):
+    """sackd (SlurmUser) removes and makes /run/slurm/conf again at each start: /run/slurm is given to the owner of
+    conf (a restarted sackd otherwise exits: "failed to create a clean cache dir"), mode 0755, read-only in the jail."""
+    os.makedirs(fs + "/run/slurm/conf")
+    os.chown(fs + "/run/slurm/conf", 64030, 64030)
+    os.chmod(fs + "/run/slurm", 0o777)
+    result = entrypoint(fs, "login", sh("touch {j}/run/slurm/x 2>/dev/null && echo WROTE; echo done".format(
+        j=fs + "/mnt/jail")))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["done"]
+    st = os.stat(fs + "/run/slurm")
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (64030, 0o755)
+
+
 def test_login_needs_the_sshd_user_in_the_jail(fs):
     write(fs + "/mnt/jail/etc/passwd", "root:x:0:0::/root:/bin/bash\n")
     result = entrypoint(fs, "login", ["true"])
