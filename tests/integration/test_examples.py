@@ -162,41 +162,6 @@ LEAF, SPINE = "network.example.com/leaf", "network.example.com/spine"  # example
 PIN_GATE = "slurm.soperator.dev/pin"
 
 
-@pytest.fixture
-def own_nodes(k8s, namespace):
-    """Two kwok nodes of this test only, labelled and tainted for its namespace, ready and without the node
-    controller's not-ready taint; deleted afterwards."""
-    core = client.CoreV1Api(k8s)
-    made = []
-    try:
-        for suffix in ("a", "b"):
-            name = "ex-%s-%s" % (namespace[-20:], suffix)
-            capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-            core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                                           "labels": {"kubernetes.io/hostname": name, "soperator-test": namespace}},
-                              "spec": {"taints": [{"key": "soperator-test", "value": namespace,
-                                                   "effect": "NoSchedule"}]},
-                              "status": {"allocatable": capacity, "capacity": capacity}})
-            made.append(name)
-
-        def settled():
-            for name in made:
-                node = core.read_node(name)
-                ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or ())
-                if not ready or any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or ()):
-                    return False
-            return True
-        wait_until(settled, 60, "both kwok nodes ready, no not-ready taint")
-        yield made
-    finally:
-        for name in made:
-            try:
-                core.delete_node(name)
-            except client.ApiException as e:
-                if e.status != 404:
-                    raise
-
-
 def on_own_nodes(name, namespace):
     """An example in ``namespace`` with every pod of it on the test's own two nodes (their label, their taint)."""
     with open(os.path.join(ROOT, "examples", name)) as f:

@@ -160,30 +160,6 @@ def test_a_label_slurm_cannot_take_is_one_warning_event_and_the_features_stay(k8
     assert prefix + "gpu" in events[0].message and "cannot be a Slurm feature" in events[0].message
 
 
-@pytest.fixture
-def own_nodes(k8s, namespace):
-    """Two kwok nodes of this test only (its label and taint): one of them is deleted."""
-    core = client.CoreV1Api(k8s)
-    made = []
-    for suffix in ("a", "b"):
-        name = "pin-%s-%s" % (namespace[-20:], suffix)
-        capacity = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-        core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                                       "labels": {"kubernetes.io/hostname": name, "soperator-test": namespace}},
-                          "spec": {"taints": [{"key": "soperator-test", "value": namespace, "effect": "NoSchedule"}]},
-                          "status": {"allocatable": capacity, "capacity": capacity}})
-        made.append(name)
-    try:
-        yield made
-    finally:
-        for name in made:
-            try:
-                core.delete_node(name)
-            except client.ApiException as e:
-                if e.status != 404:
-                    raise
-
-
 def test_a_pinned_worker_returns_to_its_node_and_its_nodes_deletion_releases_the_pin(k8s, namespace, own_nodes):
     core, apps = client.CoreV1Api(k8s), client.AppsV1Api(k8s)
     spec = {"replicas": 1, "placement": {
@@ -292,13 +268,6 @@ def test_every_node_follows_labels_and_a_cordoned_node_keeps_its_worker(k8s, nam
         pods = core.list_namespaced_pod(namespace, label_selector=names.LABEL_NODESET + "=cpu").items
         return sorted((p.metadata.name, p.spec.node_name) for p in pods if not p.metadata.deletion_timestamp)
 
-    def settled(host):
-        """kwok has made the new node Ready and the node controller lifted its not-ready taint (a worker waits for
-        that, as a DaemonSet's pod does)."""
-        taints = core.read_node(host).spec.taints or []
-        return all(not t.key.startswith("node.kubernetes.io/") for t in taints)
-
-    wait_until(lambda: all(settled(h) for h in own_nodes), 60, "both kwok nodes ready, no not-ready taint")
     p, done = converge()
     assert done["created_pods"] == [] and placed() == []  # no node labelled: no worker
     for host in own_nodes:
