@@ -8,11 +8,23 @@ the example.
 """
 
 import json
+import os
 import re
+import threading
 import time
+
+import pytest
+import yaml
+from kindreadme import ROOT
+from polling import wait_until
 
 NS = "slurm"
 LOGIN = ["kubectl", "exec", "-n", NS, "demo-login-0", "-c", "sshd", "--", "chroot", "/mnt/jail"]
+
+
+CTLD = ["kubectl", "exec", "-n", NS, "demo-controller-0", "-c", "slurmctld", "--"]
+EXAMPLE = os.path.join(ROOT, "examples", "cpu-cluster-kind.yaml")
+WORK = os.path.join(ROOT, ".cache", "kind", "multinode")
 
 
 def figure(text):
@@ -24,9 +36,76 @@ def jail_sh(cluster, script, timeout=120, check=True):
     return cluster.run(LOGIN + ["sh", "-ec", "cd /root\n" + script], timeout=timeout, check=check)
 
 
+def poll(predicate, timeout):
+    """Whether ``predicate()`` turns true within ``timeout`` seconds (short intervals, no fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return bool(predicate())
+
+
+def ctld(cluster, *args, check=True):
+    """A Slurm command in the controller pod (it answers while a worker's node, and the login pod with it, is away)."""
+    return cluster.run(CTLD + list(args), timeout=30, check=check).stdout
+
+
+def slurm_node(cluster, name):
+    """``scontrol show node`` as a dict (State, Reason, ...), or {} when Slurm has no such node."""
+    res = cluster.run(CTLD + ["scontrol", "show", "-o", "node", name], timeout=30, check=False)
+    if res.returncode:
+        return {}
+    out = res.stdout.strip()
+    fields = dict(m.groups() for m in re.finditer(r"(\w+)=(.*?)(?= \w+=|$)", out))
+    return fields
+
+
+def slurm_job(cluster, job):
+    out = ctld(cluster, "scontrol", "show", "-o", "job", str(job))
+    return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", out))
+
+
+def sinfo_nodes(cluster):
+    return sorted(set(ctld(cluster, "sinfo", "-h", "-N", "-o", "%N").split()))
+
+
+def site(cluster, edit):
+    """site.yml run again, as a user does, with the example changed by ``edit(docs)``; its wall time."""
+    with open(EXAMPLE) as f:
+        docs = list(yaml.safe_load_all(f))
+    edit(docs)
+    os.makedirs(WORK, exist_ok=True)
+    manifest = os.path.join(WORK, "cluster.yaml")
+    with open(manifest, "w") as f:
+        yaml.safe_dump_all(docs, f, sort_keys=False)
+    with open(os.path.join(WORK, "clusters.yml"), "w") as f:
+        yaml.safe_dump({"soperator_clusters": [{"manifest_file": manifest, "wait": True}]}, f)
+    started = time.monotonic()
+    cluster.run(["ansible-playbook", "soperator.slurm.site", "-e", "@" + os.path.join(WORK, "clusters.yml")],
+                timeout=600)
+    return time.monotonic() - started
+
+
+def pod_ready(cluster, name):
+    res = cluster.run(["kubectl", "get", "pod", "-n", NS, name, "-o",
+                       "jsonpath={.status.conditions[?(@.type=='Ready')].status}"], check=False)
+    return res.stdout.strip() == "True"
+
+
+def kind_node_ready(cluster, node):
+    res = cluster.run(["kubectl", "get", "node", node, "-o",
+                       "jsonpath={.status.conditions[?(@.type=='Ready')].status}"], check=False)
+    return res.stdout.strip()
+
+
 def pods(cluster, selector_prefix="demo-cpu-"):
     items = json.loads(cluster.run(["kubectl", "get", "pods", "-n", NS, "-o", "json"]).stdout)["items"]
     return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(selector_prefix)}
+
+
+def node_of_pod(cluster, name):
+    return pods(cluster, name).get(name, {}).get("spec", {}).get("nodeName")
 
 
 def node_of(cluster):
@@ -79,3 +158,334 @@ cat two-nodes.out
            "wall" % (m.group(1), placed["demo-cpu-0"], placed["demo-cpu-1"], int(m.group(2)) / 1000))
     # Still where they were: nothing moved during the jobs.
     assert node_of(kind_cluster) == placed
+
+
+def test_a_kubernetes_node_lost_mid_job(kind_cluster):
+    """A kind node stopped under a running --requeue job, then started again.
+
+    Timers: Slurm marks a silent node DOWN SlurmdTimeout after its last answer (set to 20 s here through the
+    cluster's spec.slurm.slurmdTimeout, default 300 s; slurmctld pings every SlurmdTimeout/3); Kubernetes marks the
+    Node NotReady (Unknown) after kube-controller-manager's node-monitor-grace-period (50 s) and evicts its pods only
+    after their unreachable toleration (300 s, the default every fixed-replica worker gets): this test restarts the
+    node before that."""
+    c = kind_cluster
+    took = site(c, lambda docs: docs[0]["spec"]["slurm"].update(slurmdTimeout=20))
+    wait_until(lambda: "SlurmdTimeout           = 20 sec" in ctld(c, "scontrol", "show", "config"), 60,
+               "slurmctld to read SlurmdTimeout=20")
+    figure("site.yml with spec.slurm.slurmdTimeout 20: %.1f s" % took)
+
+    placed = node_of(c)
+    ctl_node = pods(c, "demo-controller-0")["demo-controller-0"]["spec"]["nodeName"]
+    # The lost node is a worker's that does not hold slurmctld (losing the controller is another test).
+    victim = sorted(w for w, n in placed.items() if n != ctl_node)[0]
+    survivor = sorted(w for w in placed if w != victim)[0]
+    kind_node = placed[victim]
+    munge = json.loads(c.run(["kubectl", "get", "secret", "-n", NS, "demo-munge-key", "-o", "json"]).stdout)
+    jail = json.loads(c.run(["kubectl", "get", "pvc", "-n", NS, "demo-jail", "-o", "json"]).stdout)
+    token = "jail-%d" % time.time_ns()
+    out = jail_sh(c, """
+echo %s > lost-node-marker
+printf '#!/bin/sh\\necho "start $(hostname) restart ${SLURM_RESTART_COUNT:-0}"\\nexec sleep 600\\n' > lost.sh
+sbatch --parsable --requeue -N1 -w %s --open-mode=append -o /root/lost.out lost.sh
+""" % (token, victim)).stdout
+    job = int(out.split()[-1])
+    wait_until(lambda: slurm_job(c, job).get("JobState") == "RUNNING", 60, "job %d running" % job)
+
+    try:
+        started = time.monotonic()
+        c.run(["docker", "stop", "--time", "0", kind_node])
+        seen = {}
+
+        def watch():
+            now = time.monotonic() - started
+            node = slurm_node(c, victim)
+            state = node.get("State", "")
+            if "NOT_RESPONDING" in state or state.endswith("*"):
+                seen.setdefault("not_responding", now)
+            if "DOWN" in state:
+                seen.setdefault("down", now)
+                seen.setdefault("reason", node.get("Reason", ""))
+            if kind_node_ready(c, kind_node) != "True":
+                seen.setdefault("notready", now)
+            return "down" in seen and "notready" in seen
+
+        wait_until(watch, 120, "%s DOWN in Slurm and %s not Ready" % (victim, kind_node),
+                   explain=lambda: "%s %s" % (seen, slurm_node(c, victim)))
+        wait_until(lambda: slurm_job(c, job).get("JobState") in ("PENDING", "REQUEUED")
+                   and int(slurm_job(c, job).get("Restarts", 0)) >= 1, 60, "job %d requeued" % job,
+                   explain=lambda: str(slurm_job(c, job)))
+        info = slurm_job(c, job)
+        figure("kind node %s stopped under job %d on %s: Slurm NOT_RESPONDING after %s s, DOWN after %.1f s "
+               "(Reason=%s), Kubernetes Node not Ready after %.1f s; job %s Restarts=%s Reason=%s" % (
+                   kind_node, job, victim, "%.1f" % seen["not_responding"] if "not_responding" in seen else "-",
+                   seen["down"], seen["reason"], seen["notready"], info["JobState"], info["Restarts"],
+                   info.get("Reason")))
+        assert seen["reason"], "a DOWN node without a reason"
+        # No replacement: the worker is a StatefulSet pod bound to the lost node (its eviction waits for the 300 s
+        # unreachable toleration, then for the kubelet to confirm), and onePerNode keeps a second worker off the
+        # surviving node. No ghost: Slurm still lists exactly the two workers; the survivor stays usable.
+        assert sorted(pods(c)) == ["demo-cpu-0", "demo-cpu-1"]
+        assert sinfo_nodes(c) == ["demo-cpu-0", "demo-cpu-1"]
+        assert "IDLE" in slurm_node(c, survivor)["State"], slurm_node(c, survivor)
+        after = json.loads(c.run(["kubectl", "get", "secret", "-n", NS, "demo-munge-key", "-o", "json"]).stdout)
+        assert (after["metadata"]["uid"], after["metadata"]["resourceVersion"], after["data"]) == \
+            (munge["metadata"]["uid"], munge["metadata"]["resourceVersion"], munge["data"])
+        pvc = json.loads(c.run(["kubectl", "get", "pvc", "-n", NS, "demo-jail", "-o", "json"]).stdout)
+        assert (pvc["metadata"]["uid"], pvc["status"]["phase"]) == (jail["metadata"]["uid"], "Bound")
+        assert c.run(["kubectl", "exec", "-n", NS, survivor, "-c", "slurmd", "--", "cat",
+                      "/mnt/jail/root/lost-node-marker"]).stdout.strip() == token
+    finally:
+        restarted = time.monotonic()
+        c.run(["docker", "start", kind_node])
+    wait_until(lambda: kind_node_ready(c, kind_node) == "True", 180, "%s Ready again" % kind_node)
+    ready = time.monotonic() - restarted
+
+    def rejoined():
+        state = slurm_node(c, victim).get("State", "")
+        return state.startswith("IDLE") and "NOT_RESPONDING" not in state and "DOWN" not in state
+
+    # Its slurmd registers again and the node returns to service (ReturnToService=2); the requeued job is still
+    # held by Slurm's requeue delay (BeginTime: about 121 s after the requeue, so that it does not start at once).
+    wait_until(rejoined, 180, "%s idle in Slurm again" % victim, explain=lambda: str(slurm_node(c, victim)))
+    idle = time.monotonic() - restarted
+    pending = slurm_job(c, job)
+    assert pending["JobState"] == "PENDING", pending
+    # Released from the requeue delay, it runs again on the node it asked for (-w).
+    ctld(c, "scontrol", "update", "JobId=%d" % job, "StartTime=now")
+    wait_until(lambda: slurm_job(c, job).get("JobState") == "RUNNING", 60, "job %d running again" % job,
+               explain=lambda: "%s\n%s" % (slurm_job(c, job), slurm_node(c, victim)))
+    rerun = time.monotonic() - restarted
+    ctld(c, "scancel", str(job))
+    figure("docker start %s: Kubernetes Ready after %.1f s, %s idle in Slurm after %.1f s (the requeued job pending, "
+           "Reason=%s, until its BeginTime), running again there after StartTime=now at %.1f s" % (
+               kind_node, ready, victim, idle, pending.get("Reason"), rerun))
+    # The login pod (wherever it ran: on the lost node its containers restarted with it) serves sessions again.
+    login_node = pods(c, "demo-login-0")["demo-login-0"]["spec"]["nodeName"]
+    wait_until(lambda: pod_ready(c, "demo-login-0"), 120, "demo-login-0 Ready",
+               explain=lambda: c.run(["kubectl", "describe", "pod", "-n", NS, "demo-login-0"]).stdout[-3000:])
+    login_ready = time.monotonic() - restarted
+    out = jail_sh(c, "timeout 60 srun -N2 --immediate=30 hostname").stdout
+    assert sorted(out.split()) == ["demo-cpu-0", "demo-cpu-1"], out
+    figure("login pod on %s (%s) Ready after %.1f s, srun -N2 through it" % (
+        login_node, "the restarted node" if login_node == kind_node else "the surviving node", login_ready))
+    assert node_of(c)[victim] == kind_node
+    assert sinfo_nodes(c) == ["demo-cpu-0", "demo-cpu-1"]
+    out = c.run(["kubectl", "exec", "-n", NS, survivor, "-c", "slurmd", "--", "cat", "/mnt/jail/root/lost.out"]).stdout
+    assert "start %s restart 0" % victim in out and "start %s restart 1" % victim in out, out
+
+
+LEAF, SPINE = "network.example.com/leaf", "network.example.com/spine"
+TOPOLOGY = {"plugin": "tree", "levels": [LEAF, SPINE]}
+
+
+def with_topology(docs):
+    docs[0]["spec"]["slurm"].update(slurmdTimeout=20)
+    docs[0]["spec"]["topology"] = TOPOLOGY
+
+
+def label(cluster, node, **labels):
+    cluster.run(["kubectl", "label", "node", node, "--overwrite"] +
+                ["%s=%s" % (k, v) if v is not None else k + "-" for k, v in labels.items()])
+
+
+def slurm_topology(cluster, field="Nodes"):
+    """{switch: its ``field`` (Nodes: the nodes under it; Switches: its child switches)} as slurmctld has them."""
+    out = ctld(cluster, "scontrol", "show", "topology")
+    found = {}
+    for line in out.splitlines():
+        fields = dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", line))
+        if "SwitchName" in fields:
+            found[fields["SwitchName"]] = fields.get(field)
+    return found
+
+
+def converge_until(cluster, edit, done, what, runs=6):
+    """site.yml run again until ``done()`` (a change that reaches Slurm in a later pass: the kubelet's ConfigMap
+    refresh, the quiet time); the number of runs and the wall time."""
+    started = time.monotonic()
+    for n in range(1, runs + 1):
+        site(cluster, edit)
+        if poll(done, 20):
+            return n, time.monotonic() - started
+    pytest.fail("%s: not after %d runs of site.yml" % (what, runs))
+
+
+def test_a_tree_topology_from_node_labels_puts_a_switches_job_on_one_leaf(kind_cluster):
+    """Two leaves (one kind worker each) under one spine: a two-node job asking one leaf (--switches=1) waits; once
+    both workers' nodes are labelled into one leaf (site.yml run again, as a user does under site.yml), it runs there.
+
+    Timers: the converge writes topology.conf and reconfigures slurmctld once the controller pod sees the file (the
+    kubelet's ConfigMap refresh, up to about a minute) and it went unwritten for 10 s (node_labels.TOPOLOGY_QUIET);
+    a job's --switches wait is at most max_switch_wait (300 s): it is submitted with 5 minutes of it."""
+    c = kind_cluster
+    placed = node_of(c)
+    (w0, n0), (w1, n1) = sorted(placed.items())
+    label(c, n0, **{LEAF: "leaf1", SPINE: "spine1"})
+    label(c, n1, **{LEAF: "leaf2", SPINE: "spine1"})
+    try:
+        runs, took = converge_until(
+            c, with_topology, lambda: slurm_topology(c).get("leaf1") == w0 and slurm_topology(c).get("leaf2") == w1,
+            "slurmctld's topology: leaf1 %s, leaf2 %s" % (w0, w1))
+        figure("tree topology from node labels (leaf1: %s on %s, leaf2: %s on %s, spine1): in slurmctld after %d "
+               "site.yml run(s), %.1f s" % (w0, n0, w1, n1, runs, took))
+        assert slurm_topology(c, "Switches").get("spine1") == "leaf1,leaf2", slurm_topology(c, "Switches")
+        job = int(jail_sh(c, "sbatch --parsable --switches=1@5:00 -N2 --wrap 'srun hostname' -o /root/leaf.out"
+                          ).stdout.split()[-1])
+        # Not on two leaves: it waits for one leaf with two free nodes.
+        wait_until(lambda: slurm_job(c, job).get("Reason") not in (None, "None"), 30, "job %d's pending reason" % job)
+        pending = slurm_job(c, job)
+        assert pending["JobState"] == "PENDING", pending
+        started = time.monotonic()
+        label(c, n1, **{LEAF: "leaf1"})
+        runs, took = converge_until(c, with_topology, lambda: slurm_topology(c).get("leaf1") == "demo-cpu-[0-1]",
+                                    "slurmctld's topology: leaf1 demo-cpu-[0-1]")
+        wait_until(lambda: slurm_job(c, job).get("JobState") == "COMPLETED", 60, "job %d completed" % job,
+                   explain=lambda: str(slurm_job(c, job)))
+        done = slurm_job(c, job)
+        assert done["NodeList"] == "demo-cpu-[0-1]", done
+        figure("sbatch --switches=1 -N2: PENDING (Reason=%s) over two leaves; both nodes relabelled into leaf1: in "
+               "slurmctld after %d site.yml run(s), the job COMPLETED on %s %.1f s after the relabel" % (
+                   pending["Reason"], runs, done["NodeList"], time.monotonic() - started))
+    finally:
+        for n in (n0, n1):
+            label(c, n, **{LEAF: None, SPINE: None})
+
+
+def with_pins(docs):
+    docs[0]["spec"]["slurm"].update(slurmdTimeout=20)
+    docs[0]["spec"]["healthChecks"] = {"kubernetesNodes": {"drainCordoned": True}}
+    docs[1]["spec"]["placement"]["pinned"] = True
+
+
+def nodeset(cluster, name="cpu"):
+    return json.loads(cluster.run(["kubectl", "get", "nodesets.slurm.soperator.dev", "-n", NS, name, "-o",
+                                   "json"]).stdout)
+
+
+def test_pinned_workers_come_back_to_their_node_and_a_cordon_drains_only_its_workers(kind_cluster):
+    """placement.pinned (with onePerNode) on two real nodes: status.pins records each worker's node; a deleted
+    worker is made again gated and, at the next site.yml run (no operator here), back on its node. With
+    healthChecks.kubernetesNodes.drainCordoned, a cordoned node's worker is drained (not evicted), the other stays
+    idle, and uncordon resumes it. No Kubernetes or Slurm timer beyond the pod's start."""
+    c = kind_cluster
+    placed = node_of(c)
+    took = site(c, with_pins)
+    pins = wait_until(lambda: nodeset(c).get("status", {}).get("pins"), 60, "status.pins")
+    assert pins == placed, (pins, placed)
+    figure("placement.pinned through site.yml: %.1f s, status.pins %s" % (took, pins))
+
+    worker = "demo-cpu-1"
+    started = time.monotonic()
+    c.run(["kubectl", "delete", "pod", "-n", NS, worker, "--wait=false"])
+    wait_until(lambda: (pods(c).get(worker, {}).get("spec", {}).get("schedulingGates") or [None])[0] is not None
+               and pods(c)[worker]["metadata"]["uid"] != "", 120, "%s made again, gated" % worker)
+    gated = time.monotonic() - started
+    took = site(c, with_pins)
+    wait_until(lambda: pod_ready(c, worker), 120, "%s Ready" % worker)
+    assert node_of(c)[worker] == placed[worker], node_of(c)
+    wait_until(lambda: slurm_node(c, worker).get("State", "").startswith("IDLE"), 60, "%s idle" % worker,
+               explain=lambda: str(slurm_node(c, worker)))
+    figure("pinned %s deleted: made again gated after %.1f s; site.yml (%.1f s) let it go, back on %s, idle in "
+           "Slurm %.1f s after the delete" % (worker, gated, took, placed[worker], time.monotonic() - started))
+
+    cordoned, other = placed["demo-cpu-0"], "demo-cpu-1"
+    c.run(["kubectl", "cordon", cordoned])
+    try:
+        started = time.monotonic()
+        site(c, with_pins)
+        wait_until(lambda: "DRAIN" in slurm_node(c, "demo-cpu-0").get("State", ""), 60, "demo-cpu-0 drained",
+                   explain=lambda: str(slurm_node(c, "demo-cpu-0")))
+        drained = slurm_node(c, "demo-cpu-0")
+        assert slurm_node(c, other)["State"].startswith("IDLE"), slurm_node(c, other)
+        assert node_of(c) == placed  # drained, not evicted
+        figure("kubectl cordon %s + site.yml: demo-cpu-0 %s (Reason=%s) after %.1f s, %s idle" % (
+            cordoned, drained["State"], drained.get("Reason"), time.monotonic() - started, other))
+    finally:
+        c.run(["kubectl", "uncordon", cordoned])
+    started = time.monotonic()
+    site(c, with_pins)
+    wait_until(lambda: slurm_node(c, "demo-cpu-0").get("State", "").startswith("IDLE")
+               and "DRAIN" not in slurm_node(c, "demo-cpu-0")["State"], 60, "demo-cpu-0 resumed",
+               explain=lambda: str(slurm_node(c, "demo-cpu-0")))
+    figure("kubectl uncordon + site.yml: demo-cpu-0 resumed after %.1f s" % (time.monotonic() - started))
+
+
+EVERY = "slurm.example.com/every-node"
+
+
+def with_every(docs):
+    docs[0]["spec"]["slurm"].update(slurmdTimeout=20)
+    docs.append({"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "NodeSet",
+                 "metadata": {"name": "every", "namespace": NS},
+                 "spec": {"clusterRef": {"name": "demo"},
+                          "placement": {"everyNode": True, "nodeSelector": {EVERY: "true"}},
+                          "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                        "limits": {"cpu": "1", "memory": "1Gi"}}}})
+
+
+def every_workers(cluster):
+    """{worker: its node} of the every-node NodeSet (status.workerNodes)."""
+    return dict(nodeset(cluster, "every").get("status", {}).get("workerNodes") or {})
+
+
+def test_every_node_workers_follow_the_node_label_and_an_unlabelled_one_waits_for_its_job(kind_cluster):
+    """placement.everyNode on the two labelled kind workers: one worker each, named for its node, on that node. The
+    label taken off one node while a job runs on its worker: drained, the job runs to its end, then the pod and the
+    Slurm record go (no ghost in sinfo). Under site.yml each step is the next run (with the operator, its Node watch
+    runs it); no timer but the job's own length (15 s)."""
+    c = kind_cluster
+    nodes = sorted(set(node_of(c).values()))
+    for n in nodes:
+        label(c, n, **{EVERY: "true"})
+    try:
+        started = time.monotonic()
+        runs, _ = converge_until(c, with_every, lambda: len(every_workers(c)) == 2
+                                 and all(pod_ready(c, w) for w in every_workers(c)), "two every-node workers Ready")
+        workers = every_workers(c)
+        assert sorted(workers.values()) == nodes, workers
+        for w, n in workers.items():
+            assert node_of_pod(c, w) == n
+        wait_until(lambda: all(slurm_node(c, w).get("State", "").startswith("IDLE") for w in workers), 60,
+                   "every-node workers idle", explain=lambda: str([slurm_node(c, w) for w in workers]))
+        figure("everyNode on two labelled kind nodes: %s, idle in Slurm %.1f s after labelling (%d site.yml runs)" % (
+            workers, time.monotonic() - started, runs))
+
+        gone, gone_node = sorted(workers.items())[1]
+        job = int(jail_sh(c, "sbatch --parsable -N1 -w %s --wrap 'sleep 15' -o /dev/null" % gone).stdout.split()[-1])
+        wait_until(lambda: slurm_job(c, job).get("JobState") == "RUNNING", 60, "job %d running" % job)
+        started = time.monotonic()
+        label(c, gone_node, **{EVERY: None})
+        # What Slurm shows while site.yml runs (its wait covers the drain, the job's end and the removal).
+        seen, stop = [], threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                state = slurm_node(c, gone).get("State")
+                seen.append((round(time.monotonic() - started, 1), state, slurm_job(c, job).get("JobState"),
+                             gone in pods(c, "demo-every-")))
+                stop.wait(0.5)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            runs, _ = converge_until(c, with_every, lambda: gone not in pods(c, "demo-every-")
+                                     and not slurm_node(c, gone), "%s's pod and Slurm node gone" % gone)
+        finally:
+            stop.set()
+            watcher.join()
+        removed = time.monotonic() - started
+        ended = slurm_job(c, job)
+        assert ended["JobState"] == "COMPLETED", ended  # not killed: it ran to its end
+        # Drained while its job ran, with the pod still there; the pod went only after the job ended.
+        drained = [t for t, state, job_state, pod in seen if state and "DRAIN" in state and job_state == "RUNNING"
+                   and pod]
+        assert drained, seen
+        assert not [t for t, state, job_state, pod in seen if not pod and job_state == "RUNNING"], seen
+        assert gone not in sinfo_nodes(c)
+        assert list(every_workers(c).values()) == [n for n in nodes if n != gone_node]
+        figure("%s unlabelled under job %d: its worker %s DRAINING after %.1f s while the job ran, the job COMPLETED "
+               "(EndTime %s), pod and Slurm record gone %.1f s after the unlabel (%d site.yml run(s)); sinfo %s" % (
+                   gone_node, job, gone, drained[0], ended.get("EndTime"), removed, runs, sinfo_nodes(c)))
+    finally:
+        for n in nodes:
+            label(c, n, **{EVERY: None})
