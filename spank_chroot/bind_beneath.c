@@ -33,42 +33,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
-
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef OPEN_TREE_CLOEXEC
-#define OPEN_TREE_CLOEXEC O_CLOEXEC
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
-#ifndef MOVE_MOUNT_T_EMPTY_PATH
-#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
-#endif
-
-/* struct mount_attr of <linux/mount.h> (clashes with <sys/mount.h>). */
-struct bb_mount_attr {
-	uint64_t attr_set;
-	uint64_t attr_clr;
-	uint64_t propagation;
-	uint64_t userns_fd;
-};
+#include "mount_api.h"
 
 static const char *prog = "soperator-bind-beneath";
 
@@ -106,7 +71,7 @@ static int open_dir(const char *root, const char *path, bool create,
  * is attached when asked (Linux >= 5.12). -ENOSYS on older kernels. */
 static int attach_clone(int srcfd, int dstfd, bool readonly)
 {
-	struct bb_mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+	struct sc_mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
 	int tree, rc = 0;
 
 	tree = (int)syscall(SYS_open_tree, srcfd, "",

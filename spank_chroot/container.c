@@ -31,6 +31,7 @@
 
 #include "fsutil.h"
 #include "log.h"
+#include "mount_api.h"
 
 #ifndef SC_SLURM_PLUGIN_DIR
 #define SC_SLURM_PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/slurm-wlm"
@@ -39,59 +40,6 @@
 /* the launchers of the node's Slurm clients, below the node's /usr */
 #define SC_SLURM_CLIENT_DIR "/usr/lib/soperator/slurm-client"
 #endif
-
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#endif
-#ifndef MOUNT_ATTR_NOSUID
-#define MOUNT_ATTR_NOSUID 0x00000002
-#endif
-#ifndef MOUNT_ATTR_NODEV
-#define MOUNT_ATTR_NODEV 0x00000004
-#endif
-#ifndef MOUNT_ATTR_IDMAP
-#define MOUNT_ATTR_IDMAP 0x00100000
-#endif
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-#ifndef RESOLVE_NO_MAGICLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#endif
-#ifndef RESOLVE_IN_ROOT
-#define RESOLVE_IN_ROOT 0x10
-#endif
-
-struct sc_mount_attr_c {
-	uint64_t attr_set;
-	uint64_t attr_clr;
-	uint64_t propagation;
-	uint64_t userns_fd;
-};
-
-struct sc_open_how {
-	uint64_t flags;
-	uint64_t mode;
-	uint64_t resolve;
-};
 
 /* Below the cache: the helper's store (its owner's), and root's own
  * directory for named containers and the build's mount point. */
@@ -731,7 +679,7 @@ static int owner_to_job_userns(uid_t owner, const struct sc_job *job)
 static int mount_image(const char *rootfs, const char *dir, int userns,
 		       bool *idmapped)
 {
-	struct sc_mount_attr_c attr = {
+	struct sc_mount_attr attr = {
 		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
 			    MOUNT_ATTR_NODEV};
 	int tree;

@@ -12,20 +12,6 @@
 
 #include "options.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Copy src into dst (len bytes) or return -1 when it does not fit. */
 static int copy_str(char *dst, size_t len, const char *src)
 {
@@ -150,17 +136,17 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 
 	memset(out, 0, sizeof(*out));
 	if (!in || !*in) {
-		set_err(err, errlen, "empty image reference");
+		sc_set_err(err, errlen, "empty image reference");
 		return -1;
 	}
 	len = strlen(in);
 	if (len >= sizeof(buf)) {
-		set_err(err, errlen, "image reference is too long");
+		sc_set_err(err, errlen, "image reference is too long");
 		return -1;
 	}
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)in[i] <= ' ' || in[i] == 0x7f) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"image reference has a space or control "
 				"character");
 			return -1;
@@ -169,14 +155,14 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 	at = strrchr(buf, '@');
 	if (at) {
 		if (strncmp(at + 1, "sha256:", 7) != 0) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"credentials in the image reference (USER@) "
 				"are not supported: the cluster's registry "
 				"credentials are used");
 			return -1;
 		}
 		if (!digest_ok(at + 1)) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"bad digest \"%s\" (sha256: and 64 lowercase "
 				"hex digits)",
 				at + 1);
@@ -185,7 +171,7 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 		snprintf(out->digest, sizeof(out->digest), "%s", at + 1);
 		*at = '\0';
 		if (strchr(buf, '@')) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"credentials in the image reference (USER@) "
 				"are not supported: the cluster's registry "
 				"credentials are used");
@@ -199,7 +185,7 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 		rest = hash + 1;
 		if (strchr(rest, '#') || !registry_ok(buf, strlen(buf)) ||
 		    copy_str(registry, sizeof(registry), buf) < 0) {
-			set_err(err, errlen, "bad registry \"%s\"", buf);
+			sc_set_err(err, errlen, "bad registry \"%s\"", buf);
 			return -1;
 		}
 	} else {
@@ -208,7 +194,7 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 			*slash = '\0';
 			if (!registry_ok(buf, strlen(buf)) ||
 			    copy_str(registry, sizeof(registry), buf) < 0) {
-				set_err(err, errlen, "bad registry \"%s\"",
+				sc_set_err(err, errlen, "bad registry \"%s\"",
 					buf);
 				return -1;
 			}
@@ -226,20 +212,20 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 	if (colon) {
 		*colon = '\0';
 		if (!tag_ok(colon + 1)) {
-			set_err(err, errlen, "bad tag \"%s\"", colon + 1);
+			sc_set_err(err, errlen, "bad tag \"%s\"", colon + 1);
 			return -1;
 		}
 		snprintf(out->tag, sizeof(out->tag), "%s", colon + 1);
 	}
 	if (!*rest) {
-		set_err(err, errlen, "image reference has no name");
+		sc_set_err(err, errlen, "image reference has no name");
 		return -1;
 	}
 	for (char *c = rest, *end;; c = end + 1) {
 		end = strchr(c, '/');
 		if (!path_component_ok(c, end ? (size_t)(end - c)
 					      : strlen(c))) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"bad image name \"%s\" (lowercase letters, "
 				"digits and . _ - between them, components "
 				"joined by /)",
@@ -253,7 +239,7 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 	if (strcmp(registry, "docker.io") == 0 && !strchr(rest, '/'))
 		memcpy(path, "library/", sizeof("library/"));
 	if (strlen(path) + strlen(rest) >= sizeof(path)) {
-		set_err(err, errlen, "image name is too long");
+		sc_set_err(err, errlen, "image name is too long");
 		return -1;
 	}
 	strcat(path, rest);
@@ -261,7 +247,7 @@ int sc_image_ref_parse(const char *in, struct sc_image_ref *out, char *err,
 		size_t rl = strlen(registry), pl = strlen(path);
 
 		if (rl + 1 + pl >= sizeof(out->name)) {
-			set_err(err, errlen, "image name is too long");
+			sc_set_err(err, errlen, "image name is too long");
 			return -1;
 		}
 		memcpy(out->name, registry, rl);
@@ -302,12 +288,12 @@ static int set_string(char **field, const char *v, const char *what,
 	if (*field) {
 		if (strcmp(*field, v) == 0)
 			return 0;
-		set_err(err, errlen, "%s given more than once", what);
+		sc_set_err(err, errlen, "%s given more than once", what);
 		return -1;
 	}
 	*field = strdup(v);
 	if (!*field) {
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -319,7 +305,7 @@ int sc_cargs_image(struct sc_container_args *a, const char *v, char *err,
 	struct sc_image_ref ref;
 
 	if (!v || !*v) {
-		set_err(err, errlen, "--container-image needs an image");
+		sc_set_err(err, errlen, "--container-image needs an image");
 		return -1;
 	}
 	if (sc_image_ref_parse(v, &ref, err, errlen) < 0)
@@ -368,7 +354,7 @@ static int add_mount(struct sc_container_args *a, const char *item, char *err,
 	int rc = -1;
 
 	if (!copy) {
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		return -1;
 	}
 	src = copy;
@@ -384,7 +370,7 @@ static int add_mount(struct sc_container_args *a, const char *item, char *err,
 		dst = src;
 	}
 	if (flags && (!*flags || parse_mount_flags(flags, &m) < 0)) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"--container-mounts %s: bad flags \"%s\" (ro, rw, "
 			"rbind, rprivate joined by +)",
 			item, flags ? flags : "");
@@ -393,27 +379,27 @@ static int add_mount(struct sc_container_args *a, const char *item, char *err,
 	m.src = dup_path(src);
 	m.dst = dup_path(dst);
 	if (!m.src || !m.dst) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"--container-mounts %s: paths must be absolute, "
 			"without . or .. components",
 			item);
 		goto out;
 	}
 	if (strcmp(m.dst, "/") == 0) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"--container-mounts %s: cannot mount onto the "
 			"container's /",
 			item);
 		goto out;
 	}
 	if (a->nmounts >= SC_MAX_CONTAINER_MOUNTS) {
-		set_err(err, errlen, "--container-mounts: more than %d mounts",
+		sc_set_err(err, errlen, "--container-mounts: more than %d mounts",
 			SC_MAX_CONTAINER_MOUNTS);
 		goto out;
 	}
 	grown = realloc(a->mounts, (a->nmounts + 1) * sizeof(*a->mounts));
 	if (!grown) {
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		goto out;
 	}
 	a->mounts = grown;
@@ -445,18 +431,18 @@ int sc_cargs_mounts(struct sc_container_args *a, const char *v, char *err,
 	int rc = 0;
 
 	if (!v || !*v) {
-		set_err(err, errlen, "--container-mounts needs SRC:DST");
+		sc_set_err(err, errlen, "--container-mounts needs SRC:DST");
 		return -1;
 	}
 	/* the same value again (Slurm may call twice) replaces the list */
 	free_mounts(a);
 	list = strdup(v);
 	if (!list) {
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		return -1;
 	}
 	if (v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,")) {
-		set_err(err, errlen, "--container-mounts %s: empty item", v);
+		sc_set_err(err, errlen, "--container-mounts %s: empty item", v);
 		rc = -1;
 	}
 	for (item = strtok_r(list, ",", &save); item && rc == 0;
@@ -474,7 +460,7 @@ int sc_cargs_workdir(struct sc_container_args *a, const char *v, char *err,
 	char buf[PATH_MAX];
 
 	if (!v || sc_path_normalize(v, buf, sizeof(buf)) < 0) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"--container-workdir %s: must be an absolute path "
 			"without . or .. components",
 			v ? v : "");
@@ -492,7 +478,7 @@ int sc_cargs_name(struct sc_container_args *a, const char *v, char *err,
 	size_t len = colon ? (size_t)(colon - v) : (v ? strlen(v) : 0);
 
 	if (colon && strcmp(colon + 1, "auto") != 0) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"--container-name %s: only the \"auto\" flag is "
 			"supported (a named container is created by the "
 			"first step of the job that names it and used by "
@@ -502,7 +488,7 @@ int sc_cargs_name(struct sc_container_args *a, const char *v, char *err,
 	}
 	if (len == 0 || len > SC_MAX_CONTAINER_NAME ||
 	    !isalnum((unsigned char)v[0])) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"--container-name: 1 to %d characters, the first a "
 			"letter or digit",
 			SC_MAX_CONTAINER_NAME);
@@ -511,7 +497,7 @@ int sc_cargs_name(struct sc_container_args *a, const char *v, char *err,
 	for (size_t i = 0; i < len; i++)
 		if (!isalnum((unsigned char)v[i]) && v[i] != '_' &&
 		    v[i] != '.' && v[i] != '-') {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"--container-name %.*s: letters, digits, "
 				"_ . - only",
 				(int)len, v);
@@ -540,13 +526,13 @@ int sc_cargs_env(struct sc_container_args *a, const char *v, char *err,
 
 	if (!v || !*v || v[0] == ',' || v[strlen(v) - 1] == ',' ||
 	    strstr(v, ",,")) {
-		set_err(err, errlen, "--container-env %s: NAME[,NAME...]",
+		sc_set_err(err, errlen, "--container-env %s: NAME[,NAME...]",
 			v ? v : "");
 		return -1;
 	}
 	list = strdup(v);
 	if (!list) {
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		return -1;
 	}
 	for (item = strtok_r(list, ",", &save); item && rc == 0;
@@ -554,7 +540,7 @@ int sc_cargs_env(struct sc_container_args *a, const char *v, char *err,
 		char **grown;
 
 		if (!env_name_ok(item)) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"--container-env: \"%s\" is not a variable "
 				"name",
 				item);
@@ -562,7 +548,7 @@ int sc_cargs_env(struct sc_container_args *a, const char *v, char *err,
 		} else if (sc_cargs_env_kept(a, item)) {
 			continue;
 		} else if (a->nenv >= SC_MAX_CONTAINER_ENV) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"--container-env: more than %d names",
 				SC_MAX_CONTAINER_ENV);
 			rc = -1;
@@ -571,7 +557,7 @@ int sc_cargs_env(struct sc_container_args *a, const char *v, char *err,
 			   !(grown[a->nenv] = strdup(item))) {
 			if (grown)
 				a->env = grown;
-			set_err(err, errlen, "out of memory");
+			sc_set_err(err, errlen, "out of memory");
 			rc = -1;
 		} else {
 			a->env = grown;
@@ -586,7 +572,7 @@ int sc_cargs_tristate(int *field, int val, const char *what, char *err,
 		      size_t errlen)
 {
 	if (*field != -1 && *field != val) {
-		set_err(err, errlen, "both %s were given", what);
+		sc_set_err(err, errlen, "both %s were given", what);
 		return -1;
 	}
 	*field = val;

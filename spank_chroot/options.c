@@ -12,10 +12,7 @@
 
 #include "container_args.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void sc_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -152,7 +149,7 @@ static int add_bind(struct sc_bind **binds, size_t *nbinds, const char *item,
 	int rc = -1;
 
 	if (!copy) {
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		return -1;
 	}
 	src = copy;
@@ -169,7 +166,7 @@ static int add_bind(struct sc_bind **binds, size_t *nbinds, const char *item,
 		dst = src;
 	}
 	if (flags && (!*flags || parse_bind_flags(flags, &b) < 0)) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"bind %s: bad flags \"%s\" (ro, rw, optional)", item,
 			flags);
 		goto out;
@@ -177,20 +174,20 @@ static int add_bind(struct sc_bind **binds, size_t *nbinds, const char *item,
 	b.src = dup_path(src);
 	b.dst = dup_path(dst);
 	if (!b.src || !b.dst) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"bind %s: paths must be absolute, without . or .. "
 			"components",
 			item);
 		goto out;
 	}
 	if (strcmp(b.dst, "/") == 0) {
-		set_err(err, errlen, "bind %s: cannot bind onto the jail's /",
+		sc_set_err(err, errlen, "bind %s: cannot bind onto the jail's /",
 			item);
 		goto out;
 	}
 	grown = realloc(*binds, (*nbinds + 1) * sizeof(**binds));
 	if (!grown) {
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		goto out;
 	}
 	*binds = grown;
@@ -233,7 +230,7 @@ static int add_registry(struct sc_container_options *c, const char *item,
 		     has_path ? "" : "/x") < 0 ||
 	    sc_image_ref_parse(probe, &ref, NULL, 0) < 0 ||
 	    strncasecmp(ref.name, probe, strcspn(probe, "/")) != 0) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"container_registries: \"%s\" is not a registry or "
 			"repository prefix (registry.example.com, "
 			"registry.example.com:5000/team)",
@@ -247,7 +244,7 @@ static int add_registry(struct sc_container_options *c, const char *item,
 		free(copy);
 		if (grown)
 			c->registries = grown;
-		set_err(err, errlen, "out of memory");
+		sc_set_err(err, errlen, "out of memory");
 		return -1;
 	}
 	if (!has_path)
@@ -286,14 +283,14 @@ static int parse_container_arg(struct sc_container_options *c, const char *key,
 	}
 	if (path) {
 		if (*path) {
-			set_err(err, errlen, "%s= given more than once", name);
+			sc_set_err(err, errlen, "%s= given more than once", name);
 			return -1;
 		}
 		*path = dup_path(val);
 		if (!*path || strcmp(*path, "/") == 0) {
 			free(*path);
 			*path = NULL;
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"%s=%s: must be an absolute path other than "
 				"/, without . or .. components",
 				name, val);
@@ -303,7 +300,7 @@ static int parse_container_arg(struct sc_container_options *c, const char *key,
 	}
 	if (CKEY_IS("cache_size")) {
 		if (sc_parse_size(val, &c->cache_size) < 0) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"container_cache_size=%s: a size such as 50G, "
 				"512M or 1048576",
 				val);
@@ -317,7 +314,7 @@ static int parse_container_arg(struct sc_container_options *c, const char *key,
 
 		if (!isdigit((unsigned char)val[0]) || *end || id == 0 ||
 		    id >= 65534) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"container_owner=%s: a uid other than root's "
 				"and nobody's",
 				val);
@@ -332,7 +329,7 @@ static int parse_container_arg(struct sc_container_options *c, const char *key,
 		int rc = 0;
 
 		if (!list) {
-			set_err(err, errlen, "out of memory");
+			sc_set_err(err, errlen, "out of memory");
 			return -1;
 		}
 		for (item = strtok_r(list, ",", &save); item && rc == 0;
@@ -344,7 +341,7 @@ static int parse_container_arg(struct sc_container_options *c, const char *key,
 		return rc;
 	}
 #undef CKEY_IS
-	set_err(err, errlen,
+	sc_set_err(err, errlen,
 		"unknown argument \"container_%.*s\" (known: container_cache, "
 		"container_cache_size, container_registries, container_auth, "
 		"container_helper, container_owner, container_bind, "
@@ -362,26 +359,26 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 	size_t klen;
 
 	if (!eq || eq == arg) {
-		set_err(err, errlen, "argument \"%s\" is not key=value", arg);
+		sc_set_err(err, errlen, "argument \"%s\" is not key=value", arg);
 		return -1;
 	}
 	klen = (size_t)(eq - arg);
 	val = eq + 1;
 	if (!*val) {
-		set_err(err, errlen, "argument \"%s\" has an empty value", arg);
+		sc_set_err(err, errlen, "argument \"%s\" has an empty value", arg);
 		return -1;
 	}
 #define KEY_IS(k) (klen == strlen(k) && strncmp(arg, k, klen) == 0)
 	if (KEY_IS("jail")) {
 		if (o->jail) {
-			set_err(err, errlen, "jail= given more than once");
+			sc_set_err(err, errlen, "jail= given more than once");
 			return -1;
 		}
 		o->jail = dup_path(val);
 		if (!o->jail || strcmp(o->jail, "/") == 0) {
 			free(o->jail);
 			o->jail = NULL;
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"jail=%s: must be an absolute path other than "
 				"/, without . or .. components",
 				val);
@@ -391,7 +388,7 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 	}
 	if (KEY_IS("mode")) {
 		if (*seen_mode) {
-			set_err(err, errlen, "mode= given more than once");
+			sc_set_err(err, errlen, "mode= given more than once");
 			return -1;
 		}
 		*seen_mode = true;
@@ -400,7 +397,7 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 		else if (strcmp(val, "chroot") == 0)
 			o->mode = SC_MODE_CHROOT;
 		else {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"mode=%s: expected pivot or chroot", val);
 			return -1;
 		}
@@ -411,7 +408,7 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 		int rc = 0;
 
 		if (!list) {
-			set_err(err, errlen, "out of memory");
+			sc_set_err(err, errlen, "out of memory");
 			return -1;
 		}
 		for (item = strtok_r(list, ",", &save); item && rc == 0;
@@ -425,12 +422,12 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 					   val, err, errlen);
 	if (KEY_IS("spool_dir")) {
 		if (o->spool_dir) {
-			set_err(err, errlen, "spool_dir= given more than once");
+			sc_set_err(err, errlen, "spool_dir= given more than once");
 			return -1;
 		}
 		o->spool_dir = dup_path(val);
 		if (!o->spool_dir) {
-			set_err(err, errlen,
+			sc_set_err(err, errlen,
 				"spool_dir=%s: must be an absolute path", val);
 			return -1;
 		}
@@ -438,14 +435,14 @@ static int parse_arg(struct sc_options *o, const char *arg, bool *seen_mode,
 	}
 	if (KEY_IS("workdir")) {
 		if (parse_bool(val, &o->workdir) < 0) {
-			set_err(err, errlen, "workdir=%s: expected yes or no",
+			sc_set_err(err, errlen, "workdir=%s: expected yes or no",
 				val);
 			return -1;
 		}
 		return 0;
 	}
 #undef KEY_IS
-	set_err(err, errlen,
+	sc_set_err(err, errlen,
 		"unknown argument \"%.*s\" (known: jail, mode, bind, "
 		"spool_dir, workdir, container_*)",
 		(int)klen, arg);
@@ -458,22 +455,22 @@ int sc_options_parse(int argc, char *const argv[], struct sc_options *out,
 	struct sc_options o = {.mode = SC_MODE_PIVOT, .workdir = true};
 	bool seen_mode = false;
 
-	set_err(err, errlen, "%s", "");
+	sc_set_err(err, errlen, "%s", "");
 	memset(out, 0, sizeof(*out));
 	if (argc < 0 || (argc > 0 && !argv)) {
-		set_err(err, errlen, "no arguments");
+		sc_set_err(err, errlen, "no arguments");
 		return -1;
 	}
 	for (int i = 0; i < argc; i++) {
 		if (!argv[i]) {
-			set_err(err, errlen, "argument %d is NULL", i);
+			sc_set_err(err, errlen, "argument %d is NULL", i);
 			goto fail;
 		}
 		if (parse_arg(&o, argv[i], &seen_mode, err, errlen) < 0)
 			goto fail;
 	}
 	if (!o.jail) {
-		set_err(err, errlen, "jail=/path is required");
+		sc_set_err(err, errlen, "jail=/path is required");
 		goto fail;
 	}
 	if (!o.container.cache &&
@@ -481,7 +478,7 @@ int sc_options_parse(int argc, char *const argv[], struct sc_options *out,
 	     o.container.auth || o.container.helper || o.container.owner ||
 	     o.container.nbinds || o.container.driver ||
 	     o.container.slurm_conf)) {
-		set_err(err, errlen,
+		sc_set_err(err, errlen,
 			"container_* arguments need container_cache=/path");
 		goto fail;
 	}
@@ -502,7 +499,7 @@ int sc_options_parse(int argc, char *const argv[], struct sc_options *out,
 	*out = o;
 	return 0;
 oom:
-	set_err(err, errlen, "out of memory");
+	sc_set_err(err, errlen, "out of memory");
 fail:
 	sc_options_free(&o);
 	return -1;

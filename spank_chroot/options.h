@@ -88,4 +88,9 @@ bool sc_step_is_jailed(uint32_t step_id);
 /* "/a/b" is "/a" or below it. Both normalised. */
 bool sc_path_is_under(const char *path, const char *dir);
 
+/* A parser's one-line reason into err (nothing when err is NULL or empty):
+ * for options.c and container_args.c. */
+void sc_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 #endif
