@@ -1,7 +1,8 @@
 /*
  * libFuzzer entry point for the plugstack argument parser (the input split on
  * spaces into arguments) and the users' container options (each argument
- * given to every option's parser). Build with clang -fsanitize=fuzzer,address,
+ * given to every option's parser); the whole input is also read as slurm.conf
+ * for its SlurmUser. Build with clang -fsanitize=fuzzer,address,
  * or with -DFUZZ_REPLAY_MAIN (make asan) to replay the files given as
  * arguments.
  */
@@ -26,6 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(buf, data, size);
 	buf[size] = '\0';
+	{
+		char user[64];
+
+		sc_slurm_conf_user(buf, user, sizeof(user));
+	}
 	for (tok = strtok_r(buf, " ", &save); tok && argc < 64;
 	     tok = strtok_r(NULL, " ", &save))
 		argv[argc++] = tok;
