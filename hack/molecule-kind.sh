@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # molecule's `kind` scenario (make test's kind stage, beside its end-to-end suite; molecule/kind): kind from local parts (make kind), the
 # project's images (make images), then `molecule test -s kind`, then the README's "Try it on kind" lines as written
-# (tests/kind).
+# with the multi-node tests on their cluster before its last line, hack/kind.sh down (tests/kind).
 #
 # Docker: the engine DOCKER_HOST names or the system's, else the project's own engine for kind, which root starts
 # (hack/kind.sh) and this script stops again if it started it. The scenario is skipped only where Docker cannot
@@ -49,7 +49,7 @@ export PATH="$root/.venv/bin:$PATH"
 molecule_started=$SECONDS
 molecule test -s kind
 echo "molecule kind scenario passed in $((SECONDS - molecule_started)) s"
-echo "=== the README's \"Try it on kind\" lines, as written in a new shell ==="
+echo "=== the README's \"Try it on kind\" lines, as written in a new shell, and the multi-node tests on their cluster ==="
 readme_started=$SECONDS
-python -m pytest -q -ra -p no:cacheprovider tests/kind
+python -m pytest -q -s -ra -p no:cacheprovider tests/kind   # -s: the figures (kind-multinode: lines)
 echo "README lines passed in $((SECONDS - readme_started)) s; this stage took $((SECONDS - started)) s in all"
