@@ -177,22 +177,30 @@ def test_scale_out_then_scale_in_drains_first_and_leaves_no_ghost(e2e):
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"])
     print("\ne2e: +1 node idle in sinfo %.1f s after the converge started" % (time.monotonic() - t0))
     # A job on the node the scale-in removes (the highest ordinal).
+    # It runs until the test has seen the drain (a release file in the shared jail): it ends only if its pod
+    # outlived the drain.
+    e2e.jail("rm -f /root/scale-in.go /root/scale-in.out")
     submit = e2e.jail("cd /root && sbatch --parsable -w demo-cpu-2 -o /root/scale-in.out "
-                      "--wrap 'sleep 25; echo finished-on-$(hostname)'")
+                      "--wrap 'while [ ! -e /root/scale-in.go ]; do sleep 1; done; echo finished-on-$(hostname)'")
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.strip()
     wait_until(lambda: "JobState=RUNNING" in e2e.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
     t0 = time.monotonic()
     converge = e2e.site(e2e.definition(replicas=2), background=True)
-    # The node is drained with the operator's reason while its job runs on; the pod stays meanwhile.
-    drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(e2e.node("demo-cpu-2")), 60, "demo-cpu-2 draining",
-                         e2e.explain)
-    assert "Reason=soperator: scale-in" in drained
-    assert "JobState=RUNNING" in e2e.slurm("scontrol show job %s" % job).stdout
-    assert e2e.get("pod", "demo-cpu-2") is not None
+    try:
+        # The node is drained with the operator's reason while its job runs on; the pod stays meanwhile.
+        drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(e2e.node("demo-cpu-2")), 60,
+                             "demo-cpu-2 draining", e2e.explain)
+        assert "Reason=soperator: scale-in" in drained
+        assert "JobState=RUNNING" in e2e.slurm("scontrol show job %s" % job).stdout
+        assert e2e.get("pod", "demo-cpu-2") is not None
+        released = time.monotonic()
+    finally:
+        e2e.jail("touch /root/scale-in.go")
     output, _ = converge.communicate(timeout=600)
     assert converge.returncode == 0, output[-5000:]
-    print("e2e: drained scale-in (a 25 s job running on the node) done in %.1f s" % (time.monotonic() - t0))
+    print("e2e: drained scale-in done in %.1f s, %.1f s after the job on the node was let finish"
+          % (time.monotonic() - t0, time.monotonic() - released))
     # The job completed untouched, then the pod went and the node left Slurm: no ghost in sinfo.
     assert e2e.jail("cat /root/scale-in.out").stdout.strip() == "finished-on-demo-cpu-2"
     assert set(e2e.sinfo()) == {"demo-cpu-0", "demo-cpu-1"}
@@ -484,22 +492,29 @@ def test_a_removed_nodeset_is_drained_and_leaves_no_ghost(e2e):
     e2e.site(e2e.definition(extra_nodeset="extra"))
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-extra-0"])
     workers = dict((n, m["uid"]) for n, m in _worker_pods(e2e).items())
-    submit = e2e.jail("cd /root && rm -f removal.out && sbatch --parsable -w demo-extra-0 -o /root/removal.out "
-                      "--wrap 'sleep 40; echo finished-on-$(hostname)'")
+    # The job runs until the test has seen the drain (a release file in the shared jail).
+    submit = e2e.jail("cd /root && rm -f removal.out removal.go && sbatch --parsable -w demo-extra-0 "
+                      "-o /root/removal.out "
+                      "--wrap 'while [ ! -e /root/removal.go ]; do sleep 1; done; echo finished-on-$(hostname)'")
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.strip()
     wait_until(lambda: _job_field(e2e, job, "JobState") == "RUNNING", 60, "the job running", e2e.explain)
     t0 = time.monotonic()
     converge = e2e.site(e2e.definition(), background=True)
-    drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(e2e.node("demo-extra-0")), 60,
-                         "demo-extra-0 draining", e2e.explain)
-    assert "Reason=soperator:" in drained
-    # The set's partition lines change: slurmctld restarts on the new slurm.conf; the job runs on meanwhile.
-    assert wait_until(lambda: _job_field(e2e, job, "JobState"), 60, "slurmctld answering") == "RUNNING"
-    assert e2e.get("pod", "demo-extra-0") is not None
+    try:
+        drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(e2e.node("demo-extra-0")), 60,
+                             "demo-extra-0 draining", e2e.explain)
+        assert "Reason=soperator:" in drained
+        # The set's partition lines change: slurmctld restarts on the new slurm.conf; the job runs on meanwhile.
+        assert wait_until(lambda: _job_field(e2e, job, "JobState"), 60, "slurmctld answering") == "RUNNING"
+        assert e2e.get("pod", "demo-extra-0") is not None
+        released = time.monotonic()
+    finally:
+        e2e.jail("touch /root/removal.go")
     output, _ = converge.communicate(timeout=600)
     assert converge.returncode == 0, output[-5000:]
-    print("\ne2e: NodeSet removed (a 40 s job running on it) in %.1f s" % (time.monotonic() - t0))
+    print("\ne2e: NodeSet removed in %.1f s, %.1f s after its running job was let finish"
+          % (time.monotonic() - t0, time.monotonic() - released))
     assert e2e.jail("cat /root/removal.out").stdout.strip() == "finished-on-demo-extra-0"
     assert _job_field(e2e, job, "ExitCode") == "0:0"
     wait_until(lambda: e2e.get("nodeset", "extra") is None, 60, "the NodeSet gone", e2e.explain)

@@ -222,15 +222,22 @@ def lifecycle(op):
                "NodeSet status: 3 idle")
 
     # scale in while a job runs on a node that goes: drained with our reason, the job completes, no ghost
-    job = _job(op, "-w demo-cpu-2 -o /root/scale-in.out --wrap 'sleep 25; echo finished-on-$(hostname)'")
+    # The job runs until the test has seen the drain (a release file in the shared jail): it ends only if its pod
+    # outlived the drain.
+    op.jail("rm -f /root/scale-in.go /root/scale-in.out")
+    job = _job(op, "-w demo-cpu-2 -o /root/scale-in.out "
+                   "--wrap 'while [ ! -e /root/scale-in.go ]; do sleep 1; done; echo finished-on-$(hostname)'")
     wait_until(lambda: "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
     t0 = time.monotonic()
     op.readme.run("scale 1")
-    drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(op.node("demo-cpu-2")), 60, "demo-cpu-2 draining",
-                         op.explain)
-    assert "Reason=soperator: scale-in" in drained
-    assert "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout
-    assert op.get("pod", "demo-cpu-2") is not None
+    try:
+        drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(op.node("demo-cpu-2")), 60,
+                             "demo-cpu-2 draining", op.explain)
+        assert "Reason=soperator: scale-in" in drained
+        assert "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout
+        assert op.get("pod", "demo-cpu-2") is not None
+    finally:
+        op.jail("touch /root/scale-in.go")
     wait_until(lambda: set(op.sinfo()) == {"demo-cpu-0"} and op.get("pod", "demo-cpu-2") is None
                and op.get("pod", "demo-cpu-1") is None, 240, "scale-in done, no ghost", op.explain)
     figures["scale-in with a running job -> node gone"] = time.monotonic() - t0
@@ -262,12 +269,19 @@ def lifecycle(op):
     figures["leader deleted -> converged"] = time.monotonic() - t0
 
     # maintenance: drained first (a running job finishes), everything scaled to zero; then back to the same state
-    job = _job(op, "-w demo-cpu-1 -o /root/maintenance.out --wrap 'sleep 40; echo finished'")
+    op.jail("rm -f /root/maintenance.go /root/maintenance.out")
+    job = _job(op, "-w demo-cpu-1 -o /root/maintenance.out "
+                   "--wrap 'while [ ! -e /root/maintenance.go ]; do sleep 1; done; echo finished'")
     wait_until(lambda: "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
     op.readme.run("maintenance on")
-    wait_until(lambda: "Reason=soperator: maintenance" in op.node("demo-cpu-1"), 60, "drained for maintenance",
-               op.explain)
-    assert op.get("pod", "demo-cpu-1") is not None and op.get("statefulset", "demo-cpu")["spec"]["replicas"] == 2
+    try:
+        wait_until(lambda: "Reason=soperator: maintenance" in op.node("demo-cpu-1"), 60, "drained for maintenance",
+                   op.explain)
+        assert op.get("pod", "demo-cpu-1") is not None
+        assert op.get("statefulset", "demo-cpu")["spec"]["replicas"] == 2
+        assert (op.get("slurmcluster", "demo").get("status") or {}).get("phase") != "Maintenance"
+    finally:
+        op.jail("touch /root/maintenance.go")
     wait_until(lambda: (op.get("slurmcluster", "demo").get("status") or {}).get("phase") == "Maintenance"
                and ready(op), 300, "maintenance reached", op.explain)
     assert all(s["spec"]["replicas"] == 0 for s in op.get("statefulset")["items"])
