@@ -26,6 +26,7 @@
 
 #include "fsutil.h"
 #include "log.h"
+#include "mount_api.h"
 
 /* Paths of the node always bound into the jail, before the configured ones. */
 static const char *const node_paths[] = {"/dev", "/sys", "/tmp", "/run"};
@@ -57,23 +58,6 @@ static const struct {
 	{CAP_SETPCAP, "CAP_SETPCAP"},
 };
 
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-/* struct mount_attr of <linux/mount.h>, which clashes with <sys/mount.h>
- * in some glibc versions. */
-struct sc_mount_attr {
-	uint64_t attr_set;
-	uint64_t attr_clr;
-	uint64_t propagation;
-	uint64_t userns_fd;
-};
 
 /* A path naming exactly the object behind fd, for mount(2). */
 struct sc_fdpath sc_fd_path(int fd)
