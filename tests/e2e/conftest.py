@@ -322,19 +322,25 @@ def standin_gpu_image(real_node_cluster, tmp_path_factory):
         "--query-gpu=%s --format=csv" % ",".join(fields): standin_driver.columns(recording, fields, True),
     }, str(ctx / "lib"))
     (ctx / "information").write_text(standin_driver.information("0000:00:09.0", 0))
+    build_test_image(real_node_cluster, str(ctx), STANDIN_GPU_IMAGE, str(ctx / "standin-gpu.tar"))
+    return STANDIN_GPU_IMAGE
+
+
+def build_test_image(state_dir, context, tag, archive, build_args=()):
+    """An image of a test (``context``'s Containerfile, FROM one of the project's), built with the project's engine
+    and imported into the real node of the local cluster in ``state_dir``."""
     images = os.path.join(ROOT, "hack", "images.sh")
-    archive = str(ctx / "standin-gpu.tar")
     subprocess.run([images, "start"], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         host = subprocess.run([images, "env"], check=True, capture_output=True, text=True,
                               stdin=subprocess.DEVNULL).stdout.split("=", 1)[1].strip()
         docker = ["/usr/bin/docker", "-H", host]
         env = dict(os.environ, DOCKER_BUILDKIT="0")
-        build = ["build", "-q", "-f", str(ctx / "Containerfile"), "-t", STANDIN_GPU_IMAGE, str(ctx)]
-        for argv in (build, ["save", "-o", archive, STANDIN_GPU_IMAGE]):
+        build = ["build", "-q"] + [a for arg in build_args for a in ("--build-arg", arg)] + [
+            "-f", os.path.join(context, "Containerfile"), "-t", tag, context]
+        for argv in (build, ["save", "-o", archive, tag]):
             res = subprocess.run(docker + argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
             assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     finally:
         subprocess.run([images, "stop"], check=False, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    _tool(dict(os.environ, SOPERATOR_LOCALCLUSTER_DIR=real_node_cluster), "import-image", archive)
-    return STANDIN_GPU_IMAGE
+    _tool(dict(os.environ, SOPERATOR_LOCALCLUSTER_DIR=state_dir), "import-image", archive)

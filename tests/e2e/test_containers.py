@@ -18,11 +18,10 @@ import json
 import os
 import secrets
 import shlex
-import subprocess
 import time
 
 import pytest
-from conftest import E2E, ROOT, _tool, wait_until
+from conftest import E2E, ROOT, build_test_image, wait_until
 
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import containers as container_steps
 
@@ -99,26 +98,6 @@ class Containers(E2E):
         return res.stdout.split()
 
 
-def _build_registry_image(state_dir, tmp):
-    """The registry/worker image, built FROM the project's worker image with its engine, imported into the node."""
-    images = os.path.join(ROOT, "hack", "images.sh")
-    archive = str(tmp / "e2e-registry.tar")
-    subprocess.run([images, "start"], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        host = subprocess.run([images, "env"], check=True, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL).stdout.split("=", 1)[1].strip()
-        docker = ["/usr/bin/docker", "-H", host]
-        env = dict(os.environ, DOCKER_BUILDKIT="0")
-        build = ["build", "-q", "--build-arg", "REGISTRY=" + REGISTRY, "-f", os.path.join(CONTEXT, "Containerfile"),
-                 "-t", REGISTRY_IMAGE, CONTEXT]
-        for argv in (build, ["save", "-o", archive, REGISTRY_IMAGE]):
-            res = subprocess.run(docker + argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    finally:
-        subprocess.run([images, "stop"], check=False, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    _tool(dict(os.environ, SOPERATOR_LOCALCLUSTER_DIR=state_dir), "import-image", archive)
-
-
 def _registry_objects(password, salt):
     labels = {"app.kubernetes.io/name": "e2e-registry"}
     env = [{"name": "REGISTRY_USER", "value": REGISTRY_USER},
@@ -151,7 +130,9 @@ def ct(real_node_cluster, tmp_path_factory):
     cluster = Containers(real_node_cluster, namespace=NAMESPACE)
     started = time.monotonic()
     cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=300)
-    _build_registry_image(real_node_cluster, tmp_path_factory.mktemp("e2e-registry"))
+    # The registry/worker image, built FROM the project's worker image.
+    build_test_image(real_node_cluster, CONTEXT, REGISTRY_IMAGE,
+                     str(tmp_path_factory.mktemp("e2e-registry") / "e2e-registry.tar"), ["REGISTRY=" + REGISTRY])
     built = time.monotonic() - started
     password = secrets.token_urlsafe(18)
     salt = base64.b64encode(os.urandom(16)).decode()[:22].replace("+", ".")
