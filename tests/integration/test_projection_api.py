@@ -11,7 +11,7 @@ from prerequisites import unavailable
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import lost, model, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -86,6 +86,30 @@ def test_moving_an_unhealthy_worker_cordons_its_node_and_evicts_the_pod(k8s, nam
     finally:
         core.patch_node(host, {"spec": {"unschedulable": None},
                                "metadata": {"annotations": {names.ANNOTATION_CORDONED: None}}})
+
+
+def test_a_pod_of_a_lost_node_is_deleted_at_once_and_only_that_incarnation(k8s, namespace):
+    # A node no kubelet serves: a graceful delete would leave the pod Terminating (no one confirms).
+    core = client.CoreV1Api(k8s)
+    pod = core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "demo-cpu-2", "labels": {names.LABEL_CLUSTER: "demo"}},
+        "spec": {"nodeName": "soperator-test-lost-node",
+                 "containers": [{"name": "slurmd", "image": "soperator/slurm-worker:0.1.0"}]}})
+    conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
+    why = "Kubernetes node soperator-test-lost-node not Ready (Unknown) for 61 s and its slurmd not responding"
+    assert conv.replace_lost(model.LostPod("demo-cpu-2", "not-its-uid", "soperator-test-lost-node", "cpu", why)) \
+        is False
+    assert core.read_namespaced_pod("demo-cpu-2", namespace).metadata.deletion_timestamp is None
+    assert conv.replace_lost(model.LostPod("demo-cpu-2", pod.metadata.uid, "soperator-test-lost-node", "cpu", why))
+    with pytest.raises(client.ApiException) as gone:  # at once: no grace period to wait for
+        core.read_namespaced_pod("demo-cpu-2", namespace)
+    assert gone.value.status == 404
+    events = [e for e in core.list_namespaced_event(namespace).items if e.involved_object.name == "cpu"
+              and e.reason == lost.EVENT_LOST_WORKER_REPLACED]
+    assert [(e.type, e.message) for e in events] == [
+        ("Warning", "pod demo-cpu-2 deleted to be made again on a Ready node: " + why)]
+    assert conv.replace_lost(model.LostPod("demo-cpu-2", pod.metadata.uid, "soperator-test-lost-node", "cpu", why)) \
+        is False  # already gone: no second Event
 
 
 def test_a_rolls_wait_shows_in_the_nodesets_status_and_table_and_a_given_up_node_in_an_event(k8s, namespace,

@@ -70,8 +70,9 @@ def sinfo_nodes(cluster):
     return sorted(set(ctld(cluster, "sinfo", "-h", "-N", "-o", "%N").split()))
 
 
-def site(cluster, edit):
-    """site.yml run again, as a user does, with the example changed by ``edit(docs)``; its wall time."""
+def site(cluster, edit, wait=True):
+    """site.yml run again, as a user does, with the example changed by ``edit(docs)``; its wall time. ``wait``: the
+    clusters.yml entry's (until the cluster is Ready; without it a run still goes on while work is under way)."""
     with open(EXAMPLE) as f:
         docs = list(yaml.safe_load_all(f))
     edit(docs)
@@ -80,7 +81,7 @@ def site(cluster, edit):
     with open(manifest, "w") as f:
         yaml.safe_dump_all(docs, f, sort_keys=False)
     with open(os.path.join(WORK, "clusters.yml"), "w") as f:
-        yaml.safe_dump({"soperator_clusters": [{"manifest_file": manifest, "wait": True}]}, f)
+        yaml.safe_dump({"soperator_clusters": [{"manifest_file": manifest, "wait": wait}]}, f)
     started = time.monotonic()
     cluster.run(["ansible-playbook", "soperator.slurm.site", "-e", "@" + os.path.join(WORK, "clusters.yml")],
                 timeout=600)
@@ -160,32 +161,52 @@ cat two-nodes.out
     assert node_of(kind_cluster) == placed
 
 
-def test_a_kubernetes_node_lost_mid_job(kind_cluster):
+REPLACE_LOST_AFTER = 20
+
+
+def with_replacement(docs):
+    """slurmdTimeout 20 s, workers of a lost node made again elsewhere 20 s after its Node left Ready, and room for
+    it: the workers spread over the nodes (a preferred anti-affinity) instead of onePerNode."""
+    spec = docs[0]["spec"]
+    spec["slurm"].update(slurmdTimeout=20)
+    spec["healthChecks"] = {"kubernetesNodes": {"replaceLostAfter": "%ds" % REPLACE_LOST_AFTER}}
+    term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {
+        "slurm.soperator.dev/cluster": "demo", "slurm.soperator.dev/nodeset": "cpu"}}}
+    docs[1]["spec"]["placement"] = {"affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}}}
+
+
+def test_a_kubernetes_node_lost_mid_job_has_its_worker_made_again_on_the_other_node(kind_cluster):
     """A kind node stopped under a running --requeue job, then started again.
 
     Timers: Slurm marks a silent node DOWN SlurmdTimeout after its last answer (set to 20 s here through the
     cluster's spec.slurm.slurmdTimeout, default 300 s; slurmctld pings every SlurmdTimeout/3); Kubernetes marks the
-    Node NotReady (Unknown) after kube-controller-manager's node-monitor-grace-period (50 s) and evicts its pods only
-    after their unreachable toleration (300 s, the default every fixed-replica worker gets): this test restarts the
-    node before that."""
+    Node not Ready (Unknown) after kube-controller-manager's node-monitor-grace-period (50 s); the converge deletes
+    the pod spec.healthChecks.kubernetesNodes.replaceLostAfter (20 s) later, once Slurm also finds its slurmd silent,
+    and the StatefulSet makes it again on the surviving node (Kubernetes alone would leave it Terminating until the
+    node returns)."""
     c = kind_cluster
-    took = site(c, lambda docs: docs[0]["spec"]["slurm"].update(slurmdTimeout=20))
+    took = site(c, with_replacement)
     wait_until(lambda: "SlurmdTimeout           = 20 sec" in ctld(c, "scontrol", "show", "config"), 60,
                "slurmctld to read SlurmdTimeout=20")
-    figure("site.yml with spec.slurm.slurmdTimeout 20: %.1f s" % took)
-
     placed = node_of(c)
+    assert len(set(placed.values())) == 2, "the workers share a node: %s" % placed
+    figure("site.yml with spec.slurm.slurmdTimeout 20, replaceLostAfter %ds, the workers spread by a preferred "
+           "anti-affinity (a rolling update from onePerNode): %.1f s" % (REPLACE_LOST_AFTER, took))
+
     ctl_node = pods(c, "demo-controller-0")["demo-controller-0"]["spec"]["nodeName"]
     # The lost node is a worker's that does not hold slurmctld (losing the controller is another test).
     victim = sorted(w for w, n in placed.items() if n != ctl_node)[0]
     survivor = sorted(w for w in placed if w != victim)[0]
-    kind_node = placed[victim]
+    kind_node, other_node = placed[victim], placed[survivor]
+    old_uid = pods(c, victim)[victim]["metadata"]["uid"]
     munge = json.loads(c.run(["kubectl", "get", "secret", "-n", NS, "demo-munge-key", "-o", "json"]).stdout)
     jail = json.loads(c.run(["kubectl", "get", "pvc", "-n", NS, "demo-jail", "-o", "json"]).stdout)
     token = "jail-%d" % time.time_ns()
     out = jail_sh(c, """
 echo %s > lost-node-marker
 printf '#!/bin/sh\\necho "start $(hostname) restart ${SLURM_RESTART_COUNT:-0}"\\nexec sleep 600\\n' > lost.sh
+rm -f lost.out
 sbatch --parsable --requeue -N1 -w %s --open-mode=append -o /root/lost.out lost.sh
 """ % (token, victim)).stdout
     job = int(out.split()[-1])
@@ -221,54 +242,65 @@ sbatch --parsable --requeue -N1 -w %s --open-mode=append -o /root/lost.out lost.
                    seen["down"], seen["reason"], seen["notready"], info["JobState"], info["Restarts"],
                    info.get("Reason")))
         assert seen["reason"], "a DOWN node without a reason"
-        # No replacement: the worker is a StatefulSet pod bound to the lost node (its eviction waits for the 300 s
-        # unreachable toleration, then for the kubelet to confirm), and onePerNode keeps a second worker off the
-        # surviving node. No ghost: Slurm still lists exactly the two workers; the survivor stays usable.
+
+        # site.yml as a user runs it during the outage (no wait for Ready: the login pod may be on the lost node). It
+        # keeps going while the bound runs, then deletes the pod; the StatefulSet makes it on the surviving node.
+        took = site(c, with_replacement, wait=False)
+        replaced = pods(c, victim).get(victim, {})
+        assert replaced.get("metadata", {}).get("uid") not in (None, old_uid), replaced.get("metadata")
+        events = json.loads(c.run(["kubectl", "get", "events", "-n", NS, "--field-selector",
+                                   "involvedObject.name=cpu,reason=LostWorkerReplaced", "-o", "json"]).stdout)
+        assert any(victim in e["message"] and kind_node in e["message"] for e in events["items"]), events["items"]
+        wait_until(lambda: node_of_pod(c, victim) == other_node and pod_ready(c, victim), 120,
+                   "%s made again on %s" % (victim, other_node))
+
+        def rejoined():
+            state = slurm_node(c, victim).get("State", "")
+            return state.startswith("IDLE") and "NOT_RESPONDING" not in state and "DOWN" not in state
+
+        wait_until(rejoined, 120, "the replacement %s idle in Slurm" % victim,
+                   explain=lambda: str(slurm_node(c, victim)))
+        idle = time.monotonic() - started
+        figure("site.yml during the outage: %.1f s; %s made again on %s and idle in Slurm %.1f s after the stop "
+               "(%.1f s after the Node left Ready; replaceLostAfter %ds)" % (
+                   took, victim, other_node, idle, idle - seen["notready"], REPLACE_LOST_AFTER))
+        # No ghost, nothing lost: Slurm lists the same two workers; munge key and jail untouched.
         assert sorted(pods(c)) == ["demo-cpu-0", "demo-cpu-1"]
         assert sinfo_nodes(c) == ["demo-cpu-0", "demo-cpu-1"]
-        assert "IDLE" in slurm_node(c, survivor)["State"], slurm_node(c, survivor)
         after = json.loads(c.run(["kubectl", "get", "secret", "-n", NS, "demo-munge-key", "-o", "json"]).stdout)
         assert (after["metadata"]["uid"], after["metadata"]["resourceVersion"], after["data"]) == \
             (munge["metadata"]["uid"], munge["metadata"]["resourceVersion"], munge["data"])
         pvc = json.loads(c.run(["kubectl", "get", "pvc", "-n", NS, "demo-jail", "-o", "json"]).stdout)
         assert (pvc["metadata"]["uid"], pvc["status"]["phase"]) == (jail["metadata"]["uid"], "Bound")
-        assert c.run(["kubectl", "exec", "-n", NS, survivor, "-c", "slurmd", "--", "cat",
+        assert c.run(["kubectl", "exec", "-n", NS, victim, "-c", "slurmd", "--", "cat",
                       "/mnt/jail/root/lost-node-marker"]).stdout.strip() == token
+        # The requeued job (held by Slurm's requeue delay, BeginTime about 121 s after the requeue) runs on the
+        # replacement once released.
+        ctld(c, "scontrol", "update", "JobId=%d" % job, "StartTime=now")
+        wait_until(lambda: slurm_job(c, job).get("JobState") == "RUNNING", 60, "job %d running again" % job,
+                   explain=lambda: "%s\n%s" % (slurm_job(c, job), slurm_node(c, victim)))
+        rerun = time.monotonic() - started
+        wait_until(lambda: "restart 1" in c.run(["kubectl", "exec", "-n", NS, survivor, "-c", "slurmd", "--", "cat",
+                                                 "/mnt/jail/root/lost.out"]).stdout, 30, "the job's second start")
+        ctld(c, "scancel", str(job))
+        figure("job %d running again on the replacement %.1f s after the stop (released with StartTime=now)"
+               % (job, rerun))
     finally:
         restarted = time.monotonic()
         c.run(["docker", "start", kind_node])
     wait_until(lambda: kind_node_ready(c, kind_node) == "True", 180, "%s Ready again" % kind_node)
     ready = time.monotonic() - restarted
-
-    def rejoined():
-        state = slurm_node(c, victim).get("State", "")
-        return state.startswith("IDLE") and "NOT_RESPONDING" not in state and "DOWN" not in state
-
-    # Its slurmd registers again and the node returns to service (ReturnToService=2); the requeued job is still
-    # held by Slurm's requeue delay (BeginTime: about 121 s after the requeue, so that it does not start at once).
-    wait_until(rejoined, 180, "%s idle in Slurm again" % victim, explain=lambda: str(slurm_node(c, victim)))
-    idle = time.monotonic() - restarted
-    pending = slurm_job(c, job)
-    assert pending["JobState"] == "PENDING", pending
-    # Released from the requeue delay, it runs again on the node it asked for (-w).
-    ctld(c, "scontrol", "update", "JobId=%d" % job, "StartTime=now")
-    wait_until(lambda: slurm_job(c, job).get("JobState") == "RUNNING", 60, "job %d running again" % job,
-               explain=lambda: "%s\n%s" % (slurm_job(c, job), slurm_node(c, victim)))
-    rerun = time.monotonic() - restarted
-    ctld(c, "scancel", str(job))
-    figure("docker start %s: Kubernetes Ready after %.1f s, %s idle in Slurm after %.1f s (the requeued job pending, "
-           "Reason=%s, until its BeginTime), running again there after StartTime=now at %.1f s" % (
-               kind_node, ready, victim, idle, pending.get("Reason"), rerun))
-    # The login pod (wherever it ran: on the lost node its containers restarted with it) serves sessions again.
+    # The returning kubelet finds its pod deleted and stops it: the replacement stays where it is, still serving.
     login_node = pods(c, "demo-login-0")["demo-login-0"]["spec"]["nodeName"]
     wait_until(lambda: pod_ready(c, "demo-login-0"), 120, "demo-login-0 Ready",
                explain=lambda: c.run(["kubectl", "describe", "pod", "-n", NS, "demo-login-0"]).stdout[-3000:])
     login_ready = time.monotonic() - restarted
     out = jail_sh(c, "timeout 60 srun -N2 --immediate=30 hostname").stdout
     assert sorted(out.split()) == ["demo-cpu-0", "demo-cpu-1"], out
-    figure("login pod on %s (%s) Ready after %.1f s, srun -N2 through it" % (
-        login_node, "the restarted node" if login_node == kind_node else "the surviving node", login_ready))
-    assert node_of(c)[victim] == kind_node
+    figure("docker start %s: Kubernetes Ready after %.1f s; login pod on %s (%s) Ready after %.1f s, srun -N2 "
+           "through it" % (kind_node, ready, login_node, "the restarted node" if login_node == kind_node
+                           else "the surviving node", login_ready))
+    assert node_of(c)[victim] == other_node
     assert sinfo_nodes(c) == ["demo-cpu-0", "demo-cpu-1"]
     out = c.run(["kubectl", "exec", "-n", NS, survivor, "-c", "slurmd", "--", "cat", "/mnt/jail/root/lost.out"]).stdout
     assert "start %s restart 0" % victim in out and "start %s restart 1" % victim in out, out

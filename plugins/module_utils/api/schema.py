@@ -477,6 +477,16 @@ def health_checks_schema() -> Schema:
                                              "again elsewhere; its jobs are never killed). Absent: never. Cordoning "
                                              "needs operator_cordon_nodes: true.", maxLength=32,
                                              pattern=GO_DURATION_PATTERN),
+                   "replaceLostAfter": _s("A worker whose Kubernetes node has not been Ready this long (its kubelet "
+                                          "silent or failing) while slurmctld gets no answer from its slurmd (Slurm "
+                                          "flags the node NOT_RESPONDING) has its pod deleted at once, without "
+                                          "waiting for the lost kubelet to confirm, so that its StatefulSet makes it "
+                                          "again on a Ready node, where it joins under the same Slurm name. Both "
+                                          "must hold: a node whose slurmd still answers keeps its pod, so one Slurm "
+                                          "name never runs twice. Jobs on it end as Slurm's policy says (requeued "
+                                          "where allowed). Pinned and every-node workers belong to their node and "
+                                          "wait for it. Absent: never (Kubernetes leaves the pod Terminating until "
+                                          "the kubelet returns).", maxLength=32, pattern=GO_DURATION_PATTERN),
                }, default={})
     return _o("Node health: the worker image's health program run by slurmd (HealthCheckProgram), the NCCL check, and "
               "Kubernetes node state projected into Slurm.", {

@@ -383,10 +383,13 @@ class Api(object):
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
                propagation: str | None = None, uid: str | None = None, dry_run: bool = False,
-               what: str | None = None) -> bool:
-        """DELETE one object (``uid``: only that incarnation); False when it was already gone."""
+               what: str | None = None, grace_period: int | None = None) -> bool:
+        """DELETE one object (``uid``: only that incarnation; ``grace_period``: seconds, 0 for a pod whose kubelet
+        will never confirm); False when it was already gone."""
         what = what or "delete " + _describe(kind, namespace, name)
-        body = {"preconditions": {"uid": uid}} if uid else None
+        body: KubeObject | None = {"preconditions": {"uid": uid}} if uid else None
+        if grace_period is not None:
+            body = dict(body or {}, gracePeriodSeconds=grace_period)
         try:
             self.rest.json("DELETE", self._path(api_version, kind, namespace, name),
                            {"propagationPolicy": propagation, "dryRun": "All" if dry_run else None}, body=body,

@@ -36,10 +36,10 @@ from ansible_collections.soperator.slurm.plugins.module_utils.k8s.checks import 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.observe import Observation
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import PodTransport, Slurm, SlurmError
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge as core
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import lost, model, node_labels, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import teardown as teardown_plan
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import GiveUp, Observed, Plan, Ungate
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import GiveUp, LostPod, Observed, Plan, Ungate
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster
 
@@ -188,6 +188,9 @@ class Converger(Observation, ConfigChecks):
                 except access.Conflict:
                     continue
             done["replaced_pods"].append(pod_name)
+        for lost_pod in plan.replace_lost:
+            if self.check_mode or self.replace_lost(lost_pod):
+                done["replaced_pods"].append(lost_pod.pod)
         for node_name, features in sorted(plan.set_features.items()):
             if not self.check_mode:
                 slurm.set_features(node_name, features)
@@ -303,6 +306,26 @@ class Converger(Observation, ConfigChecks):
                                self.clock())
             except KubernetesError as e:
                 self.warnings.append("%s (%s)" % (e.msg, message))
+
+    def replace_lost(self, lost_pod: LostPod) -> bool:
+        """Delete the pod of a worker whose node is lost, with no grace period (the kubelet that would confirm a
+        graceful delete is gone; lost.py says why this is safe) and only that incarnation (never the replacement),
+        then say so in a Warning Event on its NodeSet. True when this call deleted it."""
+        try:
+            if not self.api.delete("v1", "Pod", lost_pod.pod, self.namespace, uid=lost_pod.uid, grace_period=0,
+                                   what="delete pod %s/%s of a lost node" % (self.namespace, lost_pod.pod)):
+                return False
+        except access.Conflict:
+            return False
+        message = "pod %s deleted to be made again on a Ready node: %s" % (lost_pod.pod, lost_pod.why)
+        target = {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
+                  "metadata": {"name": lost_pod.nodeset, "namespace": self.namespace}}
+        try:
+            self.api.event(target, "Warning", lost.EVENT_LOST_WORKER_REPLACED, message, self.field_manager,
+                           self.clock())
+        except KubernetesError as e:
+            self.warnings.append("%s (%s)" % (e.msg, message))
+        return True
 
     def move_pod(self, pod_name: str, uid: str | None, host: str | None, why: str) -> bool:
         """Cordon the Kubernetes node of an unhealthy worker (annotated with why), then evict its pod (the Eviction

@@ -141,8 +141,9 @@ class Observation(object):
         pinned = sorted(set(host for ns in nodesets if ((ns.get("spec") or {}).get("placement") or {}).get("pinned")
                             for host in ((ns.get("status") or {}).get("pins") or {}).values()))
         every_node = any(values.every_node(ns.get("spec") or {}) for ns in nodesets)
-        if every_node or pinned or (slurm_nodes is not None and (settings.get("drainCordoned")
-                                                                 or settings.get("drainOnConditions") or labels)):
+        if every_node or pinned or (slurm_nodes is not None and (
+                settings.get("drainCordoned") or settings.get("drainOnConditions")
+                or settings.get("replaceLostAfter") or labels)):
             observed["k8s_nodes"], observed["k8s_nodes_error"] = self.kubernetes_nodes(pods, pinned, every_node)
         if slurm_nodes is not None and topology:
             live = self.api.get("v1", "ConfigMap", names.slurm_config_name(self.name), self.namespace,

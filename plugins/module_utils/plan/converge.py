@@ -45,8 +45,8 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import 
 from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
 from ansible_collections.soperator.slurm.plugins.module_utils.api.references import Owner
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
-    backup, components, elastic, every_node, login, maintenance, modes, node_labels, pins, projection, rolls, scale,
-    slurm_config,
+    backup, components, elastic, every_node, login, lost, maintenance, modes, node_labels, pins, projection, rolls,
+    scale, slurm_config,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Observed, Plan, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
@@ -175,6 +175,7 @@ def plan(cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed,
     scale.plan_node_records(p, ctx, dict(replicas.kept, **elastic.kept(ctx)))
     components.plan_guards(p, ctx)
     projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
+    lost.plan_lost(p, ctx, modes.replaceable_pods(ctx))
     slurm_config.plan_slurm_config(p, ctx)
     node_labels.plan_features(p, ctx)
     node_labels.plan_unplaced(p, ctx)

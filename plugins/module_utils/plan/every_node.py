@@ -34,7 +34,7 @@ __metaclass__ = type
 
 from typing import Collection, Mapping, Optional, Sequence
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
+from ansible_collections.soperator.slurm.plugins.module_utils import names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection, rolls
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
@@ -61,11 +61,13 @@ RETRY_CAP = 300
 def node_facts(node: KubeObject) -> NodeFacts:
     """What the planners read of a Kubernetes Node (the converge's ``k8s_nodes`` values)."""
     spec = node.get("spec") or {}
+    ready = readiness.condition(node, readiness.READY) or {}
     return {"unschedulable": bool(spec.get("unschedulable")),
             "labels": dict((node.get("metadata") or {}).get("labels") or {}),
             "taints": [dict(t) for t in spec.get("taints") or ()],
             "conditions": dict((c.get("type"), c.get("status"))
-                               for c in (node.get("status") or {}).get("conditions") or ())}
+                               for c in (node.get("status") or {}).get("conditions") or ()),
+            "ready_since": durations.epoch_of(ready.get("lastTransitionTime"))}
 
 
 def tolerates(toleration: Mapping[str, object], taint: Mapping[str, object]) -> bool:

@@ -14,7 +14,7 @@ from __future__ import absolute_import, annotations, division, print_function
 
 __metaclass__ = type
 
-from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple, TypedDict
+from typing import Collection, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypedDict
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
@@ -50,6 +50,7 @@ class NodeFacts(TypedDict):
     labels: Dict[str, str]
     taints: List[KubeObject]  # {key, value, effect}
     conditions: Dict[str, str]  # condition type -> status ("True", "False", "Unknown")
+    ready_since: Optional[int]  # epoch seconds of the Ready condition's last transition (None: not reported)
 
 
 class Observed(TypedDict, total=False):
@@ -85,6 +86,9 @@ Eviction = Tuple[str, Optional[str], Optional[str], str]  # (pod name, uid, its 
 Event = Tuple[str, str, str, str]  # (nodeset name, type, reason, message): an Event on the NodeSet
 LabelEvent = Tuple[Optional[str], str]  # (nodeset name or None: the SlurmCluster, message): a LabelRefused Event
 ComponentCondition = Tuple[str, str, str]  # (status, reason, message) of a condition of the SlurmCluster
+# A worker pod deleted at once, its Kubernetes node lost (lost.plan_lost): uid the delete's precondition (never the
+# replacement), host its Kubernetes node, nodeset the NodeSet whose Event says why.
+LostPod = NamedTuple("LostPod", [("pod", str), ("uid", Optional[str]), ("host", str), ("nodeset", str), ("why", str)])
 Ungate = Tuple[Optional[str], Optional[str], List[KubeObject]]  # (pod uid, its pin's node or None: released, patches)
 
 
@@ -374,6 +378,7 @@ class Plan(object):
     nodesets: Dict[str, NodeSetFacts]  # nodeset name -> facts for its status
     pod_conditions: Dict[str, PodCondition]  # worker pod name -> its SlurmNodeReady condition
     evict: List[Eviction]  # cordon the pod's Kubernetes node, evict the pod
+    replace_lost: List[LostPod]  # delete the pod now, no grace period (its kubelet is lost)
     give_up: List[GiveUp]  # busy nodes whose pods go now, past a drain timeout
     create_pods: List[KubeObject]  # Pod manifests: elastic nodes Slurm powered up, every-node workers to make
     power_up: List[str]  # elastic nodes to power up (minNodes)
@@ -414,6 +419,7 @@ class Plan(object):
         self.nodesets = {}
         self.pod_conditions = {}
         self.evict = []
+        self.replace_lost = []
         self.give_up = []
         self.create_pods = []
         self.power_up = []

@@ -217,6 +217,17 @@ def projected_pods(ctx: Context) -> Tuple[Pods, Pods]:
     return movable, bound
 
 
+def replaceable_pods(ctx: Context) -> Pods:
+    """Workers a lost Kubernetes node may give up to another node (lost.plan_lost): those of movable modes, not
+    pinned, not leaving, by their Slurm names; Terminating ones too (the pod a lost kubelet never confirms)."""
+    found: Pods = {}
+    for view in ctx.views:
+        mode = of(view)
+        if mode.movable and not view.leaving and not (view.nodeset["spec"].get("placement") or {}).get("pinned"):
+            found.update((n, ctx.pods[n]) for n in mode.nodes(ctx, view) if n in ctx.pods)
+    return found
+
+
 def set_names(ctx: Context) -> Dict[str, str]:
     """``{lower-case name: name}`` of every NodeSet of the cluster, however it stands (valid, leaving, invalid):
     Slurm compares features without case, as ``api/spec.py`` does for ``spec.features``."""
@@ -225,4 +236,4 @@ def set_names(ctx: Context) -> Dict[str, str]:
     return found
 
 
-__all__ = ["Mode", "Fixed", "Elastic", "EveryNode", "MODES", "of", "projected_pods", "set_names"]
+__all__ = ["Mode", "Fixed", "Elastic", "EveryNode", "MODES", "of", "projected_pods", "replaceable_pods", "set_names"]
