@@ -150,7 +150,10 @@ def warm(pid, quiet=1.0):
     seconds): its start-up is not counted as the cost of anything measured after."""
     def server():
         for p in descendants(pid):
-            try:
+            try:  # by its name (runner.ForkServer, forked: the operator's command line), or multiprocessing's
+                with open("/proc/%d/comm" % p, "rb") as handle:
+                    if handle.read().strip() == b"forkserver":
+                        return p
                 with open("/proc/%d/cmdline" % p, "rb") as handle:
                     if b"forkserver" in handle.read():
                         return p

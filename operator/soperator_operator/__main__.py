@@ -108,16 +108,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         period = parse_duration(args.reconcile_period)
         watches = [dataclasses.replace(w, reconcile_period=period) for w in watches]
     identity = args.identity or default_identity()
-    metrics = OperatorMetrics()
-    lease_call_timeout = max(1.0, parse_duration(args.renew_deadline) / 2)
-    kube = Kube(api_client(args.kubeconfig, args.context, "soperator-operator/" + __version__), identity=identity,
-                lease_timeout=lease_call_timeout)
     env: dict[str, str] = {}
     if args.kubeconfig:
         env.update(KUBECONFIG=os.path.abspath(args.kubeconfig), K8S_AUTH_KUBECONFIG=os.path.abspath(args.kubeconfig))
     if args.context:
         env["K8S_AUTH_CONTEXT"] = args.context
     runner = RoleRunner(work_dir=args.work_dir, env=env, timeout=parse_duration(args.run_timeout))
+    # The forkserver is forked now, before any thread starts, and shares what this process imported; it imports
+    # Ansible and the collection's converge code once, in the background (a few CPU-seconds): standbys too, so
+    # that a takeover reconciles at once.
+    runner.start(wait=False)
+    metrics = OperatorMetrics()
+    lease_call_timeout = max(1.0, parse_duration(args.renew_deadline) / 2)
+    kube = Kube(api_client(args.kubeconfig, args.context, "soperator-operator/" + __version__), identity=identity,
+                lease_timeout=lease_call_timeout)
     controller = Controller(kube, runner, watches, namespaces=args.namespace, max_workers=args.max_workers,
                             metrics=metrics, backoff_cap=parse_duration(args.backoff_cap), policy=policy)
     done = threading.Event()
@@ -181,9 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    # The warm forkserver imports Ansible and the Kubernetes client once (a few CPU-seconds): standbys too,
-    # so that a takeover reconciles at once.
-    threading.Thread(target=runner.start, daemon=True, name="warm-up").start()
     if elector is not None:
         elector.start()
     else:

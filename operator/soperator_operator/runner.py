@@ -1,9 +1,11 @@
 """Adapter: run one role (or playbook) and report what happened, without paying Python start-up per run.
 
-A ``multiprocessing`` forkserver is started once with Ansible, the Kubernetes client and the collection's code
-imported and Ansible's plugin loader initialised (``warm.py``). Each run is a child forked from it that runs
-``ansible-playbook`` in-process (``PlaybookCLI``) in its own session and writes its results through the
-``soperator_events`` callback plugin as JSON lines. Modules with an action plugin that works in-process (the
+A forkserver (``ForkServer``) is forked once from the operator's process, before it starts a thread, so that the
+two share, copy-on-write, everything the operator had imported by then (Python, the Kubernetes client, the
+collection's core); the server then imports Ansible and the collection's converge code and initialises Ansible's
+plugin loader (``warm.py``). Each run is a child forked from it that runs ``ansible-playbook`` in-process
+(``PlaybookCLI``) in its own session and writes its results through the ``soperator_events`` callback plugin as
+JSON lines. Modules with an action plugin that works in-process (the
 collection's ``slurm_cluster``) then run inside Ansible's forked worker, so a reconcile starts no new Python
 interpreter at all.
 
@@ -14,14 +16,19 @@ Each run gets its own directory (extra vars, playbook, events, log), removed whe
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
-import multiprocessing
 import os
+import pickle
+import select
 import shutil
 import signal
+import socket
+import struct
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -222,16 +229,18 @@ class RoleRunner:
         # The forkserver inherits this process's environment when it starts (at the first run), and Ansible
         # reads its configuration from it once, at import.
         os.environ.update(ansible_environment(python, self.root, env))
-        self.ctx = multiprocessing.get_context("forkserver")
-        if warm:
-            self.ctx.set_forkserver_preload(["soperator_operator.warm"])
+        self.server = ForkServer("soperator_operator.warm" if warm else None)
+        self.ctx: Any = self.server  # where runs are started (a test counts them there)
         self._live: dict[str, int] = {}  # ident -> pid of the runs in flight
 
-    def start(self) -> None:
-        """Start the forkserver now (else at the first run): its imports cost a few seconds once."""
-        proc = self.ctx.Process(target=os._exit, args=(0,), name="soperator-warm-up")
-        proc.start()
-        proc.join()
+    def start(self, wait: bool = True) -> None:
+        """Fork the forkserver now (else at the first run; before this process starts a thread: ForkServer).
+        ``wait``: until it has done its imports (a few seconds, once), by a run of nothing."""
+        self.server.start()
+        if wait:
+            proc = self.ctx.Process(target=os._exit, args=(0,), name="soperator-warm-up")
+            proc.start()
+            proc.join()
 
     def run(self, extravars: ExtraVars, role: str | None = None, playbook: str | None = None, ident: str = "run",
             should_stop: Callable[[], bool] = lambda: False, tasks_from: str | None = None) -> RunResult:
@@ -252,9 +261,8 @@ class RoleRunner:
 
     def close(self, helpers: bool = False) -> None:
         """Kill the runs in flight and remove their files. ``helpers`` (leadership lost, the process exits next):
-        also kill every child of this process, in the operator the forkserver and multiprocessing's resource
-        tracker, so that nothing of this replica outlives it; left alone they take seconds to notice their parent
-        is gone and to wind down an interpreter holding Ansible."""
+        also kill every child of this process, in the operator the forkserver, so that nothing of this replica
+        outlives it."""
         self.cancel_all()
         if helpers:
             for pid in _children(os.getpid()):
@@ -262,6 +270,7 @@ class RoleRunner:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        self.server.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _prepare(self, pdd: str, extravars: ExtraVars, role: str | None, playbook: str | None,
@@ -332,6 +341,227 @@ class RoleRunner:
             else:
                 result.message = "ansible-playbook ended with rc %s: %s" % (rc, _last_line(output))
         return result
+
+
+class ForkServer:
+    """A process forked from this one that forks the runs: ``Process(target, args, name)`` as ``multiprocessing``'s
+    (``start``, ``pid``, ``join``, ``exitcode``), ``target`` a module-level function.
+
+    Forked, not executed anew (``multiprocessing``'s forkserver starts a fresh interpreter, and a resource tracker
+    beside it): the server shares this process's heap, copy-on-write, and its ``preload`` module (``warm``) adds
+    what only runs need. Fork it before this process starts a thread (a lock another thread held would stay locked
+    in it). This process's objects are frozen first (``gc.freeze``), so that neither side's collector writes to
+    the pages they share; the server does the same after its imports, for its runs.
+
+    One request per run over a ``SOCK_SEQPACKET`` pair: the pickled target and arguments, and one end of a fresh
+    socket pair on which the server answers the run's pid, then its exit status (as ``Process.exitcode``: the exit
+    code, or minus the signal) once it has reaped it."""
+
+    def __init__(self, preload: str | None = None) -> None:
+        self.preload = preload
+        self.pid: int | None = None
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self.pid is not None:
+                return
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            gc.collect()
+            gc.freeze()
+            pid = os.fork()
+            if pid == 0:  # the server: it never returns
+                code = 1
+                try:
+                    ours.close()
+                    _serve(theirs, self.preload)
+                    code = 0
+                except BaseException:  # noqa: BLE001  report anything, never return into the parent's code
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)
+            theirs.close()
+            self._sock, self.pid = ours, pid
+
+    def Process(self, target: Callable[..., Any], args: tuple[Any, ...] = (),  # noqa: N802  (multiprocessing's name)
+                name: str = "run") -> ServerProcess:
+        return ServerProcess(self, target, args, name)
+
+    def _request(self, payload: bytes) -> socket.socket:
+        """Send a run's request; the returned socket answers its pid, then its status."""
+        for attempt in (1, 2):
+            self.start()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                with self._lock:
+                    assert self._sock is not None
+                    socket.send_fds(self._sock, [payload], [theirs.fileno()])
+                return ours
+            except OSError:
+                ours.close()
+                if attempt == 2:
+                    raise
+                log.warning("the forkserver is gone: forking a new one")
+                self.stop()  # reaped: the next start forks a new one
+            finally:
+                theirs.close()
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """End the server (runs in flight, in their own sessions, are the caller's to end)."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+            if self.pid is not None:
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
+                self.pid = None
+
+
+class ServerProcess:
+    """One run forked by the ``ForkServer`` (the part of ``multiprocessing.Process`` the runner uses)."""
+
+    def __init__(self, server: ForkServer, target: Callable[..., Any], args: tuple[Any, ...], name: str) -> None:
+        self.server, self.target, self.args, self.name = server, target, args, name
+        self.pid: int | None = None
+        self.exitcode: int | None = None
+        self._status: socket.socket | None = None
+
+    def start(self) -> None:
+        payload = pickle.dumps((self.target, self.args, self.name))
+        for attempt in (1, 2):
+            self._status = self.server._request(payload)
+            self.pid = _read_int(self._status)
+            if self.pid is not None:
+                return
+            self._status.close()
+            self._status = None
+            if attempt == 1:  # the server died with the request unanswered
+                log.warning("the forkserver is gone: forking a new one")
+                self.server.stop()  # reaped: the next request forks a new one
+        raise OSError("the forkserver did not start %s" % self.name)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._status is None:
+            return
+        ready, _, _ = select.select([self._status], [], [], timeout)
+        if ready:
+            code = _read_int(self._status)
+            self.exitcode = 255 if code is None else code  # no status: the server is gone
+            self._status.close()
+            self._status = None
+
+
+def _read_int(sock: socket.socket) -> int | None:
+    data = b""
+    while len(data) < 8:
+        chunk = sock.recv(8 - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return int(struct.unpack("q", data)[0])
+
+
+def _serve(sock: socket.socket, preload: str | None) -> None:
+    """The server's loop: fork a run per request, answer its pid, then its status once reaped. Ends when the
+    operator's end of ``sock`` closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the operator, which stops the runs
+    _name_process("forkserver")  # its command line is the operator's (forked): ps and the bench tell it by this
+    for name in [m for m in sys.modules if m == "ansible_collections" or m.startswith("ansible_collections.")]:
+        if hasattr(sys.modules[name], "__path__"):
+            # The collection's packages, imported by the operator as plain packages: Ansible's collection finder
+            # must load them itself, or it never reads the collection's metadata and finds none of its roles
+            # (test_runner.py). Its modules stay, shared with the operator.
+            del sys.modules[name]
+    if preload:
+        __import__(preload)
+    gc.collect()
+    gc.freeze()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    running: dict[int, int] = {}  # pid -> its status fd
+    while True:
+        ready, _, _ = select.select([sock.fileno(), wake_r], [], [])
+        if wake_r in ready:
+            while True:
+                try:
+                    if not os.read(wake_r, 512):
+                        break
+                except BlockingIOError:
+                    break
+            _reap(running)
+        if sock.fileno() in ready:
+            try:
+                payload, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 1)
+            except OSError:
+                payload, fds = b"", []
+            if not payload:
+                for fd in fds:
+                    os.close(fd)
+                return
+            pid = os.fork()
+            if pid == 0:  # the run
+                code = 1
+                try:
+                    signal.set_wakeup_fd(-1)
+                    for sig in (signal.SIGCHLD, signal.SIGINT):
+                        signal.signal(sig, signal.SIG_DFL)
+                    sock.close()
+                    _name_process("run")
+                    for fd in [wake_r, wake_w, *running.values()]:
+                        os.close(fd)
+                    target, args, _name = pickle.loads(payload)
+                    target(*args)
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 1
+                except BaseException:  # noqa: BLE001
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)
+            running[pid] = fds[0]
+            _answer(fds[0], pid)
+
+
+def _name_process(name: str) -> None:
+    try:
+        with open("/proc/self/comm", "w", encoding="ascii") as handle:
+            handle.write(name)
+    except OSError:  # not Linux: only a name
+        pass
+
+
+def _answer(fd: int, value: int) -> None:
+    try:
+        os.write(fd, struct.pack("q", value))
+    except OSError:  # the operator no longer waits for it
+        pass
+
+
+def _reap(running: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = running.pop(pid, None)
+        if fd is not None:
+            _answer(fd, os.waitstatus_to_exitcode(status))
+            os.close(fd)
 
 
 def _children(parent: int) -> list[int]:

@@ -135,8 +135,9 @@ def leading_with_a_run_in_flight(operators, cluster, identity, kubeconfig=None):
     for doc in cluster.example():
         cluster.create(doc)
     wait_for(lambda: op.metric("soperator_operator_runs_in_flight") >= 1, 90, what="a run in flight")
-    runs = descendants(op.proc.pid)
-    assert len(runs) >= 2, "expected the forkserver and a run below the operator: %s" % runs
+    # the run's process follows its count at once, or once the forkserver has done its imports
+    runs = wait_for(lambda: (lambda found: found if len(found) >= 2 else None)(descendants(op.proc.pid)), 60,
+                    0.05, what="the forkserver and a run below the operator")
     return op, runs
 
 

@@ -1,7 +1,7 @@
 """The runtime's resync against the real apiserver, with the real runner (warm forkserver, real role runs).
 
 The controller runs in this process, so every process a run needs can be counted where it is asked for: the
-runner's forkserver context (each role run is one ``Process``) and forks of this process itself (a subprocess
+runner's forkserver (each role run is one ``Process`` of it) and forks of this process itself (a subprocess
 would be one). kwok pods run nothing, so the cluster converges but is never Ready: exactly the case where a
 runtime that reran not-ready clusters on each event or restart would never go quiet.
 """
@@ -26,7 +26,7 @@ def _count_forks():
 
 
 class CountingContext:
-    """The runner's multiprocessing context, counting the processes it is asked to start."""
+    """The runner's forkserver, counting the processes it is asked to start."""
 
     def __init__(self, ctx):
         self._ctx = ctx
@@ -62,7 +62,7 @@ def runtime(tmp_path, kubeconfig, collections_path, namespace, crds, k8s):
     runner = RoleRunner(work_dir=str(tmp_path / "work"), env={"KUBECONFIG": kubeconfig,
                                                               "K8S_AUTH_KUBECONFIG": kubeconfig})
     runner.ctx = CountingContext(runner.ctx)
-    runner.start()  # the forkserver (one spawn, before anything is counted)
+    runner.start()  # the forkserver (one fork, before anything is counted)
     _count_forks()
     watches = load_watches(write_watches(str(tmp_path / "watches.yaml"), reconcile_period="1s"))
     controllers = []
@@ -114,8 +114,7 @@ def example_cluster(k8s, namespace):
 
 def forkserver_children(runner):
     """Live children of the runner's forkserver (an ansible run in flight would be one)."""
-    from multiprocessing import forkserver
-    pid = forkserver._forkserver._forkserver_pid
+    pid = runner.server.pid
     kids = []
     for task in os.listdir("/proc/%d/task" % pid):
         with open("/proc/%d/task/%s/children" % (pid, task), encoding="ascii") as handle:

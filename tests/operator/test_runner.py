@@ -53,3 +53,34 @@ def test_a_forked_run_finds_the_collections_role(tmp_path):
     out = res.stdout + res.stderr
     assert "was not found" not in out, out[-3000:]
     assert "TASK [soperator.slurm.cluster" in out or "TASK [Run soperator.slurm.cluster" in out, out[-3000:]
+
+
+RESTART = """
+import os, signal, sys
+sys.path.insert(0, %r)
+from soperator_operator.runner import RoleRunner
+
+if __name__ == "__main__":
+    runner = RoleRunner(work_dir=sys.argv[1], env={"KUBECONFIG": os.devnull, "K8S_AUTH_KUBECONFIG": os.devnull},
+                        warm=False)
+    try:
+        runner.start()
+        first = runner.server.pid
+        os.kill(first, signal.SIGKILL)
+        proc = runner.server.Process(target=os._exit, args=(3,), name="after")
+        proc.start()
+        proc.join()
+        print("NEW", runner.server.pid != first, "EXIT", proc.exitcode)
+    finally:
+        runner.close(helpers=True)
+""" % OPERATOR
+
+
+def test_a_killed_forkserver_is_forked_again_at_the_next_run(tmp_path):
+    """The forkserver is a fork of the operator: killed (the OOM killer), the next run forks a new one."""
+    script = tmp_path / "restart.py"
+    script.write_text(RESTART)
+    res = subprocess.run([sys.executable, str(script), str(tmp_path / "work")], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ,
+                                               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections")))
+    assert "NEW True EXIT 3" in res.stdout, res.stdout + res.stderr
