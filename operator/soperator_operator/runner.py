@@ -206,10 +206,34 @@ def ansible_environment(python: str, work_root: str, extra: Mapping[str, str] | 
         "ANSIBLE_LOCALHOST_WARNING": "false",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
         "ANSIBLE_FORKS": "1",
+        # The runner writes an INI inventory (one local host): the other inventory plugins need not try it first.
+        "ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.ini",
         "PATH": os.pathsep.join([os.path.dirname(python), os.environ.get("PATH", "/usr/bin:/bin")]),
     }
+    if _ansible_config_file() is None:
+        env["ANSIBLE_CONFIG"] = os.path.join(work_root, "ansible.cfg")
     env.update(extra or {})
     return env
+
+
+# Settings Ansible reads from a configuration file only. internal_poll_interval: how often a run's process looks for
+# its task worker's result (default 1 ms: a thousand wake-ups a second while a task runs); 10 ms delays a task's end
+# by 5 ms on average. Used when Ansible would find no configuration file of the user's (_ansible_config_file).
+ANSIBLE_CFG = "[defaults]\ninternal_poll_interval = 0.01\n"
+
+
+def _ansible_config_file() -> str | None:
+    """The configuration file Ansible would read (the first that exists in its search order: $ANSIBLE_CONFIG,
+    ./ansible.cfg unless the directory is world-writable, ~/.ansible.cfg, /etc/ansible/ansible.cfg), or None: then
+    the runner's is used."""
+    candidates = [os.environ["ANSIBLE_CONFIG"]] if os.environ.get("ANSIBLE_CONFIG") else []
+    try:
+        if not os.stat(os.getcwd()).st_mode & 0o002:
+            candidates.append(os.path.join(os.getcwd(), "ansible.cfg"))
+    except OSError:
+        pass
+    candidates += [os.path.expanduser("~/.ansible.cfg"), "/etc/ansible/ansible.cfg"]
+    return next((path for path in candidates if os.path.exists(path)), None)
 
 
 class RoleRunner:
@@ -226,6 +250,8 @@ class RoleRunner:
         self.timeout = timeout
         for sub in ("ansible-tmp", "ansible-home"):
             os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
+        with open(os.path.join(self.root, "ansible.cfg"), "w", encoding="utf-8") as handle:
+            handle.write(ANSIBLE_CFG)
         # The forkserver inherits this process's environment when it starts (at the first run), and Ansible
         # reads its configuration from it once, at import.
         os.environ.update(ansible_environment(python, self.root, env))
