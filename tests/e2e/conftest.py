@@ -31,6 +31,17 @@ NAMESPACE = "e2e-site"
 TOOL = os.path.join(ROOT, "hack", "localcluster.py")
 
 
+def held_job(suite, node, name):
+    """A job on ``node`` that runs until the test lets it finish (``/root/<name>.go`` in the shared jail), so that it
+    ends only if its pod outlived whatever the test waited for meanwhile (a drain): (job id, release). Its output,
+    ``finished-on-<node>``, is in ``/root/<name>.out``. ``suite``: anything with ``jail(command)``."""
+    suite.jail("rm -f /root/%s.go /root/%s.out" % (name, name))
+    submit = suite.jail("cd /root && sbatch --parsable -w %s -o /root/%s.out --wrap 'while [ ! -e /root/%s.go ]; "
+                        "do sleep 1; done; echo finished-on-$(hostname)'" % (node, name, name))
+    assert submit.returncode == 0, submit.stderr
+    return submit.stdout.strip(), lambda: suite.jail("touch /root/%s.go" % name)
+
+
 def versions():
     with open(os.path.join(ROOT, "hack", "versions.env")) as f:
         return dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))

@@ -13,9 +13,8 @@ import subprocess
 import time
 
 import yaml
-from conftest import ROOT, wait_until
+from conftest import ROOT, held_job, wait_until
 
-from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
 
 
@@ -176,14 +175,8 @@ def test_scale_out_then_scale_in_drains_first_and_leaves_no_ghost(e2e):
     e2e.site(e2e.definition(replicas=3))
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"])
     print("\ne2e: +1 node idle in sinfo %.1f s after the converge started" % (time.monotonic() - t0))
-    # A job on the node the scale-in removes (the highest ordinal).
-    # It runs until the test has seen the drain (a release file in the shared jail): it ends only if its pod
-    # outlived the drain.
-    e2e.jail("rm -f /root/scale-in.go /root/scale-in.out")
-    submit = e2e.jail("cd /root && sbatch --parsable -w demo-cpu-2 -o /root/scale-in.out "
-                      "--wrap 'while [ ! -e /root/scale-in.go ]; do sleep 1; done; echo finished-on-$(hostname)'")
-    assert submit.returncode == 0, submit.stderr
-    job = submit.stdout.strip()
+    # A job on the node the scale-in removes (the highest ordinal), until the test has seen the drain.
+    job, release = held_job(e2e, "demo-cpu-2", "scale-in")
     wait_until(lambda: "JobState=RUNNING" in e2e.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
     t0 = time.monotonic()
     converge = e2e.site(e2e.definition(replicas=2), background=True)
@@ -196,7 +189,7 @@ def test_scale_out_then_scale_in_drains_first_and_leaves_no_ghost(e2e):
         assert e2e.get("pod", "demo-cpu-2") is not None
         released = time.monotonic()
     finally:
-        e2e.jail("touch /root/scale-in.go")
+        release()
     output, _ = converge.communicate(timeout=600)
     assert converge.returncode == 0, output[-5000:]
     print("e2e: drained scale-in done in %.1f s, %.1f s after the job on the node was let finish"
@@ -244,65 +237,6 @@ def test_nodeset_counts_and_pod_conditions_match_sinfo_within_one_resync(e2e):
     e2e.site(e2e.definition())
     shown, counted = e2e.nodeset_counts()
     assert shown == counted and shown["idle"] == 2, (shown, e2e.sinfo())
-
-
-def test_an_every_node_set_follows_its_label_and_a_cordon_drains_its_worker(e2e):
-    """spec.placement.everyNode on the real node, under site.yml: labelling the node makes its worker (named for the
-    node, registered in Slurm); a cordon (spec.healthChecks.kubernetesNodes.drainCordoned) drains the Slurm nodes of
-    every worker pod on it, the StatefulSet's and this one ('soperator: node cordoned'; cordoning evicts nothing),
-    and a worker deleted on the cordoned node is made again there (Slinky's #259); uncordon resumes them; unlabelling
-    drains the every-node worker, removes its pod and forgets its Slurm node."""
-    health = {"kubernetesNodes": {"drainCordoned": True}}
-    host = e2e.get("pod", "demo-cpu-0")["spec"]["nodeName"]
-    assert e2e.get("pod", "demo-cpu-1")["spec"]["nodeName"] == host
-    label = "every.soperator.dev/e2e"
-    worker = names.every_node_worker("demo", "every", host)
-
-    def definition():
-        docs = e2e.definition(health_checks=health, extra_nodeset="every")
-        docs[-1]["spec"]["placement"] = {"everyNode": True, "nodeSelector": {label: "yes"}}
-        return docs
-
-    e2e.kubectl("label", "node", host, label + "=yes", "--overwrite")
-    try:
-        e2e.site(definition())
-        e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", worker])
-        pod = e2e.get("pod", worker)
-        assert pod["spec"]["nodeName"] == host, pod["spec"]
-        status = e2e.get("nodeset", "every")["status"]
-        assert status["workerNodes"] == {worker: host}, status
-        e2e.kubectl("cordon", host)
-        try:
-            e2e.site(definition())
-            for name in ("demo-cpu-0", "demo-cpu-1", worker):
-                node = e2e.node(name)
-                assert "DRAIN" in node and "Reason=soperator: node cordoned" in node, node
-            for name in ("demo-cpu-0", "demo-cpu-1"):
-                cond = e2e.slurm_condition(name)
-                assert (cond["status"], cond["reason"]) == ("False", "Drained"), cond
-            assert e2e.nodeset_counts()[0]["drained"] == 2
-            assert e2e.get("pod", worker)["metadata"]["uid"] == pod["metadata"]["uid"]  # kept, not evicted
-            e2e.kubectl("delete", "pod", "-n", e2e.namespace, worker, "--wait=true")
-            e2e.site(definition())
-            again = e2e.get("pod", worker)
-            assert again["metadata"]["uid"] != pod["metadata"]["uid"] and again["spec"]["nodeName"] == host
-            wait_until(lambda: (e2e.get("pod", worker) or {}).get("status", {}).get("phase") == "Running", 120,
-                       "the worker running again on its cordoned node", e2e.explain)
-        finally:
-            e2e.kubectl("uncordon", host)
-        e2e.site(definition())
-        e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", worker])
-        assert not any("DRAIN" in e2e.node(n) for n in ("demo-cpu-0", "demo-cpu-1", worker))
-        e2e.kubectl("label", "node", host, label + "-")
-        e2e.site(definition())
-        wait_until(lambda: e2e.get("pod", worker) is None and worker not in e2e.sinfo(), 120,
-                   "the unlabelled node's worker and Slurm node gone", e2e.explain)
-    finally:
-        e2e.kubectl("label", "node", host, label + "-", check=False)
-        e2e.kubectl("uncordon", host, check=False)
-    e2e.site(e2e.definition())
-    assert e2e.get("nodeset", "every") is None
-    e2e.wait_idle(["demo-cpu-0", "demo-cpu-1"])
 
 
 def test_the_health_program_runs_on_the_real_node_and_a_failed_check_drains_it(e2e):
@@ -492,12 +426,8 @@ def test_a_removed_nodeset_is_drained_and_leaves_no_ghost(e2e):
     e2e.site(e2e.definition(extra_nodeset="extra"))
     e2e.wait_idle(["demo-cpu-0", "demo-cpu-1", "demo-extra-0"])
     workers = dict((n, m["uid"]) for n, m in _worker_pods(e2e).items())
-    # The job runs until the test has seen the drain (a release file in the shared jail).
-    submit = e2e.jail("cd /root && rm -f removal.out removal.go && sbatch --parsable -w demo-extra-0 "
-                      "-o /root/removal.out "
-                      "--wrap 'while [ ! -e /root/removal.go ]; do sleep 1; done; echo finished-on-$(hostname)'")
-    assert submit.returncode == 0, submit.stderr
-    job = submit.stdout.strip()
+    # The job runs until the test has seen the drain.
+    job, release = held_job(e2e, "demo-extra-0", "removal")
     wait_until(lambda: _job_field(e2e, job, "JobState") == "RUNNING", 60, "the job running", e2e.explain)
     t0 = time.monotonic()
     converge = e2e.site(e2e.definition(), background=True)
@@ -510,7 +440,7 @@ def test_a_removed_nodeset_is_drained_and_leaves_no_ghost(e2e):
         assert e2e.get("pod", "demo-extra-0") is not None
         released = time.monotonic()
     finally:
-        e2e.jail("touch /root/removal.go")
+        release()
     output, _ = converge.communicate(timeout=600)
     assert converge.returncode == 0, output[-5000:]
     print("\ne2e: NodeSet removed in %.1f s, %.1f s after its running job was let finish"

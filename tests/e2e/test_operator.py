@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 import yaml
-from conftest import E2E, ROOT, wait_until
+from conftest import E2E, ROOT, held_job, wait_until
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api.fields import child_path
@@ -222,11 +222,8 @@ def lifecycle(op):
                "NodeSet status: 3 idle")
 
     # scale in while a job runs on a node that goes: drained with our reason, the job completes, no ghost
-    # The job runs until the test has seen the drain (a release file in the shared jail): it ends only if its pod
-    # outlived the drain.
-    op.jail("rm -f /root/scale-in.go /root/scale-in.out")
-    job = _job(op, "-w demo-cpu-2 -o /root/scale-in.out "
-                   "--wrap 'while [ ! -e /root/scale-in.go ]; do sleep 1; done; echo finished-on-$(hostname)'")
+    # The job runs until the test has seen the drain: it ends only if its pod outlived the drain.
+    job, release = held_job(op, "demo-cpu-2", "scale-in")
     wait_until(lambda: "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout, 60, "the job running")
     t0 = time.monotonic()
     op.readme.run("scale 1")
@@ -237,7 +234,7 @@ def lifecycle(op):
         assert "JobState=RUNNING" in op.slurm("scontrol show job %s" % job).stdout
         assert op.get("pod", "demo-cpu-2") is not None
     finally:
-        op.jail("touch /root/scale-in.go")
+        release()
     wait_until(lambda: set(op.sinfo()) == {"demo-cpu-0"} and op.get("pod", "demo-cpu-2") is None
                and op.get("pod", "demo-cpu-1") is None, 240, "scale-in done, no ghost", op.explain)
     figures["scale-in with a running job -> node gone"] = time.monotonic() - t0
