@@ -39,7 +39,10 @@ def held_job(suite, node, name):
     submit = suite.jail("cd /root && sbatch --parsable -w %s -o /root/%s.out --wrap 'while [ ! -e /root/%s.go ]; "
                         "do sleep 1; done; echo finished-on-$(hostname)'" % (node, name, name))
     assert submit.returncode == 0, submit.stderr
-    return submit.stdout.strip(), lambda: suite.jail("touch /root/%s.go" % name)
+
+    def release():  # retried: the login pod it goes through may be being replaced (an upgrade)
+        wait_until(lambda: suite.jail("touch /root/%s.go" % name).returncode == 0, 120, "the job of %s released" % name)
+    return submit.stdout.strip(), release
 
 
 def versions():

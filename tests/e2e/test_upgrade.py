@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import pytest
-from conftest import E2E, ROOT, wait_until
+from conftest import E2E, ROOT, held_job, wait_until
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 
@@ -97,21 +97,31 @@ def test_upgrade_from_the_previous_release_keeps_jobs_keys_and_jail(real_node_cl
         jail = cluster.get("pvc", "demo-jail")["metadata"]["uid"]
         assert cluster.jail("echo written-before-the-upgrade > /root/upgrade.marker").returncode == 0
         worker = cluster.get("pod", "demo-cpu-0")["metadata"]["uid"]
-        submit = cluster.jail("cd /root && sbatch --parsable -w demo-cpu-0 -o /root/upgrade.out "
-                              "--wrap 'sleep 30; echo finished'")
-        assert submit.returncode == 0, submit.stderr
-        job = submit.stdout.strip()
+        # A job that runs until the test has seen the worker drained for the upgrade, its pod still there.
+        job, release = held_job(cluster, "demo-cpu-0", "upgrade")
         wait_until(lambda: _job_field(cluster, job, "JobState") == "RUNNING", 60, "the job running",
                    cluster.explain)
 
         t0 = time.monotonic()
-        cluster.site(cluster.definition(replicas=1))
+        converge = cluster.site(cluster.definition(replicas=1), background=True)
+        try:
+            drained = wait_until(lambda: (lambda n: "DRAIN" in n and n)(cluster.node("demo-cpu-0")), 300,
+                                 "demo-cpu-0 drained for the upgrade", cluster.explain)
+            assert "Reason=soperator: update" in drained, drained
+            assert _job_field(cluster, job, "JobState") == "RUNNING"
+            assert cluster.get("pod", "demo-cpu-0")["metadata"]["uid"] == worker
+            released = time.monotonic()
+        finally:
+            release()
+        output, _ = converge.communicate(timeout=600)
+        assert converge.returncode == 0, output[-5000:]
         new = wait_until(lambda: (lambda p: p and p["metadata"]["uid"] != worker and p)(
             cluster.get("pod", "demo-cpu-0")), 300, "the worker replaced", cluster.explain)
         cluster.wait_idle(["demo-cpu-0"])
-        print("\ne2e: upgraded from %s with a 30 s job running in %.1f s" % (PREVIOUS_RELEASE, time.monotonic() - t0))
+        print("\ne2e: upgraded from %s with a job running in %.1f s, %.1f s after the job was let finish"
+              % (PREVIOUS_RELEASE, time.monotonic() - t0, time.monotonic() - released))
         assert _job_field(cluster, job, "JobState") == "COMPLETED" and _job_field(cluster, job, "ExitCode") == "0:0"
-        assert cluster.jail("cat /root/upgrade.out").stdout.strip() == "finished"
+        assert cluster.jail("cat /root/upgrade.out").stdout.strip() == "finished-on-demo-cpu-0"
         assert new["metadata"]["creationTimestamp"].rstrip("Z") >= _job_field(cluster, job, "EndTime")
         assert cluster.get("statefulset", "demo-cpu")["spec"]["updateStrategy"]["type"] == "OnDelete"
         assert new["spec"]["containers"][0]["image"].endswith(names.default_image("worker"))
