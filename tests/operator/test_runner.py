@@ -43,13 +43,18 @@ if __name__ == "__main__":
 """ % OPERATOR
 
 
+def _script(tmp_path, text, timeout):
+    """``text`` run as a script by this Python, its work directory in ``tmp_path``, the collection importable."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"))
+    return subprocess.run([sys.executable, str(script), str(tmp_path / "work")], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
 def test_a_forked_run_finds_the_collections_role(tmp_path):
     """The run fails (there is no cluster), but in the role: its tasks ran, its role was found."""
-    script = tmp_path / "run.py"
-    script.write_text(RUN)
-    res = subprocess.run([sys.executable, str(script), str(tmp_path / "work")], capture_output=True, text=True,
-                         timeout=300, env=dict(os.environ,
-                                               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections")))
+    res = _script(tmp_path, RUN, 300)
     out = res.stdout + res.stderr
     assert "was not found" not in out, out[-3000:]
     assert "TASK [soperator.slurm.cluster" in out or "TASK [Run soperator.slurm.cluster" in out, out[-3000:]
@@ -78,9 +83,5 @@ if __name__ == "__main__":
 
 def test_a_killed_forkserver_is_forked_again_at_the_next_run(tmp_path):
     """The forkserver is a fork of the operator: killed (the OOM killer), the next run forks a new one."""
-    script = tmp_path / "restart.py"
-    script.write_text(RESTART)
-    res = subprocess.run([sys.executable, str(script), str(tmp_path / "work")], capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ,
-                                               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections")))
+    res = _script(tmp_path, RESTART, 120)
     assert "NEW True EXIT 3" in res.stdout, res.stdout + res.stderr
