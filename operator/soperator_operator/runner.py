@@ -283,7 +283,7 @@ class RoleRunner:
     def cancel_all(self) -> None:
         """Kill every run in flight at once (leadership lost: nothing may write any more)."""
         for pid in list(self._live.values()):
-            _signal_group(pid, signal.SIGKILL)
+            _kill_run(pid)
 
     def close(self, helpers: bool = False) -> None:
         """Kill the runs in flight and remove their files. ``helpers`` (leadership lost, the process exits next):
@@ -291,7 +291,7 @@ class RoleRunner:
         outlives it."""
         self.cancel_all()
         if helpers:
-            for pid in _children(os.getpid()):
+            for pid in _descendants(os.getpid()):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -342,7 +342,7 @@ class RoleRunner:
                     break
         finally:
             self._live.pop(ident, None)
-            _signal_group(pid, signal.SIGKILL)  # Ansible's own workers, should any be left
+            _kill_run(pid)  # Ansible's own workers, should any be left
         rc = proc.exitcode
         ended = time.monotonic()
         output = _read(log_path) or ""
@@ -616,6 +616,30 @@ def _children(parent: int) -> list[int]:
         if ppid == parent:
             found.append(int(entry))
     return found
+
+
+def _descendants(root: int) -> list[int]:
+    """Pids of every live process below ``root`` (children first), read before anything is killed: an orphan is
+    handed to init and would no longer be found."""
+    found: list[int] = []
+    queue = [root]
+    while queue:
+        children = _children(queue.pop(0))
+        found += children
+        queue += children
+    return found
+
+
+def _kill_run(pid: int) -> None:
+    """SIGKILL a run, its process group and every process below it: Ansible's task worker leaves the run's session
+    (WorkerProcess._detach calls setsid), so the group alone would leave it running."""
+    below = _descendants(pid)
+    _signal_group(pid, signal.SIGKILL)
+    for child in below:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
