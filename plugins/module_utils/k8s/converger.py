@@ -267,14 +267,23 @@ class Converger(Observation, ConfigChecks):
         """The DrainTimeoutExpired Event on the NodeSet of ``entry`` (``Plan.give_up``); returns its message. An
         Event that cannot be written is reported (a warning), never a reason to fail the pass."""
         event_type, reason, message = model.give_up_event(entry)
-        nodeset = {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
-                   "metadata": {"name": entry["nodeset"], "namespace": self.namespace, "uid": entry["nodeset_uid"]}}
-        if not self.check_mode:
-            try:
-                self.api.event(nodeset, event_type, reason, message, self.field_manager, self.clock())
-            except KubernetesError as e:
-                self.warnings.append("%s (%s)" % (e.msg, message))
+        self.owner_event(names.NODESET_KIND, entry["nodeset"], event_type, reason, message, entry["nodeset_uid"])
         return message
+
+    def owner_event(self, kind: str, name: str, event_type: str, reason: str, message: str,
+                    uid: str | None = None) -> None:
+        """An Event on our SlurmCluster or NodeSet ``name`` (none in check mode). One that cannot be written is
+        reported (a warning), never a reason to fail the pass."""
+        if self.check_mode:
+            return
+        metadata = {"name": name, "namespace": self.namespace}
+        if uid:
+            metadata["uid"] = uid
+        try:
+            self.api.event({"apiVersion": names.API_VERSION, "kind": kind, "metadata": metadata}, event_type, reason,
+                           message, self.field_manager, self.clock())
+        except KubernetesError as e:
+            self.warnings.append("%s (%s)" % (e.msg, message))
 
     def ungate(self, ungate: Mapping[str, Ungate]) -> List[str]:
         """Let the gated pods of pinned workers be scheduled (``Plan.ungate``): their pin's node affinity, then the gate
@@ -295,17 +304,9 @@ class Converger(Observation, ConfigChecks):
     def label_event(self, set_name: str | None, message: str) -> None:
         """A Warning LabelRefused on the NodeSet (or the SlurmCluster): a node label Slurm's configuration refuses."""
         if set_name is None:
-            target = {"apiVersion": names.API_VERSION, "kind": names.CLUSTER_KIND,
-                      "metadata": {"name": self.name, "namespace": self.namespace}}
+            self.owner_event(names.CLUSTER_KIND, self.name, "Warning", node_labels.EVENT_LABEL_REFUSED, message)
         else:
-            target = {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
-                      "metadata": {"name": set_name, "namespace": self.namespace}}
-        if not self.check_mode:
-            try:
-                self.api.event(target, "Warning", node_labels.EVENT_LABEL_REFUSED, message, self.field_manager,
-                               self.clock())
-            except KubernetesError as e:
-                self.warnings.append("%s (%s)" % (e.msg, message))
+            self.owner_event(names.NODESET_KIND, set_name, "Warning", node_labels.EVENT_LABEL_REFUSED, message)
 
     def replace_lost(self, lost_pod: LostPod) -> bool:
         """Delete the pod of a worker whose node is lost, with no grace period (the kubelet that would confirm a
@@ -317,14 +318,8 @@ class Converger(Observation, ConfigChecks):
                 return False
         except access.Conflict:
             return False
-        message = "pod %s deleted to be made again on a Ready node: %s" % (lost_pod.pod, lost_pod.why)
-        target = {"apiVersion": names.API_VERSION, "kind": names.NODESET_KIND,
-                  "metadata": {"name": lost_pod.nodeset, "namespace": self.namespace}}
-        try:
-            self.api.event(target, "Warning", lost.EVENT_LOST_WORKER_REPLACED, message, self.field_manager,
-                           self.clock())
-        except KubernetesError as e:
-            self.warnings.append("%s (%s)" % (e.msg, message))
+        self.owner_event(names.NODESET_KIND, lost_pod.nodeset, "Warning", lost.EVENT_LOST_WORKER_REPLACED,
+                         "pod %s deleted to be made again on a Ready node: %s" % (lost_pod.pod, lost_pod.why))
         return True
 
     def move_pod(self, pod_name: str, uid: str | None, host: str | None, why: str) -> bool:
