@@ -32,6 +32,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "mount_api.h"
+#include "nsid.h"
 
 #ifndef SC_SLURM_PLUGIN_DIR
 #define SC_SLURM_PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/slurm-wlm"
@@ -984,12 +985,13 @@ static int build_container(const struct build *b)
 	const struct sc_options *o = b->o;
 	const struct sc_job *job = b->job;
 	int rootfd = -1, jailfd = -1, userns;
+	const char *what;
 	bool idmapped = false;
 	struct stat st;
 
-	if (unshare(CLONE_NEWNS) < 0)
-		return build_fail("unshare a mount namespace for", "the "
-			"container", errno);
+	/* above the step's: the parent keeps a named one by binding it */
+	if (sc_unshare_mount_ns_above(&what) < 0)
+		return build_fail(what, "the container", errno);
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return build_fail("make / a recursive slave for", "the "
 			"container", errno);

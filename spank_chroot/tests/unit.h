@@ -24,5 +24,6 @@ struct unit_test {
 extern const struct unit_test options_tests[];
 extern const struct unit_test fsutil_tests[];
 extern const struct unit_test container_args_tests[];
+extern const struct unit_test nsid_tests[];
 
 #endif

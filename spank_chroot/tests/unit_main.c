@@ -8,7 +8,7 @@ int unit_failures;
 int main(void)
 {
 	const struct unit_test *tables[] = {options_tests, fsutil_tests,
-					    container_args_tests};
+					    container_args_tests, nsid_tests};
 	int passed = 0, failed = 0;
 
 	for (size_t t = 0; t < sizeof(tables) / sizeof(*tables); t++) {
