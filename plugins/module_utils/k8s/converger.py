@@ -156,8 +156,7 @@ class Converger(Observation, ConfigChecks):
                 "next run generates new keys) and then false again" % (", ".join(missing), self.namespace, self.name))
         return plan, applier
 
-    def act(self, plan: Plan, slurm_error: str | None,
-            applier: Applier | None = None) -> Tuple[Dict[str, Any], Done]:
+    def act(self, plan: Plan, applier: Applier | None = None) -> Tuple[Dict[str, Any], Done]:
         """Carry ``plan`` out (its ``applier`` from :meth:`preflight`); returns what was done."""
         done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
                                 "replaced_pods": []}
@@ -224,6 +223,7 @@ class Converger(Observation, ConfigChecks):
         """Elastic NodeSets (plan/elastic.py): the pods of the nodes Slurm powered up (a pod left from before was
         deleted above and is made on a later pass), the nodes to power up, down or hand back, and the Events."""
         done["created_pods"], done["powered"] = [], {}
+        events = list(plan.events)  # and the refusals below: the plan is not the adapter's to change
         for manifest in plan.create_pods:
             pod_name = manifest["metadata"]["name"]
             if not self.check_mode:
@@ -235,9 +235,8 @@ class Converger(Observation, ConfigChecks):
                     # Refused (a quota, an admission policy): the node does not come up, Slurm hands it back after
                     # ResumeTimeout and requeues its job; said here and on the NodeSet, the other nodes go on.
                     self.warnings.append(e.msg)
-                    plan.events.append((manifest["metadata"]["labels"].get(names.LABEL_NODESET), "Warning",
-                                        "PodRefused", "the pod of worker %s was refused: %s"
-                                        % (pod_name, e.msg[:500])))
+                    events.append((manifest["metadata"]["labels"].get(names.LABEL_NODESET), "Warning",
+                                   "PodRefused", "the pod of worker %s was refused: %s" % (pod_name, e.msg[:500])))
                     continue
             done["created_pods"].append(pod_name)
         for how, nodes in (("up", plan.power_up), ("down asap", plan.power_down),
@@ -246,15 +245,11 @@ class Converger(Observation, ConfigChecks):
                 if not self.check_mode:
                     slurm.power(nodes, how)
                 done["powered"][how] = list(nodes)
-        for set_name, event_type, reason, message in plan.events:
-            nodeset = next((ns for ns in plan.valid_nodesets if ns["metadata"]["name"] == set_name), None)
-            if nodeset is None or self.check_mode:
-                continue
-            try:
-                self.api.event(nodeset, event_type, reason, message, self.field_manager, self.clock())
-            except KubernetesError as e:
-                self.warnings.append("%s (%s)" % (e.msg, message))
-        done["events"] = done.get("events", []) + [e[3] for e in plan.events]
+        uids = dict((ns["metadata"]["name"], ns["metadata"].get("uid")) for ns in plan.valid_nodesets)
+        for set_name, event_type, reason, message in events:
+            if set_name in uids:
+                self.owner_event(names.NODESET_KIND, set_name, event_type, reason, message, uid=uids[set_name])
+        done["events"] = done.get("events", []) + [e[3] for e in events]
 
     def jobs_on(self, node_names: Sequence[str]) -> Dict[str, List[str]]:
         """``{node: [job ids]}`` from slurmctld, ``{}`` when it cannot tell (the ids only inform status and Events)."""
@@ -357,7 +352,7 @@ class Converger(Observation, ConfigChecks):
             cluster = self.get_cr(names.CLUSTER_KIND, self.name)
             if cluster is None:
                 raise KubernetesError("SlurmCluster %s/%s not found" % (self.namespace, self.name), status=404)
-            nodesets, observed, slurm_error = self.observe(cluster, retire)
+            nodesets, observed = self.observe(cluster, retire)
             lap("observe")
             try:
                 # A deletion policy this reconciler could not honour is refused now, not at deletion time.
@@ -379,12 +374,10 @@ class Converger(Observation, ConfigChecks):
                                                      phase="Failed")
                 self.patch_status(names.CLUSTER_KIND, self.name, failed)
                 raise
-            if slurm_error and plan.pending:
-                plan.pending.append("slurm: %s" % slurm_error)
             if observed["slurm"] is not None and plan.nodes_with_jobs():
                 plan.set_jobs(self.jobs_on(plan.nodes_with_jobs()))
             lap("render")
-            applied, done = self.act(plan, slurm_error, applier)
+            applied, done = self.act(plan, applier)
             lap("apply")
             for entry in applied["objects"]:
                 ident = (entry["kind"], entry["namespace"], entry["name"])

@@ -102,9 +102,9 @@ class Observation(object):
         return Slurm(self.slurm_transport(names.controller_pod(self.name)))
 
     def observe(self, cluster: SlurmCluster,
-                extra_leaving: Iterable[str] = ()) -> Tuple[List[NodeSet], Observed, Optional[str]]:
-        """(NodeSets, observed, why Slurm did not answer) for ``converge.plan``; NodeSets named in ``extra_leaving``
-        (retired by a definition) are seen as being deleted."""
+                extra_leaving: Iterable[str] = ()) -> Tuple[List[NodeSet], Observed]:
+        """(NodeSets, observed) for ``converge.plan`` (why Slurm did not answer: ``observed["slurm_error"]``);
+        NodeSets named in ``extra_leaving`` (retired by a definition) are seen as being deleted."""
         every = self.list(names.API_VERSION, names.NODESET_KIND)
         nodesets = self.nodesets(every)
         leaving = set(extra_leaving)
@@ -156,7 +156,7 @@ class Observation(object):
             except SlurmError as e:
                 observed["slurm_topology"] = None
                 observed["k8s_nodes_error"] = e.msg
-        return marked, observed, slurm_error
+        return marked, observed
 
     def worker_pods(self) -> Dict[str, KubeObject]:
         """``{name: pod}`` of the cluster's worker pods."""

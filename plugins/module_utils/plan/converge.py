@@ -184,4 +184,6 @@ def plan(cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed,
     components.plan_readiness(p, ctx, maintenance_ready)
     components.plan_components(p, ctx)
     backup.plan_backup(p, ctx)
+    if observed.get("slurm_error") and p.pending:  # asked and silent: said beside what waits on it
+        p.pending.append("slurm: %s" % observed["slurm_error"])
     return p

@@ -175,6 +175,15 @@ def test_scale_in_without_slurm_keeps_every_pod_and_still_applies_the_rest():
     assert any(m["kind"] == "ConfigMap" for m in p.manifests)
 
 
+def test_why_slurmctld_was_silent_is_said_beside_what_waits_on_it_and_only_then():
+    silent = dict(steady(3), slurm=None, slurm_error="slurm_load_node error: Unable to contact slurm controller")
+    p = converge.plan(cluster(), [nodeset(1)], silent, NOW)
+    assert p.pending[-1] == "slurm: slurm_load_node error: Unable to contact slurm controller"
+    settled = converge.plan(cluster(), [nodeset(3)], dict(silent, statefulsets=dict(
+        steady(3)["statefulsets"], **{"demo-cpu": sts("demo-cpu", 3)})), NOW)
+    assert not any(why.startswith("slurm: ") for why in settled.pending)
+
+
 def test_scale_out_needs_no_slurm_and_resumes_a_cancelled_scale_in():
     p = converge.plan(cluster(), [nodeset(4)], dict(steady(2), slurm=None), NOW)
     assert rendered_replicas(p, "demo-cpu") == 4 and not p.changes_slurm
