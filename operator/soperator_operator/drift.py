@@ -51,7 +51,7 @@ from typing import Any
 from ansible_collections.soperator.slurm.plugins.module_utils import digests, kinds, names, readiness
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
 from ansible_collections.soperator.slurm.plugins.module_utils.api.policy import Policy
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, scale
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, decided, model, scale
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
@@ -158,7 +158,7 @@ def last_digest(cluster: KubeObject, memo: Memo) -> str | None:
 
 
 def _plan(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, now: int,
-          policy: Policy | None) -> model.Plan:
+          policy: Policy | None) -> decided.Plan:
     """``converge.plan`` from the caches, without Slurm's view (SpecErrors when the cluster is invalid)."""
     statefulsets = dict((name, obj) for (kind, name), obj in live.items() if kind == "StatefulSet")
     pods = dict((name, obj) for (kind, name), obj in live.items() if kind == "Pod")
@@ -254,11 +254,11 @@ def _compare(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, me
         return (None if memo.invalid_generation == gens[names.CLUSTER_KIND] else "invalid spec"), []
     # Without Slurm's view the plan is never "ready": only work under way counts (a shrink, maintenance, a
     # NodeSet leaving), which the role completes with Slurm's view.
-    if plan.drain or plan.scale or plan.release or plan.underway:
-        return "under way: %s" % "; ".join(plan.underway), []
+    if plan.slurm.drain or plan.pods.scale or plan.objects.release or plan.report.underway:
+        return "under way: %s" % "; ".join(plan.report.underway), []
     rendered: set[tuple[str, str]] = set()
     uncached: list[tuple[str, str]] = []
-    for desired in plan.manifests:
+    for desired in plan.objects.manifests:
         ident = (desired["kind"], desired["metadata"]["name"])
         rendered.add(ident)
         if desired["kind"] not in CACHED_KINDS:
@@ -270,7 +270,7 @@ def _compare(cluster: KubeObject, nodesets: Sequence[KubeObject], live: Live, me
             continue
         if objects.plan_object(desired, live.get(ident)) != objects.SKIP:
             return ("%s %s differs" % ident if ident in live else "%s %s is missing" % ident), []
-    keep = set(plan.keep)
+    keep = set(plan.objects.keep)
     for (kind, name), obj in sorted(live.items()):
         if kind not in CACHED_KINDS or (kind, name) in rendered or (kind, name) in keep:
             continue

@@ -14,6 +14,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as specs
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
+    decided,
     every_node,
     model,
     modes,
@@ -74,11 +75,12 @@ def test_one_per_node_leaves_the_extra_worker_pending_and_says_why(k8s, namespac
     observed = {"pods": dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_NODESET + "=cpu"))}
     ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)),
                         [specs.validate_nodeset(make_nodeset("cpu", spec, namespace=namespace))], [], {}, observed, 0)
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["cpu"] = {"desired": replicas, "replicas": replicas, "readyReplicas": len(hosts),
                          "serving": len(hosts), "currentReplicas": replicas}
     node_labels.plan_unplaced(p, ctx)
-    status = st.nodeset_status({}, ctx.valid[0], p, p.nodesets["cpu"], None, "2026-11-26T00:00:00Z")
+    status = st.nodeset_status({}, ctx.valid[0], decided.freeze(p), p.nodesets["cpu"], None,
+                              "2026-11-26T00:00:00Z")
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert pending[0].metadata.name in ready["message"] and "anti-affinity" in ready["message"], ready["message"]
 
@@ -101,7 +103,7 @@ def test_node_labels_read_by_the_adapter_become_features(k8s, namespace):
         assert error is None
         ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)), [nodeset], [], {},
                             {"pods": pods, "slurm": scontrol.parse_show_node(line), "k8s_nodes": found}, 0)
-        p = model.Plan()
+        p = model.Draft()
         p.nodesets["cpu"] = {}
         node_labels.plan_features(p, ctx)
         return p
@@ -145,7 +147,7 @@ def test_a_label_slurm_cannot_take_is_one_warning_event_and_the_features_stay(k8
         line = "NodeName=demo-cpu-0 State=IDLE+DYNAMIC_NORM AvailableFeatures=cpu,ib ActiveFeatures=cpu,ib"
         ctx = model.Context(specs.validate_cluster(make_cluster(namespace=namespace)), [nodeset], [], {},
                             {"pods": pods, "slurm": scontrol.parse_show_node(line), "k8s_nodes": found}, 0)
-        p = model.Plan()
+        p = model.Draft()
         p.nodesets["cpu"] = {}
         node_labels.plan_features(p, ctx)
         node_labels.plan_label_events(p, ctx)
@@ -188,7 +190,7 @@ def test_a_pinned_worker_returns_to_its_node_and_its_nodes_deletion_releases_the
         """One pass of the pins' concern: observe, plan, let a gated pod go; the status recorded."""
         pods, found = nodes()
         ctx = model.Context(cluster, [nodeset], [], {}, {"pods": pods, "k8s_nodes": found}, 0)
-        p = model.Plan()
+        p = model.Draft()
         pins.plan_pins(p, ctx)
         done = conv.ungate(p.ungate)
         nodeset["status"]["pins"] = p.nodesets["cpu"]["pins"]
@@ -253,13 +255,13 @@ def test_every_node_follows_labels_and_a_cordoned_node_keeps_its_worker(k8s, nam
         found, error = conv.kubernetes_nodes(pods, every=True)
         assert error is None
         ctx = model.Context(cluster, [nodeset], [], {}, {"pods": pods, "slurm": table, "k8s_nodes": found}, 0)
-        p = model.Plan()
+        p = model.Draft()
         p.valid_nodesets = [nodeset]
         hashes, render_pod = render_every_node_pods(cluster, [nodeset])
         every_node.plan_every_node(p, ctx, hashes, render_pod)
         projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
         done = {}
-        conv.act_elastic(p, None, done)
+        conv.act_elastic(decided.freeze(p), None, done)
         for pod_name, uid in p.delete_pods:
             conv.api.delete("v1", "Pod", pod_name, namespace, uid=uid)
         return p, done

@@ -11,7 +11,7 @@ from prerequisites import unavailable
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import lost, model, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import decided, lost, model, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -40,9 +40,9 @@ def test_the_pod_condition_is_written_once_and_the_nodes_of_the_pods_are_read(k8
                "the pod running")
     conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
     pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_CLUSTER + "=demo"))
-    plan = model.Plan()
+    plan = model.Draft()
     plan.pod_conditions = {"demo-cpu-0": projection.pod_condition(scontrol.parse_show_node(LINE)["demo-cpu-0"])}
-    conv.report_pods({"pods": pods}, plan, "2026-11-24T00:00:00Z")
+    conv.report_pods({"pods": pods}, decided.freeze(plan), "2026-11-24T00:00:00Z")
 
     live = core.read_namespaced_pod("demo-cpu-0", namespace)
     cond = next(c for c in live.status.conditions if c.type == "SlurmNodeReady")
@@ -120,11 +120,12 @@ def test_a_rolls_wait_shows_in_the_nodesets_status_and_table_and_a_given_up_node
         "apiVersion": names.API_VERSION, "kind": names.NODESET_KIND, "metadata": {"name": "cpu"},
         "spec": {"clusterRef": {"name": "demo"}, "replicas": 2, "updateStrategy": {"proceedAfter": "90s"}}})
     conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
-    plan = model.Plan()
+    plan = model.Draft()
     facts = {"statefulset": "demo-cpu", "replicas": 2, "desired": 2, "readyReplicas": 2, "currentReplicas": 2,
              "serving": 1, "leaving": False, "updatedReplicas": 1, "outdatedReplicas": 1, "note": None,
              "waitingFor": [{"node": "demo-cpu-0", "since": 1700000000, "proceedAt": 1700000090, "jobs": ["41"]}]}
-    conv.patch_status(names.NODESET_KIND, "cpu", lambda old, obj: st.nodeset_status(old, obj, plan, facts, "", NOW))
+    frozen = decided.freeze(plan)
+    conv.patch_status(names.NODESET_KIND, "cpu", lambda old, obj: st.nodeset_status(old, obj, frozen, facts, "", NOW))
     stored = custom.get_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.NODESET_PLURAL, "cpu")
     assert stored["status"]["rollingUpdate"]["waitingFor"] == [
         {"node": "demo-cpu-0", "jobs": ["41"], "since": "2023-11-14T22:13:20Z", "proceedAt": "2023-11-14T22:14:50Z"}]
@@ -151,6 +152,7 @@ def test_a_rolls_wait_shows_in_the_nodesets_status_and_table_and_a_given_up_node
     assert events[0].message == message and message.startswith("Pod demo-cpu-0 replaced by the rolling update")
     # The wait is over: the merge patch removes it.
     facts["waitingFor"] = []
-    conv.patch_status(names.NODESET_KIND, "cpu", lambda old, obj: st.nodeset_status(old, obj, plan, facts, "", NOW))
+    frozen = decided.freeze(plan)
+    conv.patch_status(names.NODESET_KIND, "cpu", lambda old, obj: st.nodeset_status(old, obj, frozen, facts, "", NOW))
     stored = custom.get_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.NODESET_PLURAL, "cpu")
     assert "rollingUpdate" not in stored["status"]

@@ -22,7 +22,7 @@ def converged_state(replicas=2, ready=True):
     nodeset["metadata"].update(generation=7)
     plan = converge.plan(cluster, [nodeset], {"statefulsets": {}, "pods": {}, "slurm": None}, NOW)
     live = {}
-    for desired in plan.manifests:
+    for desired in plan.objects.manifests:
         if desired["kind"] not in drift.CACHED_KINDS:  # Secrets and the jail claim: never listed, not cached
             continue
         obj = objects.with_applied_hash(desired)

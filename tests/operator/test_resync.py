@@ -45,7 +45,7 @@ def converged(replicas=2, example=None):
     namespace = cluster["metadata"]["namespace"]
     plan = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": {}, "slurm": None}, NOW, policy=POLICY)
     live, data = {}, {}
-    for desired in plan.manifests:
+    for desired in plan.objects.manifests:
         obj = objects.with_applied_hash(desired)
         obj["apiVersion"], obj["kind"] = desired["apiVersion"], desired["kind"]
         obj["metadata"].update(resourceVersion="11", uid="u-" + desired["metadata"]["name"])
@@ -112,7 +112,7 @@ def _cases(example):
     cluster, nodesets, live, dummy = converged(example=example)
     plan = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": {}, "slurm": None}, NOW, policy=POLICY)
     cases = []
-    for desired in plan.manifests:
+    for desired in plan.objects.manifests:
         ident = (desired["kind"], desired["metadata"]["name"])
         if ident not in live or objects.is_create_only(desired):
             continue  # create-only (the populate Job): created once, never updated; only its absence matters
@@ -141,7 +141,7 @@ def test_every_rendered_kind_is_cached_or_looked_up():
     for example in EXAMPLES:
         cluster, nodesets = load_example(example)
         plan = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": {}, "slurm": None}, NOW, policy=POLICY)
-        for desired in plan.manifests:
+        for desired in plan.objects.manifests:
             assert desired["kind"] in drift.CACHED_KINDS + drift.LOOKED_UP_KINDS, (example, desired["kind"])
     assert set(drift.CACHED_KINDS) == {k.kind for k in kinds.applied()}
     assert set(drift.LOOKED_UP_KINDS) == {k.kind for k in kinds.data()}

@@ -158,7 +158,7 @@ def test_a_wrong_database_password_ends_slurmdbd_with_the_reason_the_status_show
         "lastState": {"terminated": {"exitCode": 1, "message": message + "\n"}}}]}}
     cluster = accounting_spec()
     sts = {"metadata": {"name": "demo-accounting"}, "spec": {"replicas": 1}, "status": {"readyReplicas": 0}}
-    plan = model.Plan()
+    plan = model.Draft()
     plan.manifests = [dict(sts, kind="StatefulSet")]
     ctx = model.Context(cluster, [], [], {}, {"statefulsets": {"demo-accounting": sts},
                                                "pods": {"demo-accounting-0": pod}}, 0)

@@ -48,7 +48,7 @@ def rendered(pods: dict[str, str], live: str | None = None) -> str:
                 "slurm": None, "live_topology": live,
                 "k8s_nodes": dict((h, {"unschedulable": False, "conditions": {}, "labels": {CLIQUE: v}})
                                   for h, v in K8S.items())}
-    p = model.Plan()
+    p = model.Draft()
     return node_labels.plan_topology(p, model.Context(cluster, [nodeset], [], {}, observed, 0), {})
 
 

@@ -62,21 +62,21 @@ class Converge:
                 "k8s_nodes": dict((h, {"unschedulable": False, "conditions": {}, "labels": dict(lab)})
                                   for h, lab in self.labels.items())}
 
-    def plan(self) -> model.Plan:
+    def plan(self) -> model.Draft:
         ctx = model.Context(self.cluster, [self.nodeset] + self.others, [], {}, self.observed(), 0)
-        p = model.Plan()
+        p = model.Draft()
         p.nodesets["cpu"] = {}
         node_labels.plan_topology(p, ctx, {"cpu": len(NODES)})
         node_labels.plan_features(p, ctx)
         return p
 
-    def sync_file(self, p: model.Plan) -> None:
+    def sync_file(self, p: model.Draft) -> None:
         """The ConfigMap reaching the controller pod (kubelet sync)."""
         if p.topology is not None:
             self.c.config.topology = p.topology
             self.c.write_conf()
 
-    def act(self, p: model.Plan) -> None:
+    def act(self, p: model.Draft) -> None:
         for node, features in sorted(p.set_features.items()):
             self.c.run(scontrol.features_update(node, features)).check()
             self.features_set += 1
@@ -85,7 +85,7 @@ class Converge:
             self.reconfigures += 1
         self.nodeset["status"] = {"labelFeatures": p.nodesets["cpu"].get("labelFeatures") or {}}
 
-    def converge(self) -> model.Plan:
+    def converge(self) -> model.Draft:
         p = self.plan()
         self.sync_file(p)
         self.act(self.plan())

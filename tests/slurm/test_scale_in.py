@@ -124,7 +124,7 @@ def converge(slurm, current, target, now=None, drain_timeout="30m", on_timeout="
     now = time.time() if now is None else now
     nodeset = {"metadata": {"name": "cpu"}, "spec": {"drainTimeout": drain_timeout, "onDrainTimeout": on_timeout}}
     nodes = slurm.show_nodes()
-    p = model.Plan()
+    p = model.Draft()
     count = scale.shrink(p, nodes, nodeset, STATEFULSET, current, target, now, REASON, "NodeSet cpu")
     if target >= current:
         scale.resume_ours(p, nodes, [names.pod_name(STATEFULSET, o) for o in range(target)], (REASON,))

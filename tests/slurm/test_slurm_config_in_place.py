@@ -19,7 +19,7 @@ from resources import make_cluster, make_nodeset
 from slurm_cluster import running, wait_for
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, model, slurm_config
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, decided, slurm_config
 from ansible_collections.soperator.slurm.plugins.module_utils.render import controller
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -65,12 +65,12 @@ class Converge:
     def render(self) -> dict:
         cluster, nodesets = self.objects()
         p = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": {}, "slurm": None}, time.time())
-        return slurm_config.rendered_files(p, "demo")
+        return slurm_config.rendered_files(p.objects.manifests, "demo")
 
     def partition_lines(self) -> list[Lines]:
         return [Lines(line) for line in self.render()["slurm.conf"].splitlines() if line.startswith("PartitionName=")]
 
-    def plan(self, c: CloudCluster) -> model.Plan:
+    def plan(self, c: CloudCluster) -> decided.Plan:
         cluster, nodesets = self.objects()
         pod = {"metadata": {"name": names.controller_pod("demo"), "uid": "ctl",
                             "annotations": {names.ANNOTATION_CONFIG_HASH: self.pod_hash}}}
@@ -84,11 +84,11 @@ class Converge:
         c.write_conf()
         self.mounted = self.render()["slurm.conf"]
 
-    def act(self, c: CloudCluster, p: model.Plan) -> None:
-        if p.reconfigure:
+    def act(self, c: CloudCluster, p: decided.Plan) -> None:
+        if p.slurm.reconfigure:
             c.reconfigure().check()
             self.reconfigures += 1
-        self.status = p.slurm_config
+        self.status = p.report.slurm_config
 
 
 class Sampler:
@@ -152,14 +152,14 @@ def test_a_partition_change_is_applied_by_one_reconfigure_and_squeue_answers_thr
     with Sampler(c) as sampler:
         waiting = conv.plan(c)  # the ConfigMap written, the pod's copy not yet
         conv.act(c, waiting)
-        assert not waiting.reconfigure and any("see the new file" in w for w in waiting.pending)
+        assert not waiting.slurm.reconfigure and any("see the new file" in w for w in waiting.report.pending)
         conv.sync(c)
         applied = conv.plan(c)
         conv.act(c, applied)
-        assert applied.reconfigure and applied.slurm_config["appliedBy"] == "Reconfigured"
+        assert applied.slurm.reconfigure and applied.report.slurm_config["appliedBy"] == "Reconfigured"
         wait_for(lambda: partition(c)["MaxTime"] == "01:00:00", 20, "MaxTime applied")
         again = conv.plan(c)
-        assert not again.reconfigure and not again.read_mounted_config and not again.pending
+        assert not again.slurm.reconfigure and not again.read_mounted_config and not again.report.pending
         time.sleep(2)  # samples after the reconfigure, too
     assert partition(c)["PriorityTier"] == "5"
     assert conv.reconfigures == before + 1
@@ -187,7 +187,7 @@ def test_a_key_that_needs_a_restart_waits_for_the_new_pod_and_the_queue_is_kept(
     conv.sync(c)  # the ConfigMap reaches the old pod too: still no reconfigure for a restart key
     rolling = conv.plan(c)
     conv.act(c, rolling)
-    assert not rolling.reconfigure and any("needs a restart" in w for w in rolling.pending)
+    assert not rolling.slurm.reconfigure and any("needs a restart" in w for w in rolling.report.pending)
     # The StatefulSet replaces the pod: slurmctld stops and starts again on the same spool.
     c.run(["kill", "-TERM", *pid]).check()
     wait_for(lambda: not c.slurmctld_pids(), 30, "slurmctld to stop")
@@ -196,7 +196,7 @@ def test_a_key_that_needs_a_restart_waits_for_the_new_pod_and_the_queue_is_kept(
     conv.pod_hash = new_hash
     restarted = conv.plan(c)
     conv.act(c, restarted)
-    assert restarted.slurm_config["appliedBy"] == "Restarted"
+    assert restarted.report.slurm_config["appliedBy"] == "Restarted"
     assert c.slurmctld_pids() != pid
     assert sorted(c.run(["squeue", "-h", "-o", "%i:%T"]).check().stdout.split()) == queue
     assert partition(c)["MaxTime"] == "01:00:00"

@@ -57,7 +57,7 @@ def judged(name):
 
 
 def manifest(p, kind, name):
-    return next(m for m in p.manifests if m["kind"] == kind and m["metadata"]["name"] == name)
+    return next(m for m in p.objects.manifests if m["kind"] == kind and m["metadata"]["name"] == name)
 
 
 def slurm(*lines):
@@ -133,21 +133,21 @@ def test_the_elastic_section_zero_pods_then_exactly_the_jobs_two_then_zero():
     assert "NodeName=demo-burst-[0-%d] " % (top - 1) in conf and " State=CLOUD" in conf
     suspend = cluster["spec"]["slurm"]["powerSaving"]["suspendTime"]
     assert "SuspendTime=%d\n" % suspend in conf
-    assert ("StatefulSet", "demo-burst") not in [(m["kind"], m["metadata"]["name"]) for m in p.manifests]
-    assert p.create_pods == [] and p.nodesets["burst"]["poweredDown"] == top
+    assert ("StatefulSet", "demo-burst") not in [(m["kind"], m["metadata"]["name"]) for m in p.objects.manifests]
+    assert p.pods.create_pods == [] and p.report.nodesets["burst"]["poweredDown"] == top
     # sbatch -N2 -C burst: Slurm powers up two of them (any two: here 1 and 3) -> exactly their pods.
     up = {"demo-burst-1": "MIXED+CLOUD+POWERING_UP", "demo-burst-3": "MIXED+CLOUD+POWERING_UP"}
     p = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": {}, "slurm": table(**up)}, NOW)
-    assert sorted(m["metadata"]["name"] for m in p.create_pods) == ["demo-burst-1", "demo-burst-3"]
-    assert all(m["metadata"]["ownerReferences"][0]["uid"] == "uid-burst" for m in p.create_pods)
+    assert sorted(m["metadata"]["name"] for m in p.pods.create_pods) == ["demo-burst-1", "demo-burst-3"]
+    assert all(m["metadata"]["ownerReferences"][0]["uid"] == "uid-burst" for m in p.pods.create_pods)
     # The job runs: nothing goes.
     live = dict((n, worker_pod(n, "burst", "node-a")) for n in up)
     running = {"demo-burst-1": "ALLOCATED+CLOUD", "demo-burst-3": "ALLOCATED+CLOUD"}
     p = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": live, "slurm": table(**running)}, NOW)
-    assert p.create_pods == [] and p.delete_pods == []
+    assert p.pods.create_pods == [] and p.pods.delete_pods == []
     # suspendTime idle later Slurm powered them down: their pods go, zero again.
     p = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": live, "slurm": table()}, NOW)
-    assert sorted(n for n, _uid in p.delete_pods) == ["demo-burst-1", "demo-burst-3"] and p.create_pods == []
+    assert sorted(n for n, _uid in p.pods.delete_pods) == ["demo-burst-1", "demo-burst-3"] and p.pods.create_pods == []
     # The README says which example sets what.
     section = readme_section("### Capacity that follows the queue: elastic NodeSets")
     assert "an elastic `burst` of up to %d nodes" % top in section
@@ -167,27 +167,27 @@ def test_the_placement_section_one_per_node_pinned_every_node():
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert pod["schedulingGates"] == [{"name": "slurm.soperator.dev/pin"}]
     # everyNode: no StatefulSet; one worker on the labelled node only, named for it and bound to it.
-    assert ("StatefulSet", "demo-every") not in [(m["kind"], m["metadata"]["name"]) for m in p.manifests]
-    [made] = p.create_pods
+    assert ("StatefulSet", "demo-every") not in [(m["kind"], m["metadata"]["name"]) for m in p.objects.manifests]
+    [made] = p.pods.create_pods
     assert made["metadata"]["name"] == names.every_node_worker("demo", "every", "n1")
     assert made["spec"]["nodeName"] == "n1"
-    assert p.nodesets["every"]["workerNodes"] == {made["metadata"]["name"]: "n1"}
+    assert p.report.nodesets["every"]["workerNodes"] == {made["metadata"]["name"]: "n1"}
     # The cpu workers ran on n1 and n2: pinned there; a deleted one, made again gated, goes back to its node.
     live = {"demo-cpu-0": worker_pod("demo-cpu-0", "cpu", "n1"), "demo-cpu-1": worker_pod("demo-cpu-1", "cpu", "n2")}
     p = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": live, "slurm": None, "k8s_nodes": nodes}, NOW)
-    assert p.nodesets["cpu"]["pins"] == {"demo-cpu-0": "n1", "demo-cpu-1": "n2"}
+    assert p.report.nodesets["cpu"]["pins"] == {"demo-cpu-0": "n1", "demo-cpu-1": "n2"}
     pinned = [dict(ns, status={"pins": {"demo-cpu-0": "n1", "demo-cpu-1": "n2"}}) if ns["metadata"]["name"] == "cpu"
               else ns for ns in nodesets]
     again = dict(live, **{"demo-cpu-1": {"metadata": {"name": "demo-cpu-1", "uid": "uid-new"}, "spec": {
         "schedulingGates": [{"name": "slurm.soperator.dev/pin"}]}, "status": {"phase": "Pending"}}})
     p = converge.plan(cluster, pinned, {"statefulsets": {}, "pods": again, "slurm": None, "k8s_nodes": nodes}, NOW)
-    assert p.ungate["demo-cpu-1"][:2] == ("uid-new", "n2")
+    assert p.pods.ungate["demo-cpu-1"][:2] == ("uid-new", "n2")
     # Unlabelling n1 drains its every-node worker first (its pod stays until the node is drained and idle).
     worker = made["metadata"]["name"]
     slurm_line = "NodeName=%s CPUAlloc=0 CPUTot=1 State=IDLE+DYNAMIC_NORM AvailableFeatures=every" % worker
     p = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": {worker: worker_pod(worker, "every", "n1")},
                                           "slurm": slurm(slurm_line), "k8s_nodes": k8s_nodes(n1={}, n2={})}, NOW)
-    assert p.drain == {names.REASON_SCALE_IN: [worker]} and p.delete_pods == []
+    assert p.slurm.drain == {names.REASON_SCALE_IN: [worker]} and p.pods.delete_pods == []
     section = readme_section("### Where workers run: one per node, pinned, every node")
     assert "`kubectl label node n1 %s=true`" % EVERY_LABEL in section
 
@@ -203,7 +203,7 @@ def test_the_node_labels_section_features_and_topology():
     table = slurm(*("NodeName=%s CPUAlloc=0 CPUTot=1 State=IDLE+DYNAMIC_NORM AvailableFeatures=cpu "
                     "ActiveFeatures=cpu" % n for n in sorted(live)))
     p = converge.plan(cluster, nodesets, {"statefulsets": {}, "pods": live, "slurm": table, "k8s_nodes": nodes}, NOW)
-    assert p.set_features == {"demo-cpu-0": ["cpu", "ib"]}
+    assert p.slurm.set_features == {"demo-cpu-0": ["cpu", "ib"]}
     conf = manifest(p, "ConfigMap", "demo-slurm-config")["data"]
     assert "TopologyPlugin=topology/tree" in conf["slurm.conf"]
     lines = [line for line in conf["topology.conf"].splitlines() if not line.startswith("#")]

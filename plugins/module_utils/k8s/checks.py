@@ -19,7 +19,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import 
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.apply import Applier
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import PodTransport, SlurmError
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.decided import Plan
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import login_check, slurm_check
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, SlurmCluster
 
@@ -50,7 +50,8 @@ class ConfigChecks(object):
         it refuses raises SpecErrors naming the field, before anything is written (the live config, and slurmctld
         on it, stay). Without a running controller there is nothing to restart: the typed values are the check."""
         name = names.slurm_config_name(self.name)
-        desired = next((m for m in plan.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
+        desired = next((m for m in plan.objects.manifests
+                        if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
         if desired is None or not self.controller_ready(observed["pods"]):
             return
         if self._live_data(name, applier) == desired["data"]:
@@ -70,7 +71,8 @@ class ConfigChecks(object):
         """A changed sshd_config is tested by a ready login pod's own sshd (``sshd -t``) before it is written: one it
         refuses raises SpecErrors naming the field; the live config and the login pods stay."""
         name = names.sshd_config_name(self.name)
-        desired = next((m for m in plan.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
+        desired = next((m for m in plan.objects.manifests
+                        if m["kind"] == "ConfigMap" and m["metadata"]["name"] == name), None)
         login_sts = names.login_name(self.name)
         ready = sorted(n for n, pod in observed["pods"].items() if names.ordinal(n, login_sts) is not None
                        and not pod["metadata"].get("deletionTimestamp") and readiness.ready(pod))

@@ -39,7 +39,8 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan import conver
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import lost, model, node_labels, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import teardown as teardown_plan
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import GiveUp, LostPod, Observed, Plan, Ungate
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.decided import Plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import GiveUp, LostPod, Observed, Ungate
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, NodeSet, SlurmCluster
 
@@ -122,7 +123,7 @@ class Converger(Observation, ConfigChecks):
         refused: Dict[str, List[SpecError]] = {}
         while True:
             plan = core.plan(cluster, nodesets, observed, now, policy=self.policy, refused=refused)
-            applier = self.applier(plan.manifests, plan.keep)
+            applier = self.applier(plan.objects.manifests, plan.objects.keep)
             self.check_slurm_config(cluster, plan, observed, applier)
             self.check_sshd_config(cluster, plan, observed, applier)
             if plan.read_mounted_config and "mounted_slurm_conf" not in observed:
@@ -141,13 +142,14 @@ class Converger(Observation, ConfigChecks):
             refusals = applier.preflight()
             if not refusals:
                 break
-            errors = fieldmap.refusal_errors(plan.cluster or cluster, plan.valid_nodesets, refusals)  # (always set)
+            errors = fieldmap.refusal_errors(plan.definition.cluster or cluster, plan.definition.valid_nodesets,
+                                             refusals)  # (cluster: always set)
             cluster_errors, per_nodeset = core.split_errors(errors)
             if cluster_errors or not per_nodeset or set(per_nodeset) & set(refused):
                 raise SpecErrors(errors)
             refused.update(per_nodeset)
         missing = [o["metadata"]["name"] for o in applier.absent()
-                   if objects.generator(o) and o["metadata"]["name"] in plan.secrets_held]
+                   if objects.generator(o) and o["metadata"]["name"] in plan.objects.secrets_held]
         if missing:
             raise SecretMissing(
                 "Secret(s) %s of SlurmCluster %s/%s are missing while its pods run with the keys they held: a new "
@@ -161,23 +163,23 @@ class Converger(Observation, ConfigChecks):
         done: Dict[str, Any] = {"drained": [], "resumed": [], "deleted_nodes": [], "scaled": {}, "released": [],
                                 "replaced_pods": []}
         slurm = self.slurm()  # only called upon when the plan changes Slurm
-        for reason, nodes in sorted(plan.drain.items()):
+        for reason, nodes in sorted(plan.slurm.drain.items()):
             if not self.check_mode:
                 slurm.drain(nodes, reason)
             done["drained"] += nodes
-        if plan.resume:
-            done["resumed"] = plan.resume if self.check_mode else slurm.resume(plan.resume)
-        applied = (applier or self.applier(plan.manifests, plan.keep)).run()
-        for sts_name, replicas in sorted(plan.scale.items()):
+        if plan.slurm.resume:
+            done["resumed"] = plan.slurm.resume if self.check_mode else slurm.resume(plan.slurm.resume)
+        applied = (applier or self.applier(plan.objects.manifests, plan.objects.keep)).run()
+        for sts_name, replicas in sorted(plan.pods.scale.items()):
             if not self.check_mode:
                 self.api.patch("apps/v1", "StatefulSet", sts_name, self.namespace, {"spec": {"replicas": replicas}},
                                what="scale StatefulSet %s/%s" % (self.namespace, sts_name))
             done["scaled"][sts_name] = replicas
-        for reason, nodes in sorted(plan.down.items()):
+        for reason, nodes in sorted(plan.slurm.down.items()):
             if not self.check_mode:
                 slurm.down(nodes, reason)
             done["downed"] = done.get("downed", []) + nodes
-        for pod_name, uid in plan.delete_pods:
+        for pod_name, uid in plan.pods.delete_pods:
             if not self.check_mode:
                 # The uid precondition: never the replacement the StatefulSet may already have made.
                 try:
@@ -187,32 +189,32 @@ class Converger(Observation, ConfigChecks):
                 except access.Conflict:
                     continue
             done["replaced_pods"].append(pod_name)
-        for lost_pod in plan.replace_lost:
+        for lost_pod in plan.pods.replace_lost:
             if self.check_mode or self.replace_lost(lost_pod):
                 done["replaced_pods"].append(lost_pod.pod)
-        for node_name, features in sorted(plan.set_features.items()):
+        for node_name, features in sorted(plan.slurm.set_features.items()):
             if not self.check_mode:
                 slurm.set_features(node_name, features)
             done.setdefault("features", []).append(node_name)
-        if plan.reconfigure:
+        if plan.slurm.reconfigure:
             if not self.check_mode:
                 slurm.reconfigure()
-            done["reconfigured"] = plan.reconfigure
-        done["ungated"] = self.ungate(plan.ungate)
-        for set_name, message in plan.label_events:
+            done["reconfigured"] = plan.slurm.reconfigure
+        done["ungated"] = self.ungate(plan.pods.ungate)
+        for set_name, message in plan.events.labels:
             self.label_event(set_name, message)
-        if plan.delete_nodes:
+        if plan.slurm.delete_nodes:
             if not self.check_mode:
-                slurm.delete(plan.delete_nodes)
-            done["deleted_nodes"] = list(plan.delete_nodes)
-        for pod_name, uid, host, why in plan.evict:
+                slurm.delete(plan.slurm.delete_nodes)
+            done["deleted_nodes"] = list(plan.slurm.delete_nodes)
+        for pod_name, uid, host, why in plan.pods.evict:
             if not self.check_mode and not self.move_pod(pod_name, uid, host, why):
                 continue
             done["replaced_pods"].append(pod_name)
         # Said once a pod went with its jobs: a replaced pod only when this pass deleted it; a removed one when the
         # smaller StatefulSet was applied (or scaled) above.
         done["events"] = []
-        for entry in plan.give_up:
+        for entry in plan.pods.give_up:
             if entry["pod_uid"] and entry["node"] not in done["replaced_pods"]:
                 continue
             done["events"].append(self.record_event(entry))
@@ -223,8 +225,8 @@ class Converger(Observation, ConfigChecks):
         """Elastic NodeSets (plan/elastic.py): the pods of the nodes Slurm powered up (a pod left from before was
         deleted above and is made on a later pass), the nodes to power up, down or hand back, and the Events."""
         done["created_pods"], done["powered"] = [], {}
-        events = list(plan.events)  # and the refusals below: the plan is not the adapter's to change
-        for manifest in plan.create_pods:
+        events = list(plan.events.power)  # and the refusals below: the plan is not the adapter's to change
+        for manifest in plan.pods.create_pods:
             pod_name = manifest["metadata"]["name"]
             if not self.check_mode:
                 try:
@@ -239,13 +241,13 @@ class Converger(Observation, ConfigChecks):
                                    "PodRefused", "the pod of worker %s was refused: %s" % (pod_name, e.msg[:500])))
                     continue
             done["created_pods"].append(pod_name)
-        for how, nodes in (("up", plan.power_up), ("down asap", plan.power_down),
-                           ("down force", plan.power_down_force)):
+        for how, nodes in (("up", plan.slurm.power_up), ("down asap", plan.slurm.power_down),
+                           ("down force", plan.slurm.power_down_force)):
             if nodes:
                 if not self.check_mode:
                     slurm.power(nodes, how)
                 done["powered"][how] = list(nodes)
-        uids = dict((ns["metadata"]["name"], ns["metadata"].get("uid")) for ns in plan.valid_nodesets)
+        uids = dict((ns["metadata"]["name"], ns["metadata"].get("uid")) for ns in plan.definition.valid_nodesets)
         for set_name, event_type, reason, message in events:
             if set_name in uids:
                 self.owner_event(names.NODESET_KIND, set_name, event_type, reason, message, uid=uids[set_name])
@@ -259,7 +261,7 @@ class Converger(Observation, ConfigChecks):
             return {}
 
     def record_event(self, entry: GiveUp) -> str:
-        """The DrainTimeoutExpired Event on the NodeSet of ``entry`` (``Plan.give_up``); returns its message. An
+        """The DrainTimeoutExpired Event on the NodeSet of ``entry`` (``Plan.pods.give_up``); returns its message. An
         Event that cannot be written is reported (a warning), never a reason to fail the pass."""
         event_type, reason, message = model.give_up_event(entry)
         self.owner_event(names.NODESET_KIND, entry["nodeset"], event_type, reason, message, entry["nodeset_uid"])
@@ -281,8 +283,8 @@ class Converger(Observation, ConfigChecks):
             self.warnings.append("%s (%s)" % (e.msg, message))
 
     def ungate(self, ungate: Mapping[str, Ungate]) -> List[str]:
-        """Let the gated pods of pinned workers be scheduled (``Plan.ungate``): their pin's node affinity, then the gate
-        off. Returns "<pod> -> <node>" of each."""
+        """Let the gated pods of pinned workers be scheduled (``Plan.pods.ungate``): their pin's node affinity, then the
+        gate off. Returns "<pod> -> <node>" of each."""
         done: List[str] = []
         for pod_name, (uid, node, patches) in sorted(ungate.items()):
             if not self.check_mode:
@@ -375,7 +377,7 @@ class Converger(Observation, ConfigChecks):
                 self.patch_status(names.CLUSTER_KIND, self.name, failed)
                 raise
             if observed["slurm"] is not None and plan.nodes_with_jobs():
-                plan.set_jobs(self.jobs_on(plan.nodes_with_jobs()))
+                plan = plan.with_jobs(self.jobs_on(plan.nodes_with_jobs()))
             lap("render")
             applied, done = self.act(plan, applier)
             lap("apply")
@@ -397,18 +399,19 @@ class Converger(Observation, ConfigChecks):
             changed = changed or bool(released)
             self.report(cluster, nodesets, observed, plan)
             lap("status")
-            settled = not plan.pending and (plan.ready or not wait_for_ready)
+            settled = not plan.report.pending and (plan.report.ready or not wait_for_ready)
             if settled or self.check_mode or self.clock() + poll > deadline:
                 break
-            pause = poll if changed else max(poll, plan.requeue_after or poll)
+            pause = poll if changed else max(poll, plan.report.requeue_after or poll)
             self.sleep(min(pause, max(0.0, deadline - self.clock())))
         for entry in objects_seen.values():
             counts[entry["action"]] = counts.get(entry["action"], 0) + 1
         result = {
-            "changed": changed, "ready": plan.ready, "phase": plan.phase, "message": plan.message,
-            "pending": plan.pending, "deferred": plan.deferred, "requeue_after": plan.requeue_after,
-            "invalid": plan.invalid, "objects": list(objects_seen.values()), "counts": counts, "slurm": totals,
-            "nodesets": plan.nodesets, "passes": passes, "timings": timings,
+            "changed": changed, "ready": plan.report.ready, "phase": plan.report.phase,
+            "message": plan.report.message, "pending": list(plan.report.pending),
+            "deferred": list(plan.report.deferred), "requeue_after": plan.report.requeue_after,
+            "invalid": dict(plan.definition.invalid), "objects": list(objects_seen.values()), "counts": counts,
+            "slurm": totals, "nodesets": dict(plan.report.nodesets), "passes": passes, "timings": timings,
         }
         if self.diff:
             result["diff"] = diffs
@@ -422,7 +425,7 @@ class Converger(Observation, ConfigChecks):
         released: List[str] = []
         for ns in nodesets:
             name = ns["metadata"]["name"]
-            if name not in plan.release:
+            if name not in plan.objects.release:
                 continue
             released.append(name)
             if self.check_mode:
@@ -444,7 +447,7 @@ class Converger(Observation, ConfigChecks):
 
     def report_pods(self, observed: Observed, plan: Plan, now: str) -> None:
         """Each worker pod's SlurmNodeReady condition, written (pods/status) only when it changed."""
-        for name, desired in sorted(plan.pod_conditions.items()):
+        for name, desired in sorted(plan.report.pod_conditions.items()):
             pod = observed["pods"].get(name)
             live = projection.live_condition(pod)
             if pod is None or projection.same_condition(live, desired):
@@ -465,9 +468,9 @@ class Converger(Observation, ConfigChecks):
         self.patch_status(names.CLUSTER_KIND, self.name, lambda old, obj: st.cluster_status(old, obj, plan, now))
         for ns in nodesets:
             name = ns["metadata"]["name"]
-            if name in plan.release:
+            if name in plan.objects.release:
                 continue
-            facts = plan.nodesets.get(name)
+            facts = plan.report.nodesets.get(name)
             sts = observed["statefulsets"].get(names.worker_name(self.name, name))
             selector = st.label_selector(((sts or {}).get("spec") or {}).get("selector", {}).get("matchLabels")) \
                 if sts else st.label_selector(names.selector_labels(self.name, names.COMPONENT_WORKER, name))

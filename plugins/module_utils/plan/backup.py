@@ -19,7 +19,7 @@ from typing import Literal, Mapping, Tuple, cast
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.components import pod_problem
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import BackupStatus, Context, Plan, labels
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import BackupStatus, Context, Draft, labels
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 CONDITION = "BackupReady"
@@ -82,7 +82,7 @@ def backup_runs(cluster_name: str, pods: Mapping[str, KubeObject]) -> tuple[list
     return sorted(successes, key=lambda r: r[0]), sorted(failures, key=lambda r: r[0]), sorted(stuck)
 
 
-def plan_backup(p: Plan, ctx: Context) -> None:
+def plan_backup(p: Draft, ctx: Context) -> None:
     """``p.backup`` (status.backup; None removes it) and the condition BackupReady in ``p.components``."""
     backup = ctx.spec["jail"].get("backup")
     if not backup:

@@ -19,8 +19,8 @@ from typing import Mapping
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import identity
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, REQUEUE_PROGRESSING, Context, Plan, labels, name,
-    replicas,
+    JOB_NAME_LABEL, PHASE_MAINTENANCE, PHASE_PROGRESSING, PHASE_READY, REQUEUE_PROGRESSING, Context, Draft, labels,
+    name, replicas,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject, Spec
 
@@ -52,7 +52,7 @@ def _problems_of(pods: Mapping[str, KubeObject], sts_name: str) -> list[str]:
     return [w for w in found if w]
 
 
-def plan_components(p: Plan, ctx: Context) -> None:
+def plan_components(p: Draft, ctx: Context) -> None:
     """A condition per optional component (AccountingReady, RestApiReady, ExporterReady) into ``p.components``:
     its pods ready, or why not, with the reason its entrypoint gave (DatabaseAccessDenied: ...). IdentityReady is
     the directory's as the controller's sssd sidecar sees it (``identity.condition``)."""
@@ -126,7 +126,7 @@ def populate_failure(cluster_name: str, spec: Spec, pods: Mapping[str, KubeObjec
     return "populate Job %s failed%s (spec.jail.populate)" % (job, ": " + said if said else "")
 
 
-def plan_guards(p: Plan, ctx: Context) -> None:
+def plan_guards(p: Draft, ctx: Context) -> None:
     """What the pods hold and what failed: ``p.secrets_held`` (a key Secret a pod of the cluster mounts: while that
     pod exists a missing one must not be generated anew, see the converge adapter's check) and ``p.degraded`` (a
     failed populate Job)."""
@@ -136,7 +136,7 @@ def plan_guards(p: Plan, ctx: Context) -> None:
         p.degraded.append(failure)
 
 
-def plan_readiness(p: Plan, ctx: Context, maintenance_ready: bool) -> None:
+def plan_readiness(p: Draft, ctx: Context, maintenance_ready: bool) -> None:
     """``p.ready``, ``p.phase`` and ``p.message``: Ready when nothing is pending, every StatefulSet's pods are ready
     and every worker is a serving Slurm node. Nothing is requeued for readiness alone: a worker pod turns Ready when
     its Slurm node is up (its probe), and that pod event is what brings the next look; only work under way asks for a

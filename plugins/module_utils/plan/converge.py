@@ -25,11 +25,12 @@ resumed; drains with any other reason belong to an administrator (or to the heal
 its own) and are never touched. Slurm's node states are projected onto the worker pods (``projection.py``).
 
 :func:`plan` validates once (the renderers it calls trust it: ``validated=True``), then runs one planner per concern,
-each a pure function of the same :class:`model.Context` that fills its part of the :class:`model.Plan`: maintenance and
+each a pure function of the same :class:`model.Context` that fills its part of a :class:`model.Draft`: maintenance and
 SlurmUser (``maintenance.py``), scale and drains (``scale.py``), the rendered objects (``render``, given the replicas
 and the maintenance decided), the workers' rolling updates (``rolls.py``), the login pods' (``login.py``), the Slurm
 records of pods gone for good (``scale.py``), what the pods hold and what failed (``components.py``), Slurm's view onto
-Kubernetes and back (``projection.py``), readiness and the components' conditions (``components.py``).
+Kubernetes and back (``projection.py``), readiness and the components' conditions (``components.py``). The filled
+Draft is frozen into the tree of :class:`decided.Plan` the adapters carry out.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -48,7 +49,8 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
     backup, components, elastic, every_node, login, lost, maintenance, modes, node_labels, pins, projection, rolls,
     scale, slurm_config,
 )
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Observed, Plan, deleting
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.decided import Plan, freeze
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Draft, Observed, deleting
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 from ansible_collections.soperator.slurm.plugins.module_utils.types import NodeSet, SlurmCluster
 
@@ -135,7 +137,7 @@ def plan(cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed,
     ``now``: epoch seconds. ``policy``, ``refused``: see :func:`validate`. Raises SpecErrors when the
     SlurmCluster itself is invalid.
     """
-    p = Plan()
+    p = Draft()
     live_sets = [ns for ns in nodesets if not deleting(ns)]
     cluster_ok, valid, invalid = validate(cluster, live_sets, collection_version, policy, refused,
                                           observed.get("owners"), observed.get("secrets"))
@@ -186,4 +188,4 @@ def plan(cluster: SlurmCluster, nodesets: Sequence[NodeSet], observed: Observed,
     backup.plan_backup(p, ctx)
     if observed.get("slurm_error") and p.pending:  # asked and silent: said beside what waits on it
         p.pending.append("slurm: %s" % observed["slurm_error"])
-    return p
+    return freeze(p)

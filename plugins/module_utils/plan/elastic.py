@@ -32,7 +32,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeSetFacts, Plan, PodRef, deleting, name, pod_ready,
+    REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeSetFacts, Draft, PodRef, deleting, name, pod_ready,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import PodRenderer
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
@@ -208,7 +208,7 @@ def facts(all_names: Sequence[str], decision: Decision, pods: Mapping[str, KubeO
             "failed": counts[FAILED]}
 
 
-def plan_shrink(p: Plan, ctx: Context) -> dict[str, int]:
+def plan_shrink(p: Draft, ctx: Context) -> dict[str, int]:
     """A lowered maxNodes: the names past it leave slurm.conf only once Slurm has powered them down (a reconfigure
     that removes a busy node kills its job: ``SLURM.removing_a_busy_node_kills_its_job``). Returns ``{nodeset name:
     maxNodes to render}`` for the sets that must keep more names for now, and powers those names down once idle
@@ -239,7 +239,7 @@ def with_max(nodeset: NodeSet, max_nodes: int) -> NodeSet:
     return dict(nodeset, spec=spec)
 
 
-def maintenance(p: Plan, ctx: Context, nodeset: NodeSet) -> list[str]:
+def maintenance(p: Draft, ctx: Context, nodeset: NodeSet) -> list[str]:
     """``spec.maintenance`` for an elastic NodeSet (``modes.Elastic``): every node up is powered down once idle
     (``power down asap``: Slurm drains it, its jobs end first), and every powered-down one is drained (``soperator:
     maintenance``) so Slurm powers none up for a pending job; resumed when maintenance ends
@@ -265,7 +265,7 @@ def kept(ctx: Context) -> dict[str, int]:
                 for ns in ctx.of(values.ELASTIC) + ctx.of(values.ELASTIC, leaving=True))
 
 
-def leave(p: Plan, ctx: Context, ns: NodeSet) -> None:
+def leave(p: Draft, ctx: Context, ns: NodeSet) -> None:
     """An elastic NodeSet being deleted (still rendered, so slurm.conf keeps its names): every node powered down
     once idle (``power down asap``: Slurm drains it, its jobs end first), its pods removed as Slurm powers them down;
     released once no node is up and no pod is left."""
@@ -285,7 +285,7 @@ def leave(p: Plan, ctx: Context, ns: NodeSet) -> None:
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for %s to power down" % (set_name, ", ".join(up or left_pods)))
 
 
-def plan_elastic(p: Plan, ctx: Context, template_hashes: Mapping[str, str], render_pod: PodRenderer) -> None:
+def plan_elastic(p: Draft, ctx: Context, template_hashes: Mapping[str, str], render_pod: PodRenderer) -> None:
     """Decide every valid elastic NodeSet of ``ctx``: writes ``p.create_pods`` (manifests, from
     ``render_pod(nodeset, node name)``), ``p.delete_pods``, ``p.power_up``, ``p.power_down``,
     ``p.power_down_force``, ``p.events``, ``p.nodesets`` (facts) and the waits. ``template_hashes``:

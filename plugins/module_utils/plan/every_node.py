@@ -38,7 +38,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names, read
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations, values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection, rolls
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeFacts, NodeSetFacts, Plan, deleting,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeFacts, NodeSetFacts, Draft, deleting,
     drain_timeout, name, nodeset_pods, pod_ready,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.pins import matches
@@ -147,7 +147,7 @@ def room(ctx: Context) -> int:
     return max(0, int(ctx.spec["slurm"]["maxNodeCount"]) - taken)
 
 
-def remove(p: Plan, ctx: Context, nodeset: NodeSet, pod_name: str, pod: KubeObject, why: str) -> str | None:
+def remove(p: Draft, ctx: Context, nodeset: NodeSet, pod_name: str, pod: KubeObject, why: str) -> str | None:
     """A worker that goes (its node no longer matches, is gone, or the NodeSet goes): drained first, its pod deleted
     once idle (``drains.plan_node``, as a scale-in). Returns the node's name while it still waits, else None."""
     if ctx.slurm is None:
@@ -166,7 +166,7 @@ def remove(p: Plan, ctx: Context, nodeset: NodeSet, pod_name: str, pod: KubeObje
     return None
 
 
-def forget(p: Plan, ctx: Context, nodeset: NodeSet, keep: Collection[str]) -> list[str]:
+def forget(p: Draft, ctx: Context, nodeset: NodeSet, keep: Collection[str]) -> list[str]:
     """Slurm records of the NodeSet's workers whose pods are gone for good (not in ``keep``, no pod): deleted once no
     job runs on them. Returns the busy ones."""
     slurm = drains.answered(ctx.slurm)
@@ -207,7 +207,7 @@ def facts(want: Mapping[str, Optional[str]], pods: Mapping[str, KubeObject], slu
     return result
 
 
-def plan_set(p: Plan, ctx: Context, nodeset: NodeSet, template_hash: str, render_pod: PodRenderer, budget: int) -> int:
+def plan_set(p: Draft, ctx: Context, nodeset: NodeSet, template_hash: str, render_pod: PodRenderer, budget: int) -> int:
     """One valid every-node NodeSet; ``budget``: Slurm node names still free (:func:`room`). Returns what is left of
     the budget."""
     set_name = name(nodeset)
@@ -301,7 +301,7 @@ def plan_set(p: Plan, ctx: Context, nodeset: NodeSet, template_hash: str, render
     return budget
 
 
-def leave(p: Plan, ctx: Context, nodeset: NodeSet) -> None:
+def leave(p: Draft, ctx: Context, nodeset: NodeSet) -> None:
     """An every-node NodeSet being deleted: every worker drained and removed as a scale-in; released once no pod and
     no Slurm record of it is left."""
     set_name = name(nodeset)
@@ -321,7 +321,7 @@ def leave(p: Plan, ctx: Context, nodeset: NodeSet) -> None:
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for %s to go" % (set_name, ", ".join(waiting or records)))
 
 
-def maintenance(p: Plan, ctx: Context, nodeset: NodeSet) -> list[str]:
+def maintenance(p: Draft, ctx: Context, nodeset: NodeSet) -> list[str]:
     """``spec.maintenance`` for an every-node NodeSet (``modes.EveryNode``): each worker drained (``soperator:
     maintenance``) and its pod deleted once idle (the StatefulSets go to zero then); returns the workers maintenance
     still waits for. Their Slurm records stay, and the same names come back when maintenance ends."""
@@ -340,7 +340,7 @@ def maintenance(p: Plan, ctx: Context, nodeset: NodeSet) -> list[str]:
     return waiting
 
 
-def plan_every_node(p: Plan, ctx: Context, template_hashes: Mapping[str, str], render_pod: PodRenderer) -> None:
+def plan_every_node(p: Draft, ctx: Context, template_hashes: Mapping[str, str], render_pod: PodRenderer) -> None:
     """Decide every every-node NodeSet of ``ctx``: writes ``p.create_pods`` (``render_pod(nodeset, Kubernetes
     node)``), ``p.delete_pods``, ``p.drain`` (scale-in), ``p.resume``, ``p.delete_nodes``, ``p.give_up``,
     ``p.release``, ``p.nodesets`` (facts: ``workerNodes``) and the waits. ``template_hashes``: ``{nodeset name:

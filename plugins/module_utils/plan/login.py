@@ -15,7 +15,7 @@ from typing import Mapping
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REVISION_LABEL, Context, Plan, labels, pod_ready, replicas, revision_seen,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REVISION_LABEL, Context, Draft, labels, pod_ready, replicas, revision_seen,
     template_hash,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
@@ -39,7 +39,7 @@ def outdated_login_pods(cluster_name: str, statefulsets: Mapping[str, KubeObject
                   and labels(obj).get(REVISION_LABEL) != revision)
 
 
-def plan_login(p: Plan, ctx: Context) -> None:
+def plan_login(p: Draft, ctx: Context) -> None:
     """Stamp the login StatefulSet this pass renders (in ``p.manifests``) with when its template last changed (the
     grace period's start), and replace one outdated login pod at a time once nobody is logged in to it
     (``observed["login_sessions"]``: {pod: open sessions}, absent or None when unknown) or once the grace period has

@@ -28,7 +28,7 @@ from typing import List, Mapping, NamedTuple, Optional
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, LostPod, NodeFacts, Plan, labels,
+    REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, LostPod, NodeFacts, Draft, labels,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
@@ -82,7 +82,7 @@ def judge(pods: Mapping[str, KubeObject], k8s_nodes: Mapping[str, NodeFacts],
     return found
 
 
-def plan_lost(p: Plan, ctx: Context, pods: Mapping[str, KubeObject]) -> None:
+def plan_lost(p: Draft, ctx: Context, pods: Mapping[str, KubeObject]) -> None:
     """``p.replace_lost``: the worker pods (``modes.replaceable_pods``) to delete now, each with its reason, and a
     wait while a lost node's bound runs. Nothing without the setting, Slurm's answer or the Nodes."""
     setting = ctx.spec["healthChecks"]["kubernetesNodes"].get("replaceLostAfter")

@@ -18,14 +18,14 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import modes
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, Context, Plan, replicas,
+    REQUEUE_DRAINING, REQUEUE_SLURM_UNREACHABLE, Context, Draft, replicas,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import resume_ours
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.version import SLURM
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 
-def plan_maintenance(p: Plan, ctx: Context) -> bool:
+def plan_maintenance(p: Draft, ctx: Context) -> bool:
     """Whether the cluster is ready for maintenance now (every worker drained and idle, or nothing runs): then it
     is rendered with every StatefulSet at zero. Writes ``p.drain`` (maintenance), ``p.resume`` (maintenance over;
     health drains nobody else would resume), ``p.give_up`` and the waits. Each NodeSet's mode says how its workers
@@ -72,7 +72,7 @@ def running_slurm_user(controller: KubeObject | None) -> str | None:
     return user if user in (names.SLURM_USER_BEFORE_ANNOTATION, names.SLURM_USER) else names.SLURM_USER
 
 
-def plan_slurm_user(p: Plan, ctx: Context, maintenance_ready: bool) -> str:
+def plan_slurm_user(p: Draft, ctx: Context, maintenance_ready: bool) -> str:
     """The SlurmUser to render slurmctld with; writes ``p.slurm_user_kept`` (why it keeps an older one).
 
     A running slurmd accepts RPCs only from root and the SlurmUser of the configuration it fetched, and re-fetches

@@ -1,13 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: soperator.slurm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the planners share: the :class:`Plan` they fill, the :class:`Context` they read (what was :class:`Observed`),
+"""What the planners share: the :class:`Draft` they fill, the :class:`Context` they read (what was :class:`Observed`),
 and small readers of observed objects. Pure.
 
 Each concern planner (``scale.py``, ``rolls.py``, ``maintenance.py``, ``login.py``, ``components.py``,
-``projection.py``) is a function of a Context that writes its own fields of the Plan (its docstring names them);
-``converge.plan`` runs them in order. The shapes the Plan hands the adapters are named here, beside the fields that
-hold them, whichever planner makes them (each planner imports this module: they cannot be defined there).
+``projection.py``) is a function of a Context that writes its own fields of the Draft (its docstring names them);
+``converge.plan`` runs them in order and freezes the Draft into the tree the adapters get (``decided.Plan``). The
+shapes the plan hands the adapters are named here, beside the fields that hold them, whichever planner makes them
+(each planner imports this module: they cannot be defined there).
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -98,11 +99,11 @@ class Waiting(TypedDict):
     node: str
     since: int  # epoch seconds of its drain
     proceedAt: Optional[int]  # epoch seconds it is replaced with its jobs (updateStrategy.proceedAfter); None: never
-    jobs: Optional[List[str]]  # its running job ids, filled in by the adapter (Plan.set_jobs); None: not known
+    jobs: Optional[List[str]]  # its running job ids, filled in by the adapter (decided.Plan.with_jobs); None: not known
 
 
 class GiveUp(TypedDict):
-    """A busy node whose pod goes now, its drain older than a setting allows (``Plan.give_up_node``); the adapter
+    """A busy node whose pod goes now, its drain older than a setting allows (``Draft.give_up_node``); the adapter
     fills in ``jobs`` and says it in an Event (:func:`give_up_event`)."""
 
     nodeset: str
@@ -349,9 +350,9 @@ class Context(object):
         return found
 
 
-class Plan(object):
-    """What one reconcile does. Built by ``converge.plan``; the adapter carries it out in this order: drain,
-    resume, apply (and prune), delete node records; then writes the status."""
+class Draft(object):
+    """What one reconcile does, while the planners decide it (``converge.plan``, which then freezes it into a
+    ``decided.Plan``: the adapters never see a Draft)."""
 
     manifests: List[KubeObject]  # every object to apply, in apply order
     keep: List[ObjectRef]  # live objects prune must leave alone this time
@@ -465,23 +466,6 @@ class Plan(object):
         self.give_up.append({"nodeset": name(nodeset), "nodeset_uid": (nodeset.get("metadata") or {}).get("uid"),
                              "node": node, "why": why, "setting": setting, "value": value, "since": since,
                              "pod_uid": pod_uid, "jobs": None})
-
-    def nodes_with_jobs(self) -> list[str]:
-        """Nodes whose running jobs the status or an Event names: waited for by a rolling update, or given up."""
-        found = [w["node"] for facts in self.nodesets.values() for w in facts.get("waitingFor") or ()]
-        return sorted(set(found + [g["node"] for g in self.give_up]))
-
-    def set_jobs(self, jobs: Mapping[str, Sequence[str]]) -> None:
-        """Job ids per node (``{node: [ids]}``, a node absent: not known) into the waiting and given-up entries."""
-        waiting: list[Waiting | GiveUp] = [w for facts in self.nodesets.values() for w in facts.get("waitingFor") or ()]
-        for entry in waiting + self.give_up:
-            if entry["node"] in jobs:
-                entry["jobs"] = list(jobs[entry["node"]])
-
-    @property
-    def changes_slurm(self) -> bool:
-        return bool(self.drain or self.resume or self.down or self.delete_nodes or self.power_up or self.power_down
-                    or self.power_down_force or self.set_features or self.reconfigure)
 
 
 def give_up_event(entry: GiveUp) -> tuple[str, str, str]:

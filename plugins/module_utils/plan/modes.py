@@ -23,7 +23,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, elastic, every_node
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    Context, Plan, View, deleting, drain_timeout, nodeset_pods, replicas,
+    Context, Draft, View, deleting, drain_timeout, nodeset_pods, replicas,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import give_up_expired
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology
@@ -83,11 +83,11 @@ class Mode(object):
         """Whether a worker of it runs (its slurmd took the configuration slurmctld gave: the SlurmUser)."""
         return bool(self.pods(ctx, view))
 
-    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
+    def maintenance(self, p: Draft, ctx: Context, view: View) -> List[str]:
         """``spec.maintenance``: drain (or power down) its workers; the names maintenance still waits for."""
         raise NotImplementedError
 
-    def maintenance_done(self, p: Plan, ctx: Context, view: View) -> None:
+    def maintenance_done(self, p: Draft, ctx: Context, view: View) -> None:
         """Every NodeSet's workers are idle (or past their drainTimeout): record what goes with its jobs."""
 
     def unschedulable(self, ctx: Context, view: View) -> List[str]:
@@ -117,14 +117,14 @@ class Fixed(Mode):
         return drains.plan_scale_in(drains.answered(ctx.slurm), self.nodes(ctx, view), now=ctx.now,
                                     drain_timeout=drain_timeout(view.nodeset))
 
-    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
+    def maintenance(self, p: Draft, ctx: Context, view: View) -> List[str]:
         entries = self._entries(ctx, view)
         for entry in entries:
             if entry["action"] == drains.DRAIN:
                 p.drain_node(entry["name"], names.REASON_MAINTENANCE)
         return [e["name"] for e in entries if not e["removable"]]
 
-    def maintenance_done(self, p: Plan, ctx: Context, view: View) -> None:
+    def maintenance_done(self, p: Draft, ctx: Context, view: View) -> None:
         give_up_expired(p, view.nodeset, self._entries(ctx, view), drains.answered(ctx.slurm), "maintenance")
 
     def unschedulable(self, ctx: Context, view: View) -> List[str]:
@@ -167,7 +167,7 @@ class Elastic(Mode):
         path, dummy = topology.placement_of(selector, levels)
         return path or None
 
-    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
+    def maintenance(self, p: Draft, ctx: Context, view: View) -> List[str]:
         return [] if view.leaving else elastic.maintenance(p, ctx, view.nodeset)
 
 
@@ -193,7 +193,7 @@ class EveryNode(Mode):
     def has_workers(self, ctx: Context, view: View) -> bool:
         return bool(nodeset_pods(ctx.pods, view.name))
 
-    def maintenance(self, p: Plan, ctx: Context, view: View) -> List[str]:
+    def maintenance(self, p: Draft, ctx: Context, view: View) -> List[str]:
         return [] if view.leaving else every_node.maintenance(p, ctx, view.nodeset)
 
 

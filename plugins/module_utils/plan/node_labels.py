@@ -40,7 +40,7 @@ from typing import Collection, Dict, List, Mapping, Sequence
 from ansible_collections.soperator.slurm.plugins.module_utils.api import schema
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import modes
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, Context, LabelEvent, NodeFacts, Plan, View, name,
+    REQUEUE_PROGRESSING, Context, LabelEvent, NodeFacts, Draft, View, name,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
 
@@ -110,7 +110,7 @@ def _nodes(ctx: Context) -> dict[str, NodeFacts] | None:
     return ctx.observed.get("k8s_nodes")
 
 
-def plan_features(p: Plan, ctx: Context) -> None:
+def plan_features(p: Draft, ctx: Context) -> None:
     """``p.set_features`` {node: features}, ``p.nodesets[set]["labelFeatures"]`` and ``p.label_events``."""
     views = [v for v in ctx.views if not v.leaving and modes.of(v).labels
              and v.nodeset["spec"].get("featureLabelPrefix")]
@@ -208,7 +208,7 @@ def consistent(placement: Mapping[str, List[str]], previous: Mapping[str, List[s
     return kept, problems
 
 
-def plan_topology(p: Plan, ctx: Context, counts: Dict[str, int]) -> str | None:
+def plan_topology(p: Draft, ctx: Context, counts: Dict[str, int]) -> str | None:
     """The topology.conf text to render (``p.topology``; None: no spec.topology) and whether Slurm must reread it
     (``p.reconfigure``). ``counts``: {nodeset: replicas} rendered."""
     spec = ctx.spec.get("topology")
@@ -258,7 +258,7 @@ def plan_topology(p: Plan, ctx: Context, counts: Dict[str, int]) -> str | None:
     return text
 
 
-def _plan_reconfigure(p: Plan, ctx: Context, text: str, mounted: str | None, all_names: Sequence[str],
+def _plan_reconfigure(p: Draft, ctx: Context, text: str, mounted: str | None, all_names: Sequence[str],
                       placement: Mapping[str, List[str]]) -> None:
     shown = ctx.observed.get("slurm_topology")
     if ctx.slurm is None or shown is None:
@@ -284,7 +284,7 @@ def _plan_reconfigure(p: Plan, ctx: Context, text: str, mounted: str | None, all
 UNPLACED_NAMED = 5  # pods a NodeSet's status names
 
 
-def plan_unplaced(p: Plan, ctx: Context) -> None:
+def plan_unplaced(p: Draft, ctx: Context) -> None:
     """The NodeSets' workers the scheduler could not place (PodScheduled False: with onePerNode, more workers than
     nodes), with the scheduler's message: ``p.nodesets[set]["unschedulable"]`` (``modes.Mode.unschedulable``)."""
     for view in ctx.views:
@@ -297,7 +297,7 @@ def plan_unplaced(p: Plan, ctx: Context) -> None:
                 ["%d more" % more] if more > 0 else [])
 
 
-def plan_label_events(p: Plan, ctx: Context) -> None:
+def plan_label_events(p: Draft, ctx: Context) -> None:
     """Each refused label once: ``p.nodesets[set]["labelsRefused"]`` lists the NodeSet's refusals now (its status),
     and only those not already there stay in ``p.label_events`` (an Event each)."""
     fresh: list[LabelEvent] = []

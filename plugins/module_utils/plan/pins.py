@@ -18,7 +18,7 @@ __metaclass__ = type
 from typing import Mapping
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Plan, deleting, name
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Context, Draft, deleting, name
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import merge_placement
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
@@ -64,7 +64,7 @@ def matches(node_name: str, labels: Mapping[str, str] | None, placement: KubeObj
                and all(_requirement(fields, r) for r in term.get("matchFields") or ()) for term in terms)
 
 
-def plan_pins(p: Plan, ctx: Context) -> None:
+def plan_pins(p: Draft, ctx: Context) -> None:
     """``p.ungate`` {pod: (uid, node or None, patches)}: gated workers to let go, with their pin's node (None:
     released) and the patches that do it (:func:`pin_patches`),
     ``p.nodesets[set]["pins"]`` the pins now, and a deferral when the Nodes cannot be read."""

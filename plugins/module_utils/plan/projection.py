@@ -20,7 +20,7 @@ from typing import Iterable, Literal, Mapping, Optional, Tuple
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, Context, NodeFacts, Plan, PodCondition,
+    REQUEUE_PROGRESSING, Context, NodeFacts, Draft, PodCondition,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm.scontrol import SlurmNode
@@ -175,7 +175,7 @@ def evictions(worker_pods: Iterable[str], slurm: Mapping[str, SlurmNode], after_
     return chosen
 
 
-def after_actions(slurm: Mapping[str, SlurmNode], p: Plan) -> dict[str, SlurmNode]:
+def after_actions(slurm: Mapping[str, SlurmNode], p: Draft) -> dict[str, SlurmNode]:
     """Slurm's node table once the plan's drains and resumes are done (what `scontrol update` makes of it)."""
     after = dict(slurm)
     for reason, node_names in p.drain.items():
@@ -186,7 +186,7 @@ def after_actions(slurm: Mapping[str, SlurmNode], p: Plan) -> dict[str, SlurmNod
     return after
 
 
-def plan_projection(p: Plan, ctx: Context, workers: Mapping[str, KubeObject], bound: Mapping[str, KubeObject]) -> None:
+def plan_projection(p: Draft, ctx: Context, workers: Mapping[str, KubeObject], bound: Mapping[str, KubeObject]) -> None:
     """Slurm node states onto the worker pods (``p.pod_conditions``) and the NodeSets' counts (``p.nodesets``), as
     Slurm will be once this plan's drains and resumes are done; unhealthy workers to move (``p.evict``); cordoned
     Kubernetes nodes and their listed conditions onto the Slurm nodes of their pods (``p.drain``, and ``p.resume``
@@ -223,7 +223,7 @@ def plan_projection(p: Plan, ctx: Context, workers: Mapping[str, KubeObject], bo
             facts[key] = counts[key]
 
 
-def _project_kubernetes_nodes(p: Plan, ctx: Context, slurm: Mapping[str, SlurmNode], workers: Mapping[str, KubeObject],
+def _project_kubernetes_nodes(p: Draft, ctx: Context, slurm: Mapping[str, SlurmNode], workers: Mapping[str, KubeObject],
                               settings: Spec) -> None:
     k8s_nodes = ctx.observed.get("k8s_nodes")
     if k8s_nodes is None:

@@ -20,7 +20,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, REVISION_LABEL, Context, Plan, Waiting, labels,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, REVISION_LABEL, Context, Draft, Waiting, labels,
     name, pod_ready, replicas, revision_seen, template_hash,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.scale import Rolling
@@ -62,7 +62,7 @@ def _legacy_timeout_note(nodeset: NodeSet, waiting: Sequence[Waiting], timeout: 
             "spec.updateStrategy.proceedAfter to replace a node with its jobs after a time" % spec["drainTimeout"])
 
 
-def roll(p: Plan, nodeset: NodeSet, sts_name: str, sts: KubeObject, count: int, pods: Mapping[str, KubeObject],
+def roll(p: Draft, nodeset: NodeSet, sts_name: str, sts: KubeObject, count: int, pods: Mapping[str, KubeObject],
          slurm: Mapping[str, SlurmNode] | None, now: int) -> tuple[int, int] | tuple[None, None]:
     """The rolling update of one NodeSet's workers (their StatefulSet is OnDelete): an outdated pod is one of another
     template revision than the StatefulSet's update revision; :func:`roll_pods` replaces them, highest ordinal first
@@ -79,7 +79,7 @@ def roll(p: Plan, nodeset: NodeSet, sts_name: str, sts: KubeObject, count: int, 
     return roll_pods(p, nodeset, order, mine, updated, slurm, now)
 
 
-def roll_pods(p: Plan, nodeset: NodeSet, order: Sequence[str], mine: Mapping[str, Optional[KubeObject]],
+def roll_pods(p: Draft, nodeset: NodeSet, order: Sequence[str], mine: Mapping[str, Optional[KubeObject]],
               updated: Collection[str], slurm: Mapping[str, SlurmNode] | None, now: int) -> tuple[int, int]:
     """Replace a NodeSet's outdated worker pods: ``order`` the worker names in the order to replace them, ``mine``
     ``{name: pod or None}``, ``updated`` the names whose pods are on the current template (a pod not in it is
@@ -165,7 +165,7 @@ def roll_pods(p: Plan, nodeset: NodeSet, order: Sequence[str], mine: Mapping[str
     return len(updated), len(outdated)
 
 
-def plan_rolls(p: Plan, ctx: Context, rolling: Sequence[Rolling]) -> None:
+def plan_rolls(p: Draft, ctx: Context, rolling: Sequence[Rolling]) -> None:
     """The rolling updates of the NodeSets in ``rolling`` (``scale.Replicas.rolling``) against the manifests this
     pass renders (``p.manifests``): a set whose template changes now waits for its new revision first. Writes
     ``p.drain`` (update), ``p.resume``, ``p.delete_pods``, ``p.give_up``, the sets' ``updatedReplicas``,

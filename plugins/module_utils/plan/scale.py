@@ -22,8 +22,9 @@ from typing import Collection, Iterable, Mapping, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import drains, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.decided import Plan
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeSetFacts, Plan, deleting,
+    REQUEUE_DRAINING, REQUEUE_PROGRESSING, REQUEUE_SLURM_UNREACHABLE, Context, NodeSetFacts, Draft, deleting,
     drain_timeout, labels, name, replicas, revision_seen,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render import objects
@@ -49,17 +50,17 @@ class Replicas(object):
         self.kept = {}
 
 
-def give_up_expired(p: Plan, nodeset: NodeSet, entries: Iterable[drains.Victim], slurm: Mapping[str, SlurmNode],
+def give_up_expired(p: Draft, nodeset: NodeSet, entries: Iterable[drains.Victim], slurm: Mapping[str, SlurmNode],
                     why: str, down_reason: str | None = None) -> None:
     """The entries (of ``drains.plan_scale_in``) that go with their jobs because their drain is older than
-    drainTimeout: recorded for the Event, and set DOWN with ``down_reason`` when given (``Plan.give_up_node``)."""
+    drainTimeout: recorded for the Event, and set DOWN with ``down_reason`` when given (``Draft.give_up_node``)."""
     for entry in entries:
         if entry["expired"]:
             p.give_up_node(nodeset, entry["name"], why, "spec.drainTimeout", nodeset["spec"]["drainTimeout"],
                            drains.drain_time(slurm[entry["name"]]), down_reason=down_reason)
 
 
-def resume_ours(p: Plan, slurm: Mapping[str, SlurmNode] | None, node_names: Iterable[str],
+def resume_ours(p: Draft, slurm: Mapping[str, SlurmNode] | None, node_names: Iterable[str],
                 reasons: Collection[str]) -> None:
     """Resume those of ``node_names`` drained (or down) with one of ``reasons``."""
     for node_name in node_names:
@@ -68,7 +69,7 @@ def resume_ours(p: Plan, slurm: Mapping[str, SlurmNode] | None, node_names: Iter
             p.resume.append(node_name)
 
 
-def shrink(p: Plan, slurm: Mapping[str, SlurmNode] | None, nodeset: NodeSet, statefulset: str, current: int,
+def shrink(p: Draft, slurm: Mapping[str, SlurmNode] | None, nodeset: NodeSet, statefulset: str, current: int,
            target: int, now: int, reason: str, label: str) -> int:
     """Replicas to render for a StatefulSet going from ``current`` to ``target`` pods, draining the victims
     (``reason``); writes ``p.drain``, ``p.give_up`` and a wait while victims drain."""
@@ -93,7 +94,7 @@ def shrink(p: Plan, slurm: Mapping[str, SlurmNode] | None, nodeset: NodeSet, sta
     return result
 
 
-def keep_worker_objects(p: Plan, sts_name: str) -> None:
+def keep_worker_objects(p: Draft, sts_name: str) -> None:
     p.keep += [("StatefulSet", sts_name), ("Service", sts_name), ("PodDisruptionBudget", sts_name)]
 
 
@@ -111,7 +112,7 @@ def nodeset_facts(statefulset: str, count: int, target: int, sts: KubeObject | N
     return facts
 
 
-def leave(p: Plan, nodeset: NodeSet, sts_name: str, sts: KubeObject | None, count: int, pods: Iterable[str],
+def leave(p: Draft, nodeset: NodeSet, sts_name: str, sts: KubeObject | None, count: int, pods: Iterable[str],
           slurm: Mapping[str, SlurmNode] | None) -> None:
     """A NodeSet being deleted: scale its live StatefulSet down as drains allow; release it once no pod and
     no Slurm node of it is left (its objects then go with it: they are owned by the NodeSet)."""
@@ -130,7 +131,7 @@ def leave(p: Plan, nodeset: NodeSet, sts_name: str, sts: KubeObject | None, coun
         p.wait(REQUEUE_PROGRESSING, "NodeSet %s: waiting for its pods to go" % set_name)
 
 
-def plan_replicas(p: Plan, ctx: Context, maintenance_ready: bool) -> Replicas:
+def plan_replicas(p: Draft, ctx: Context, maintenance_ready: bool) -> Replicas:
     """Replicas to render now for every NodeSet (see :class:`Replicas`). Writes ``p.drain`` (scale-in),
     ``p.resume`` (a cancelled scale-in), ``p.scale``/``p.keep``/``p.release`` (NodeSets being deleted),
     ``p.nodesets`` (their facts) and the waits; the objects of invalid NodeSets are kept as they are."""
@@ -180,7 +181,7 @@ def beyond(pod: str, kept: Mapping[str, int], cluster_name: str | None = None) -
                                                                         names.login_name(cluster_name))
 
 
-def plan_node_records(p: Plan, ctx: Context, kept: Mapping[str, int]) -> None:
+def plan_node_records(p: Draft, ctx: Context, kept: Mapping[str, int]) -> None:
     """Slurm node records of pods that are gone for good (no ghosts in sinfo): ``p.delete_nodes`` (and no resume
     of them). Maintenance keeps every record (the same pods come back); a NodeSet that failed validation keeps its
     own. A removal is done only when the pods are gone AND Slurm has forgotten their nodes: until then it is under
@@ -264,11 +265,12 @@ def scale_outs(plan: Plan, live: Mapping[Tuple[str, str], KubeObject]) -> list[S
     every other rendered object is in sync, and one field manager applied each grown StatefulSet's replicas (the
     apply as that manager, of the manifest it would apply, changes nobody's fields: no conflict, no takeover).
     The converge that follows renders the same StatefulSet, finds it in sync, and does the rest."""
-    if (plan.underway or plan.pending or plan.drain or plan.resume or plan.scale or plan.release
-            or plan.delete_pods or plan.delete_nodes or plan.create_pods or plan.invalid or plan.give_up):
+    if (plan.report.underway or plan.report.pending or plan.slurm.drain or plan.slurm.resume or plan.pods.scale
+            or plan.objects.release or plan.pods.delete_pods or plan.slurm.delete_nodes or plan.pods.create_pods
+            or plan.definition.invalid or plan.pods.give_up):
         return []
     found: list[ScaleOut] = []
-    for desired in plan.manifests:
+    for desired in plan.objects.manifests:
         if objects.is_create_only(desired):
             continue  # created once, never updated: nothing of them can have changed
         current = live.get((desired["kind"], desired["metadata"]["name"]))

@@ -21,22 +21,23 @@ __metaclass__ = type
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
-from typing import cast
+from typing import Sequence, cast
 
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
-    REQUEUE_PROGRESSING, Context, Plan, SlurmConfigStatus, deleting,
+    REQUEUE_PROGRESSING, Context, Draft, SlurmConfigStatus, deleting,
 )
 from ansible_collections.soperator.slurm.plugins.module_utils.render.common import config_hash
 from ansible_collections.soperator.slurm.plugins.module_utils.render.controller import restart_digest
+from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 APPLIED_RECONFIGURED = "Reconfigured"
 APPLIED_RESTARTED = "Restarted"
 
 
-def rendered_files(p: Plan, cluster_name: str) -> dict[str, str] | None:
-    """The data of the slurm-config ConfigMap among the plan's manifests (None: not rendered)."""
+def rendered_files(manifests: Sequence[KubeObject], cluster_name: str) -> dict[str, str] | None:
+    """The data of the slurm-config ConfigMap among a plan's manifests (None: not rendered)."""
     wanted = names.slurm_config_name(cluster_name)
-    for obj in p.manifests or ():
+    for obj in manifests:
         if obj.get("kind") == "ConfigMap" and obj["metadata"]["name"] == wanted:
             return obj.get("data") or {}
     return None
@@ -46,10 +47,10 @@ def digest(text: str) -> str:
     return config_hash({"slurm.conf": text})[:16]
 
 
-def plan_slurm_config(p: Plan, ctx: Context) -> None:
+def plan_slurm_config(p: Draft, ctx: Context) -> None:
     """``p.slurm_config`` (status.slurmConfig once slurmctld has the rendered slurm.conf), ``p.reconfigure`` when
     it must reread it, ``p.read_mounted_config`` when the planner needs the controller's mounted copy."""
-    files = rendered_files(p, ctx.name)
+    files = rendered_files(p.manifests, ctx.name)
     # As an earlier pass wrote it ({}: none yet).
     recorded = cast(SlurmConfigStatus, dict((ctx.cluster.get("status") or {}).get("slurmConfig") or {}))
     p.slurm_config = recorded or None

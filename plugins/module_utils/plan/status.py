@@ -16,7 +16,8 @@ __metaclass__ = type
 from typing import Iterable, Literal, Mapping, Sequence, Tuple
 
 from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import NodeSetFacts, Plan, Waiting
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.decided import Plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import NodeSetFacts, Waiting
 from ansible_collections.soperator.slurm.plugins.module_utils.types import KubeObject
 
 MAX_MESSAGE = 32768
@@ -101,47 +102,47 @@ def generation(obj: KubeObject | None) -> int:
 
 
 def cluster_status(old: KubeObject | None, obj: KubeObject, plan: Plan, now: str) -> KubeObject:
-    """A SlurmCluster's status after a converge pass that produced ``plan`` (converge.Plan)."""
+    """A SlurmCluster's status after a converge pass that produced ``plan``."""
     status = dict(old or {})
     gen = generation(obj)
     conds = status.get("conditions")
-    if plan.ready:
-        reason = REASON_MAINTENANCE if plan.phase == "Maintenance" else REASON_RECONCILED
-        conds = set_condition(conds, "Ready", "True", reason, plan.message, gen, now)
+    if plan.report.ready:
+        reason = REASON_MAINTENANCE if plan.report.phase == "Maintenance" else REASON_RECONCILED
+        conds = set_condition(conds, "Ready", "True", reason, plan.report.message, gen, now)
     else:
-        conds = set_condition(conds, "Ready", "False", REASON_PROGRESSING, plan.message, gen, now)
-    if plan.login_outdated is not None:
-        outdated = plan.login_outdated
+        conds = set_condition(conds, "Ready", "False", REASON_PROGRESSING, plan.report.message, gen, now)
+    if plan.report.login_outdated is not None:
+        outdated = plan.report.login_outdated
         conds = set_condition(conds, "LoginUpToDate", "False" if outdated else "True",
                               REASON_ROLLING if outdated else REASON_RECONCILED,
                               "%d login pod(s) on an older template: each is replaced once nobody is logged in to "
                               "it, or after spec.login.updateGracePeriod" % outdated if outdated else
                               "every login pod on the current template", gen, now)
-    if getattr(plan, "slurm_user_kept", None):
-        conds = set_condition(conds, "SlurmUserUpToDate", "False", REASON_WAITS_FOR_MAINTENANCE, plan.slurm_user_kept,
-                              gen, now)
+    if plan.report.slurm_user_kept:
+        conds = set_condition(conds, "SlurmUserUpToDate", "False", REASON_WAITS_FOR_MAINTENANCE,
+                              plan.report.slurm_user_kept, gen, now)
     else:
         conds = remove_condition(conds, "SlurmUserUpToDate")
     for ctype in COMPONENT_CONDITIONS:
-        if ctype in plan.components:
-            cstatus, reason, message = plan.components[ctype]
+        if ctype in plan.report.components:
+            cstatus, reason, message = plan.report.components[ctype]
             conds = set_condition(conds, ctype, cstatus, reason, message, gen, now)
         else:  # the component was switched off
             conds = remove_condition(conds, ctype)
-    degraded = list(getattr(plan, "degraded", None) or [])
-    if plan.invalid or degraded:
-        message = "; ".join(["NodeSet %s: %s" % kv for kv in sorted(plan.invalid.items())] + degraded)
-        reason = REASON_INVALID_SPEC if plan.invalid else REASON_FAILED
+    degraded = list(plan.report.degraded)
+    if plan.definition.invalid or degraded:
+        message = "; ".join(["NodeSet %s: %s" % kv for kv in sorted(plan.definition.invalid.items())] + degraded)
+        reason = REASON_INVALID_SPEC if plan.definition.invalid else REASON_FAILED
         conds = set_condition(conds, "Degraded", "True", reason, message, gen, now)
     else:
         conds = set_condition(conds, "Degraded", "False", REASON_RECONCILED, "", gen, now)
-    status.update(conditions=conds, observedGeneration=gen, phase=plan.phase)
+    status.update(conditions=conds, observedGeneration=gen, phase=plan.report.phase)
     # status.slurmConfig: the slurm.conf slurmctld was last given, and how (plan/slurm_config.py).
-    if getattr(plan, "slurm_config", None):
-        status["slurmConfig"] = plan.slurm_config
+    if plan.report.slurm_config:
+        status["slurmConfig"] = plan.report.slurm_config
     # status.backup: the backups' facts (plan/backup.py); None removes it (a merge patch) once backups are off.
-    if getattr(plan, "backup", None) is not None or "backup" in status:
-        status["backup"] = getattr(plan, "backup", None)
+    if plan.report.backup is not None or "backup" in status:
+        status["backup"] = plan.report.backup
     return status
 
 
@@ -202,7 +203,7 @@ def nodeset_status(old: KubeObject | None, obj: KubeObject, plan: Plan, facts: N
     gen = generation(obj)
     name = obj["metadata"]["name"]
     conds = status.get("conditions")
-    invalid = plan.invalid.get(name)
+    invalid = plan.definition.invalid.get(name)
     if invalid:
         conds = set_condition(conds, "Ready", "False", REASON_INVALID_SPEC, invalid, gen, now)
         conds = set_condition(conds, "Degraded", "True", REASON_INVALID_SPEC, invalid, gen, now)
@@ -212,10 +213,10 @@ def nodeset_status(old: KubeObject | None, obj: KubeObject, plan: Plan, facts: N
     if facts is not None:
         want = facts["desired"]
         ready = (not facts.get("leaving") and facts["replicas"] == want and facts["readyReplicas"] >= want
-                 and facts["serving"] >= want and (plan.phase != "Maintenance") and not facts.get("problem"))
+                 and facts["serving"] >= want and (plan.report.phase != "Maintenance") and not facts.get("problem"))
         if facts.get("leaving"):
             reason, message = REASON_LEAVING, "draining and removing its nodes"
-        elif plan.phase == "Maintenance":
+        elif plan.report.phase == "Maintenance":
             reason, message = REASON_MAINTENANCE, "the cluster is in maintenance"
         elif ready:
             reason, message = REASON_RECONCILED, "%d/%d Slurm nodes up" % (facts["serving"], want)

@@ -69,7 +69,7 @@ def test_the_ca_secret_must_be_marked_too():
 
 def test_marked_secrets_render_slurmdbd_with_them():
     p = converge.plan(external(tls=True), [make_nodeset()], observed({"slurm-db": MARK, "db-ca": MARK}), NOW)
-    slurmdbd = next(m for m in p.manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] ==
+    slurmdbd = next(m for m in p.objects.manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] ==
                     "demo-accounting")
     mounted = components.mounted_secrets({"spec": slurmdbd["spec"]["template"]["spec"]})
     assert {"slurm-db", "db-ca"} <= set(mounted)
@@ -79,12 +79,12 @@ def test_the_operators_cache_check_does_not_judge_secrets_it_does_not_see():
     """drift.needs_run plans from its caches, which hold no Secret: no "secrets" observed, no judgement (the run it
     starts observes them and refuses)."""
     p = converge.plan(external(), [make_nodeset()], observed(None), NOW)
-    assert any(m["metadata"]["name"] == "demo-accounting" for m in p.manifests)
+    assert any(m["metadata"]["name"] == "demo-accounting" for m in p.objects.manifests)
 
 
 def test_other_database_types_ignore_the_secrets_observed():
     p = converge.plan(make_cluster({"accounting": {"enabled": True}}), [make_nodeset()], observed({}), NOW)
-    assert any(m["metadata"]["name"] == "demo-accounting-db" for m in p.manifests)
+    assert any(m["metadata"]["name"] == "demo-accounting-db" for m in p.objects.manifests)
 
 
 # --- the installer's policy: database hosts ------------------------------------------------------------------------

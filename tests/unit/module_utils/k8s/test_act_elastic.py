@@ -8,7 +8,8 @@ integration suite's converges."""
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import access
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.converger import Converger
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s.slurm_exec import Slurm
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import decided
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Draft
 
 
 class RecordingApi(object):
@@ -38,12 +39,12 @@ def pod(name):
 
 
 def plan():
-    p = Plan()
+    p = Draft()
     p.valid_nodesets = [{"metadata": {"name": "gpu", "uid": "u"}}]
     p.create_pods = [pod("demo-gpu-0"), pod("demo-gpu-1"), pod("demo-gpu-2")]
     p.power_up, p.power_down_force = ["demo-gpu-5"], ["demo-gpu-4"]
     p.events = [("gpu", "Normal", "PoweredUp", "Slurm powered up node demo-gpu-0: creating its pod")]
-    return p
+    return decided.freeze(p)
 
 
 def test_pods_made_power_commands_run_and_a_refusal_is_an_event():

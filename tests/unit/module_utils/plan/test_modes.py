@@ -64,19 +64,19 @@ def pool(monkeypatch):
 
 def test_maintenance_drains_the_fourth_modes_workers_waits_for_their_jobs_and_resumes_them_after(pool):
     ctx = pool([line("demo-pool-a", "ALLOCATED", cpus_alloc=1), line("demo-pool-b")], {"maintenance": True})
-    p = model.Plan()
+    p = model.Draft()
     assert maintenance.plan_maintenance(p, ctx) is False
     assert p.drain == {names.REASON_MAINTENANCE: ["demo-pool-a", "demo-pool-b"]}
     assert "maintenance waits for demo-pool-a to drain" in p.pending
     ctx = pool([line("demo-pool-a", "IDLE+DRAIN", names.REASON_MAINTENANCE),
                 line("demo-pool-b", "IDLE+DRAIN", names.REASON_MAINTENANCE)], {"maintenance": True})
-    p = model.Plan()
+    p = model.Draft()
     assert maintenance.plan_maintenance(p, ctx) is True and p.pending == ["batch-pool: maintenance done"]
     # Maintenance over: our drains on its nodes are resumed; a health drain is resumed once the program is off.
     ctx = pool([line("demo-pool-a", "IDLE+DRAIN", names.REASON_MAINTENANCE),
                 line("demo-pool-b", "IDLE+DRAIN", names.HEALTH_REASON_PREFIX + " gpu: lost")],
                {"healthChecks": {"enabled": False}})
-    p = model.Plan()
+    p = model.Draft()
     maintenance.plan_maintenance(p, ctx)
     assert p.resume == ["demo-pool-a", "demo-pool-b"]
 
@@ -85,7 +85,7 @@ def test_its_workers_running_keep_slurmctlds_older_slurm_user(pool):
     ctx = pool([line("demo-pool-a")])
     ctx.statefulsets[names.controller_name("demo")]["spec"]["template"] = {
         "metadata": {"annotations": {names.ANNOTATION_SLURM_USER: names.SLURM_USER_BEFORE_ANNOTATION}}}
-    p = model.Plan()
+    p = model.Draft()
     assert maintenance.plan_slurm_user(p, ctx, False) == names.SLURM_USER_BEFORE_ANNOTATION
     assert p.slurm_user_kept
 
@@ -94,7 +94,7 @@ def test_features_come_from_the_labels_of_its_workers_nodes(pool):
     k8s = {"k1": {"labels": {"feature.example.com/ib": "true"}}, "k2": {"labels": {}}}
     ctx = pool([line("demo-pool-a"), line("demo-pool-b")], k8s_nodes=k8s,
                nodeset_spec={"featureLabelPrefix": "feature.example.com/"})
-    p = model.Plan()
+    p = model.Draft()
     node_labels.plan_features(p, ctx)
     assert p.set_features == {"demo-pool-a": ["ib"]}
     assert p.nodesets["pool"]["labelFeatures"] == {"demo-pool-a": ["ib"]}
@@ -105,7 +105,7 @@ def test_topology_places_its_workers_by_their_nodes_labels(pool):
            "k2": {"labels": {"topology.example.com/leaf": "leaf2"}}}
     ctx = pool([line("demo-pool-a"), line("demo-pool-b")], k8s_nodes=k8s,
                cluster_spec={"topology": {"levels": ["topology.example.com/leaf"]}})
-    p = model.Plan()
+    p = model.Draft()
     text = node_labels.plan_topology(p, ctx, {})
     assert "SwitchName=leaf1 Nodes=demo-pool-a" in text and "SwitchName=leaf2 Nodes=demo-pool-b" in text
 
@@ -116,12 +116,12 @@ def test_a_changed_template_rolls_its_pods_through_rolls_as_it_is(pool):
     ctx = pool([line("demo-pool-a"), line("demo-pool-b")])
     view = ctx.views[0]
     mine = modes.of(view).pods(ctx, view)
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["pool"] = {}
     rolls.roll_pods(p, view.nodeset, sorted(mine), mine, {"demo-pool-b"}, ctx.slurm, NOW)
     assert p.drain == {names.REASON_UPDATE: ["demo-pool-a"]} and p.delete_pods == []
     ctx = pool([line("demo-pool-a", "IDLE+DRAIN", names.REASON_UPDATE), line("demo-pool-b")])
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["pool"] = {}
     rolls.roll_pods(p, view.nodeset, sorted(mine), modes.of(view).pods(ctx, view), {"demo-pool-b"}, ctx.slurm, NOW)
     assert p.delete_pods == [("demo-pool-a", "uid-demo-pool-a")]

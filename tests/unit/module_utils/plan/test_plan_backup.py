@@ -6,8 +6,8 @@ from planning import NOW, context
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
 from ansible_collections.soperator.slurm.plugins.module_utils.api import durations
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import backup, status
-from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Plan
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import backup, decided, status
+from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import Draft
 
 BACKUP = {"schedule": "0 2 * * *", "passwordSecretRef": {"name": "pw"}, "overdueAfter": "1h",
           "repository": {"claim": {"claimName": "repo"}}}
@@ -34,7 +34,7 @@ def planned(pods=(), old=None, maintenance=False, now=NOW):
     ctx = context(spec, observed={"pods": dict((p["metadata"]["name"], p) for p in pods)}, now=now)
     if old is not None:
         ctx.cluster["status"] = {"backup": old}
-    p = Plan()
+    p = Draft()
     backup.plan_backup(p, ctx)
     return p
 
@@ -92,7 +92,7 @@ def test_other_pods_and_reports_are_ignored():
 def test_maintenance_and_no_backup():
     assert planned(maintenance=True).components["BackupReady"][:2] == ("False", "Maintenance")
     ctx = context({}, now=NOW)
-    p = Plan()
+    p = Draft()
     backup.plan_backup(p, ctx)
     assert p.backup is None and "BackupReady" not in p.components
 
@@ -101,14 +101,14 @@ def test_the_cluster_status_carries_it_and_removes_it():
     p = planned([pod("b1", 0, ok(durations.iso(NOW - 60)))])
     p.ready, p.phase, p.message = True, "Ready", "ok"
     obj = {"metadata": {"generation": 1}}
-    got = status.cluster_status({}, obj, p, durations.iso(NOW))
+    got = status.cluster_status({}, obj, decided.freeze(p), durations.iso(NOW))
     assert got["backup"]["snapshot"] == "abc"
     assert next(c for c in got["conditions"] if c["type"] == "BackupReady")["status"] == "True"
-    off = Plan()
+    off = Draft()
     off.ready, off.phase, off.message = True, "Ready", "ok"
-    gone = status.cluster_status(got, obj, off, durations.iso(NOW))
+    gone = status.cluster_status(got, obj, decided.freeze(off), durations.iso(NOW))
     assert gone["backup"] is None and "BackupReady" not in [c["type"] for c in gone["conditions"]]
-    assert "backup" not in status.cluster_status({}, obj, off, durations.iso(NOW))
+    assert "backup" not in status.cluster_status({}, obj, decided.freeze(off), durations.iso(NOW))
 
 
 def test_a_time_not_written_as_kubernetes_writes_them_is_no_failure_of_the_pass():

@@ -9,7 +9,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.plan import compon
 def test_the_secrets_a_pod_mounts_are_held():
     mounts = {"spec": {"volumes": [{"secret": {"secretName": "demo-munge-key"}}],
                        "containers": [{"env": [{"valueFrom": {"secretKeyRef": {"name": "demo-jwt-key"}}}]}]}}
-    p = model.Plan()
+    p = model.Draft()
     components.plan_guards(p, context(observed={"pods": {"demo-controller-0": mounts}}))
     assert p.secrets_held == ["demo-jwt-key", "demo-munge-key"] and not p.degraded
 
@@ -18,16 +18,16 @@ def test_a_failed_populate_job_degrades_the_cluster_with_its_words():
     job = names.populate_job_name("demo", None)
     failed = {"metadata": {"labels": {model.JOB_NAME_LABEL: job}}, "status": {"phase": "Failed", "containerStatuses": [
         {"name": "populate", "state": {"terminated": {"message": "JailNotEmpty: the jail holds files\n"}}}]}}
-    p = model.Plan()
+    p = model.Draft()
     components.plan_guards(p, context(observed={"pods": {job + "-x": failed}}))
     assert p.degraded == ["populate Job %s failed: JailNotEmpty: the jail holds files (spec.jail.populate)" % job]
-    p = model.Plan()
+    p = model.Draft()
     components.plan_guards(p, context({"maintenance": True}, observed={"pods": {job + "-x": failed}}))
     assert not p.degraded
 
 
 def ready_plan(ctx, count=2):
-    p = model.Plan()
+    p = model.Draft()
     p.manifests = [{"kind": "StatefulSet", "metadata": {"name": "demo-cpu"}, "spec": {"replicas": count}}]
     p.nodesets["cpu"] = {"replicas": count, "leaving": False, "serving": count}
     components.plan_readiness(p, ctx, maintenance_ready=False)
@@ -49,7 +49,7 @@ def test_not_ready_says_why():
 
 
 def test_maintenance_ready_is_its_own_phase():
-    p = model.Plan()
+    p = model.Draft()
     components.plan_readiness(p, context({"maintenance": True}), maintenance_ready=True)
     assert p.ready and p.phase == model.PHASE_MAINTENANCE
 
@@ -58,13 +58,13 @@ def test_maintenance_is_reached_only_once_every_pod_stopped():
     # A StatefulSet told zero still counts its terminating pods in status.replicas: a login pod in its grace period
     # still mounts the jail, which a restore in place must not write yet.
     stopping = {"demo-login": sts("demo-login", 1), "demo-cpu": sts("demo-cpu", 0)}
-    p = model.Plan()
+    p = model.Draft()
     components.plan_readiness(p, context({"maintenance": True}, observed={"statefulsets": stopping}),
                               maintenance_ready=True)
     assert not p.ready and p.phase == model.PHASE_PROGRESSING and p.requeue_after == model.REQUEUE_PROGRESSING
     assert p.message == "maintenance: waiting for the pods of demo-login (1) to stop"
     stopping["demo-login"] = sts("demo-login", 0)
-    p = model.Plan()
+    p = model.Draft()
     components.plan_readiness(p, context({"maintenance": True}, observed={"statefulsets": stopping}),
                               maintenance_ready=True)
     assert p.ready and p.phase == model.PHASE_MAINTENANCE and p.message == "maintenance: every StatefulSet scaled to 0"
@@ -76,7 +76,7 @@ def test_a_component_condition_takes_the_reason_its_entrypoint_gave():
             "exitCode": 1, "message": "JwtKeyMissing: mount the key\n"}}}]}}
     ctx = context({"restApi": {"enabled": True}}, observed={
         "statefulsets": {"demo-rest": sts("demo-rest", 1, ready=0)}, "pods": {"demo-rest-0": crashed}})
-    p = model.Plan()
+    p = model.Draft()
     p.manifests = [{"kind": "StatefulSet", "metadata": {"name": "demo-rest"}, "spec": {"replicas": 1}}]
     components.plan_components(p, ctx)
     assert p.components == {"RestApiReady": ("False", "JwtKeyMissing", "demo-rest: 0/1 pods ready; slurmrestd: "

@@ -162,15 +162,16 @@ def nodesets():
 def test_a_cluster_with_a_fixed_and_an_elastic_nodeset():
     observed = {"statefulsets": {}, "pods": {}, "slurm": table(**{"demo-gpu-1": "MIXED+CLOUD+POWERING_UP"})}
     p = converge.plan(cluster(), nodesets(), observed, NOW)
-    kinds = [(m["kind"], m["metadata"]["name"]) for m in p.manifests]
+    kinds = [(m["kind"], m["metadata"]["name"]) for m in p.objects.manifests]
     # The fixed set keeps its StatefulSet; the elastic one has none: its pods are made one by one.
     assert ("StatefulSet", "demo-cpu") in kinds and ("StatefulSet", "demo-gpu") not in kinds
-    [made] = p.create_pods
+    [made] = p.pods.create_pods
     assert made["kind"] == "Pod" and made["metadata"]["name"] == "demo-gpu-1"
     assert made["metadata"]["ownerReferences"][0]["uid"] == "n-gpu"
     args = made["spec"]["containers"][0]["args"]
     assert "-b" in args and "-Z" not in args and "--conf" not in args
-    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    conf = next(m for m in p.objects.manifests
+                if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
     text = conf["data"]["slurm.conf"]
     assert "NodeName=demo-gpu-[0-2] CPUs=2 RealMemory=3840 Feature=gpu State=CLOUD" in text
     assert "SuspendTime=20\nSuspendTimeout=5\nResumeTimeout=60\nSuspendExcStates=DYNAMIC_NORM" in text
@@ -178,35 +179,37 @@ def test_a_cluster_with_a_fixed_and_an_elastic_nodeset():
     assert "PrologSlurmctld=/usr/local/sbin/soperator-wait-nodes" in text
     assert "PartitionName=main Nodes=cpu,gpu" in text
     # Slurm's records of the elastic names are never forgotten as pods gone for good.
-    assert p.delete_nodes == []
-    facts = p.nodesets["gpu"]
+    assert p.slurm.delete_nodes == []
+    facts = p.report.nodesets["gpu"]
     assert (facts["poweringUp"], facts["poweredDown"], facts["poweredUp"]) == (1, 2, 0)
-    assert p.deferred and not p.pending
+    assert p.report.deferred and not p.report.pending
 
 
 def test_a_fixed_only_cluster_renders_no_power_saving():
     p = converge.plan(cluster(), nodesets()[:1], {"statefulsets": {}, "pods": {}, "slurm": None}, NOW)
-    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    conf = next(m for m in p.objects.manifests
+                if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
     assert "Resume" not in conf["data"]["slurm.conf"] and "State=CLOUD" not in conf["data"]["slurm.conf"]
-    assert p.create_pods == [] and not p.deferred
+    assert p.pods.create_pods == [] and not p.report.deferred
 
 
 def test_without_slurm_the_elastic_pods_stay_as_they_are():
     live = {"demo-gpu-0": pod("demo-gpu-0")}
     p = converge.plan(cluster(), nodesets(), {"statefulsets": {}, "pods": live, "slurm": None}, NOW)
-    assert p.create_pods == [] and p.delete_pods == [] and not p.underway
+    assert p.pods.create_pods == [] and p.pods.delete_pods == [] and not p.report.underway
     p = converge.plan(cluster(), nodesets(), {"statefulsets": {}, "pods": live, "slurm": None,
                                               "slurm_error": "timed out"}, NOW)
-    assert p.delete_pods == [] and p.pending
+    assert p.pods.delete_pods == [] and p.report.pending
 
 
 def test_min_nodes_is_kept_by_slurm_and_powered_up_by_the_operator():
     sets = nodesets()
     sets[1]["spec"]["elastic"]["minNodes"] = 1
     p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": {}, "slurm": table()}, NOW)
-    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    conf = next(m for m in p.objects.manifests
+                if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
     assert "SuspendExcNodes=demo-gpu-[0-2]:1" in conf["data"]["slurm.conf"]
-    assert p.power_up == ["demo-gpu-0"]
+    assert p.slurm.power_up == ["demo-gpu-0"]
 
 
 def test_a_lowered_maximum_keeps_the_names_still_up_until_slurm_powers_them_down():
@@ -215,18 +218,20 @@ def test_a_lowered_maximum_keeps_the_names_still_up_until_slurm_powers_them_down
     live = {"demo-gpu-2": pod("demo-gpu-2")}
     p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": live,
                                         "slurm": table(**{"demo-gpu-2": "MIXED+CLOUD"})}, NOW)
-    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    conf = next(m for m in p.objects.manifests
+                if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
     # Busy: its name stays in slurm.conf (a reconfigure without it would kill the job), no pod goes, and it is
     # powered down "asap": Slurm drains it, the job runs to its end, then Slurm powers it down.
     assert "NodeName=demo-gpu-[0-2] " in conf["data"]["slurm.conf"]
-    assert p.delete_pods == [] and p.power_down == ["demo-gpu-2"]
+    assert p.pods.delete_pods == [] and p.slurm.power_down == ["demo-gpu-2"]
     # Already asked: not again; once Slurm powered it down and its pod went, the names go.
     p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": live,
                                         "slurm": table(**{"demo-gpu-2": "MIXED+CLOUD+DRAIN+POWER_DOWN"})}, NOW)
-    assert p.power_down == [] and p.delete_pods == []
+    assert p.slurm.power_down == [] and p.pods.delete_pods == []
     p = converge.plan(cluster(), sets, {"statefulsets": {}, "pods": {}, "slurm": table()}, NOW)
-    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
-    assert "NodeName=demo-gpu-0 " in conf["data"]["slurm.conf"] and p.power_down == []
+    conf = next(m for m in p.objects.manifests
+                if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    assert "NodeName=demo-gpu-0 " in conf["data"]["slurm.conf"] and p.slurm.power_down == []
 
 
 def test_the_status_of_an_elastic_nodeset_counts_its_power_states():
@@ -237,10 +242,10 @@ def test_the_status_of_an_elastic_nodeset_counts_its_power_states():
                 "slurm": table(**{"demo-gpu-0": "MIXED+CLOUD", "demo-gpu-1": "MIXED+CLOUD+POWERING_UP",
                                   "demo-gpu-2": "DOWN+CLOUD+POWERED_DOWN"})}
     p = converge.plan(cluster(), nodesets(), observed, NOW)
-    got = status.nodeset_status(None, nodesets()[1], p, p.nodesets["gpu"], None, "2026-01-01T00:00:00Z")
+    got = status.nodeset_status(None, nodesets()[1], p, p.report.nodesets["gpu"], None, "2026-01-01T00:00:00Z")
     assert (got["poweredUp"], got["poweringUp"], got["poweredDown"], got["failed"]) == (1, 1, 0, 1)
     assert (got["replicas"], got["mixed"], got["idle"]) == (1, 1, 0)  # a powered-down node is not idle
-    assert p.create_pods[0]["metadata"]["name"] == "demo-gpu-1" and p.power_down_force == ["demo-gpu-2"]
+    assert p.pods.create_pods[0]["metadata"]["name"] == "demo-gpu-1" and p.slurm.power_down_force == ["demo-gpu-2"]
 
 
 def test_maintenance_powers_elastic_nodes_down_and_drains_the_powered_down_ones():
@@ -250,14 +255,14 @@ def test_maintenance_powers_elastic_nodes_down_and_drains_the_powered_down_ones(
     live = {"demo-gpu-0": pod("demo-gpu-0")}
     slurm_table = table(**{"demo-gpu-0": "IDLE+CLOUD", "demo-gpu-1": "MIXED+CLOUD+POWERING_UP"})
     p = converge.plan(maint, nodesets()[1:], {"statefulsets": controller, "pods": live, "slurm": slurm_table}, NOW)
-    assert p.power_down == ["demo-gpu-0"] and p.create_pods == []
-    assert p.drain == {"soperator: maintenance": ["demo-gpu-2"]}
-    assert any("maintenance waits for" in w for w in p.pending)
+    assert p.slurm.power_down == ["demo-gpu-0"] and p.pods.create_pods == []
+    assert p.slurm.drain == {"soperator: maintenance": ["demo-gpu-2"]}
+    assert any("maintenance waits for" in w for w in p.report.pending)
     # Maintenance over: our drain of the powered-down node is resumed.
     drained = scontrol.parse_show_node(node("demo-gpu-2", "IDLE+CLOUD+DRAIN+POWERED_DOWN",
                                             reason="soperator: maintenance"))
     p = converge.plan(cluster(), nodesets()[1:], {"statefulsets": controller, "pods": {}, "slurm": drained}, NOW)
-    assert p.resume == ["demo-gpu-2"]
+    assert p.slurm.resume == ["demo-gpu-2"]
 
 
 def test_topology_lists_the_elastic_names_beside_the_fixed_workers():
@@ -266,7 +271,8 @@ def test_topology_lists_the_elastic_names_beside_the_fixed_workers():
     obj = cluster()
     obj["spec"]["topology"] = {"levels": ["net/leaf"]}
     p = converge.plan(obj, nodesets(), {"statefulsets": {}, "pods": {}, "slurm": table(), "k8s_nodes": {}}, NOW)
-    conf = next(m for m in p.manifests if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
+    conf = next(m for m in p.objects.manifests
+                if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "demo-slurm-config")
     text = conf["data"]["topology.conf"]
     listed = ",".join(line.split("Nodes=", 1)[1] for line in text.splitlines() if "Nodes=" in line)
     assert set(hostlist.expand(listed)) >= {"demo-cpu-0"} | set(NAMES), text

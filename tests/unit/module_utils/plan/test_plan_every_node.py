@@ -13,7 +13,14 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api import spec as
 from ansible_collections.soperator.slurm.plugins.module_utils.api import values
 from ansible_collections.soperator.slurm.plugins.module_utils.api.durations import iso
 from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import SpecErrors
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import converge, every_node, model, modes, projection
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import (
+    converge,
+    decided,
+    every_node,
+    model,
+    modes,
+    projection,
+)
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 from ansible_collections.soperator.slurm.plugins.module_utils.render import cluster as render
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
@@ -64,7 +71,7 @@ def plan(k8s_nodes, pods=(), slurm=None, spec=EVERY, cluster_spec=None, leaving=
     ctx = context(cluster_spec=cluster_spec, nodesets=(("cpu", spec),), leaving=leaving, observed=obs, now=now)
     if status is not None:
         (ctx.of(values.EVERY_NODE) + ctx.of(values.EVERY_NODE, leaving=True))[0]["status"] = status
-    p = model.Plan()
+    p = model.Draft()
     hashes, render_pod = render.every_node_pods(ctx.cluster, ctx.of(values.EVERY_NODE))
     every_node.plan_every_node(p, ctx, hashes, render_pod)
     return p, ctx
@@ -178,7 +185,7 @@ def test_a_cordoned_node_drains_its_worker_with_drain_cordoned_and_uncordon_resu
     obs = {"pods": {worker("k1"): pod("k1")}, "slurm": table(slurm_line("k1")),
            "k8s_nodes": k8s("k1", unschedulable=("k1",))}
     ctx = context(cluster_spec=spec, nodesets=(("cpu", EVERY),), observed=obs)
-    p = model.Plan()
+    p = model.Draft()
     hashes, render_pod = render.every_node_pods(ctx.cluster, ctx.of(values.EVERY_NODE))
     every_node.plan_every_node(p, ctx, hashes, render_pod)
     projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
@@ -186,7 +193,7 @@ def test_a_cordoned_node_drains_its_worker_with_drain_cordoned_and_uncordon_resu
     assert p.pod_conditions[worker("k1")]["reason"] == "Drained" and p.nodesets["cpu"]["drained"] == 1
     obs = dict(obs, slurm=table(slurm_line("k1", "IDLE+DRAIN", names.REASON_NODE_CORDONED)), k8s_nodes=k8s("k1"))
     ctx = context(cluster_spec=spec, nodesets=(("cpu", EVERY),), observed=obs)
-    p = model.Plan()
+    p = model.Draft()
     every_node.plan_every_node(p, ctx, hashes, render_pod)
     projection.plan_projection(p, ctx, *modes.projected_pods(ctx))
     assert p.resume == [worker("k1")] and p.drain == {}
@@ -237,7 +244,8 @@ def test_nodes_not_readable_make_and_remove_nothing_and_the_status_says_why():
                   observed={"k8s_nodes_error": "cannot read Kubernetes nodes: forbidden"})
     assert (p.create_pods, p.delete_pods, p.drain) == ([], [], {})
     assert "operator_read_nodes" in p.nodesets["cpu"]["problem"] and p.deferred
-    status = st.nodeset_status({}, ctx.of(values.EVERY_NODE)[0], p, p.nodesets["cpu"], None, "2026-11-27T00:00:00Z")
+    status = st.nodeset_status({}, ctx.of(values.EVERY_NODE)[0], decided.freeze(p), p.nodesets["cpu"], None,
+                              "2026-11-27T00:00:00Z")
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and "cannot read Kubernetes nodes: forbidden" in ready["message"], ready
     # The operator's cache check does not read Nodes: silent there.
@@ -318,10 +326,12 @@ def test_a_ready_pod_resets_the_count_and_the_status_forgets_it():
     status = backoff(5, NOW - 1, "u5")
     p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1")), status=status)
     assert p.nodesets["cpu"]["podBackoff"] == {}
-    written = st.nodeset_status(status, ctx.of(values.EVERY_NODE)[0], p, p.nodesets["cpu"], None, iso(NOW))
+    written = st.nodeset_status(status, ctx.of(values.EVERY_NODE)[0], decided.freeze(p), p.nodesets["cpu"], None,
+                                 iso(NOW))
     assert written["podBackoff"] == {worker("k1"): None}  # a merge patch removes it
     p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1")), status={})
-    assert "podBackoff" not in st.nodeset_status({}, ctx.of(values.EVERY_NODE)[0], p, p.nodesets["cpu"], None, iso(NOW))
+    assert "podBackoff" not in st.nodeset_status({}, ctx.of(values.EVERY_NODE)[0], decided.freeze(p),
+                                                 p.nodesets["cpu"], None, iso(NOW))
     # A failure after that is a first one again: replaced at once.
     p, dummy = plan(k8s("k1"), [refused("k1", "u6")], table(slurm_line("k1")), status={"podBackoff": {}})
     assert p.delete_pods == [(worker("k1"), "u6")]
@@ -343,12 +353,12 @@ def test_maintenance_drains_every_worker_removes_its_pod_once_idle_and_makes_non
     spec = {"maintenance": True}
     p, ctx = plan(k8s("k1", "k2"), [pod("k1")], table(slurm_line("k1")), cluster_spec=spec)
     assert p.create_pods == []
-    q = model.Plan()
+    q = model.Draft()
     waiting = every_node.maintenance(q, ctx, ctx.of(values.EVERY_NODE)[0])
     assert waiting == [worker("k1")] and q.drain == {names.REASON_MAINTENANCE: [worker("k1")]}
     p, ctx = plan(k8s("k1"), [pod("k1")], table(slurm_line("k1", "IDLE+DRAIN", names.REASON_MAINTENANCE)),
                   cluster_spec=spec)
-    q = model.Plan()
+    q = model.Draft()
     every_node.maintenance(q, ctx, ctx.of(values.EVERY_NODE)[0])
     assert q.delete_pods == [(worker("k1"), "uid-k1")]
 
@@ -367,9 +377,9 @@ def test_the_whole_plan_makes_the_workers_and_renders_no_statefulset_for_the_set
     sets = [make_nodeset("cpu", EVERY, uid="n1")]
     observed = {"statefulsets": {}, "pods": {}, "slurm": None, "k8s_nodes": k8s("k1", "k2")}
     p = converge.plan(cluster, sets, observed, NOW)
-    assert sorted(m["spec"]["nodeName"] for m in p.create_pods) == ["k1", "k2"]
-    assert not any(m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-cpu" for m in p.manifests)
-    assert p.nodesets["cpu"]["workerNodes"] == {worker("k1"): "k1", worker("k2"): "k2"}
+    assert sorted(m["spec"]["nodeName"] for m in p.pods.create_pods) == ["k1", "k2"]
+    assert not any(m["kind"] == "StatefulSet" and m["metadata"]["name"] == "demo-cpu" for m in p.objects.manifests)
+    assert p.report.nodesets["cpu"]["workerNodes"] == {worker("k1"): "k1", worker("k2"): "k2"}
 
 
 def test_worker_pods_are_read_whenever_a_nodeset_is_every_node():
@@ -383,7 +393,7 @@ def test_node_labels_give_every_node_workers_their_features_and_topology_place()
     labels = {"k1": {"pool": "hpc", "feature.example.com/ib": "true", "net/leaf": "l1"}}
     obs = {"pods": {worker("k1"): pod("k1")}, "slurm": table(slurm_line("k1")), "k8s_nodes": k8s("k1", labels=labels)}
     ctx = context(cluster_spec={"topology": {"levels": ["net/leaf"]}}, nodesets=(("cpu", spec),), observed=obs)
-    p = model.Plan()
+    p = model.Draft()
     text = node_labels.plan_topology(p, ctx, {})
     assert worker("k1") in text and "SwitchName=l1" in text
     p.nodesets["cpu"] = {}

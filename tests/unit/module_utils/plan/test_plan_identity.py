@@ -41,7 +41,7 @@ def test_the_secrets_must_be_marked_for_the_cluster_before_anything_is_rendered(
         converge.plan(obj, [make_nodeset()], observed, NOW)
     assert "does not exist" in str(err.value)
     observed["secrets"] = {"ldap-bind": MARK, "ldap-ca": MARK}
-    assert converge.plan(obj, [make_nodeset()], observed, NOW).manifests
+    assert converge.plan(obj, [make_nodeset()], observed, NOW).objects.manifests
 
 
 
@@ -49,12 +49,12 @@ def test_the_converge_writes_identity_ready_and_removes_it_with_the_directory():
     observed = {"statefulsets": {}, "pods": {}, "slurm": None,
                 "identity": "BindRefused ldap_default_bind_dn refused (ldap_bind: Invalid credentials (49))"}
     plan = converge.plan(cluster(), [make_nodeset()], observed, NOW)
-    assert plan.components["IdentityReady"][:2] == ("False", "BindRefused")
+    assert plan.report.components["IdentityReady"][:2] == ("False", "BindRefused")
     written = status.cluster_status({}, cluster(), plan, "2024-01-01T00:00:00Z")
     cond = status.get_condition(written["conditions"], "IdentityReady")
     assert cond["status"] == "False" and cond["reason"] == "BindRefused" and "bindPasswordSecretRef" in cond["message"]
     plan = converge.plan(make_cluster(), [make_nodeset()], dict(observed, identity=None), NOW)
-    assert "IdentityReady" not in plan.components
+    assert "IdentityReady" not in plan.report.components
     again = status.cluster_status(written, make_cluster(), plan, "2024-01-01T00:00:01Z")
     assert status.get_condition(again["conditions"], "IdentityReady") is None
 

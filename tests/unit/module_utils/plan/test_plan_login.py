@@ -17,7 +17,7 @@ def desired(template_hash="h"):
 def planned(live=None, pods=None, sessions=None, now=NOW, template_hash="h", **spec):
     ctx = context(spec, observed={"statefulsets": {"demo-login": live} if live else {}, "pods": pods or {},
                                   "login_sessions": sessions or {}}, now=now)
-    p = model.Plan()
+    p = model.Draft()
     p.manifests = [desired(template_hash)]
     login.plan_login(p, ctx)
     return p

@@ -30,7 +30,7 @@ def observed(states, k8s_nodes, deleting=()):
 
 def planned(obs, spec=REPLACE, nodesets=(("cpu", {}),)):
     ctx = context(spec, nodesets=nodesets, observed=obs)
-    p = model.Plan()
+    p = model.Draft()
     lost.plan_lost(p, ctx, modes.replaceable_pods(ctx))
     return p
 
@@ -86,12 +86,12 @@ def test_the_whole_planner_replaces_it_and_the_next_pass_with_its_replacement_do
     ctx = context(REPLACE, nodesets=(("cpu", {"replicas": 2}),), observed=obs)
     cluster, nodesets = ctx.cluster, ctx.valid
     p = converge.plan(cluster, nodesets, obs, now=NOW)
-    assert [lp.pod for lp in p.replace_lost] == ["demo-cpu-1"]
+    assert [lp.pod for lp in p.pods.replace_lost] == ["demo-cpu-1"]
     # The StatefulSet made it again on node-0 and its slurmd registered: nothing left to do for it.
     obs["pods"]["demo-cpu-1"]["spec"]["nodeName"] = "node-0"
     obs["slurm"] = slurm(line("demo-cpu-0"), line("demo-cpu-1"))
     p = converge.plan(cluster, nodesets, obs, now=NOW)
-    assert p.replace_lost == [] and not [w for w in p.pending if "demo-cpu-1" in w]
+    assert p.pods.replace_lost == [] and not [w for w in p.report.pending if "demo-cpu-1" in w]
 
 
 def test_node_facts_carry_the_time_of_the_ready_transition():

@@ -19,7 +19,7 @@ def observed(nodes, count=2, **extra):
 def test_maintenance_drains_every_worker_and_waits_for_their_jobs():
     ctx = context({"maintenance": True}, observed=observed([line("demo-cpu-0", "ALLOCATED", cpus_alloc=1),
                                                             line("demo-cpu-1")]))
-    p = model.Plan()
+    p = model.Draft()
     assert not maintenance.plan_maintenance(p, ctx)
     assert p.drain == {MAINT: ["demo-cpu-0", "demo-cpu-1"]}
     assert p.requeue_after == model.REQUEUE_DRAINING and "maintenance waits for demo-cpu-0" in p.pending[0]
@@ -28,15 +28,15 @@ def test_maintenance_drains_every_worker_and_waits_for_their_jobs():
 def test_maintenance_is_ready_once_every_worker_is_drained_and_idle():
     ctx = context({"maintenance": True}, observed=observed([line("demo-cpu-0", "IDLE+DRAIN", MAINT),
                                                             line("demo-cpu-1", "IDLE+DRAIN", MAINT)]))
-    p = model.Plan()
+    p = model.Draft()
     assert maintenance.plan_maintenance(p, ctx) and not p.drain and not p.pending
 
 
 def test_maintenance_without_a_running_controller_needs_no_slurm():
     statefulsets, pods = workers(2)
     ctx = context({"maintenance": True}, observed={"statefulsets": statefulsets, "pods": pods, "slurm": None})
-    assert maintenance.plan_maintenance(model.Plan(), ctx)
-    p = model.Plan()
+    assert maintenance.plan_maintenance(model.Draft(), ctx)
+    p = model.Draft()
     assert not maintenance.plan_maintenance(p, context({"maintenance": True}, observed=observed(None)))
     assert p.requeue_after == model.REQUEUE_SLURM_UNREACHABLE
 
@@ -45,7 +45,7 @@ def test_a_drain_older_than_a_proceeding_drain_timeout_gives_the_jobs_up():
     ctx = context({"maintenance": True}, nodesets=[("cpu", {"drainTimeout": "10m"})],
                   observed=observed([line("demo-cpu-0", "MIXED+DRAIN", MAINT, when=NOW - 3600, cpus_alloc=1),
                                      line("demo-cpu-1", "IDLE+DRAIN", MAINT)]))
-    p = model.Plan()
+    p = model.Draft()
     assert maintenance.plan_maintenance(p, ctx)
     assert [(g["node"], g["why"], g["setting"]) for g in p.give_up] == [
         ("demo-cpu-0", "maintenance", "spec.drainTimeout")]
@@ -56,7 +56,7 @@ def test_a_drain_older_than_a_proceeding_drain_timeout_gives_the_jobs_up():
 def test_the_end_of_maintenance_resumes_its_drains_only():
     ctx = context(observed=observed([line("demo-cpu-0", "IDLE+DRAIN", MAINT), line("demo-cpu-1", "IDLE+DRAIN",
                                                                                   "disk check")]))
-    p = model.Plan()
+    p = model.Draft()
     assert not maintenance.plan_maintenance(p, ctx)
     assert p.resume == ["demo-cpu-0"]
 
@@ -64,10 +64,10 @@ def test_the_end_of_maintenance_resumes_its_drains_only():
 def test_health_drains_are_resumed_once_the_program_no_longer_runs_but_nccl_drains_stay():
     nodes = [line("demo-cpu-0", "IDLE+DRAIN", names.HEALTH_REASON_PREFIX + " gpu: lost"),
              line("demo-cpu-1", "IDLE+DRAIN", names.NCCL_REASON_PREFIX + " busbw low")]
-    p = model.Plan()
+    p = model.Draft()
     maintenance.plan_maintenance(p, context({"healthChecks": {"enabled": False}}, observed=observed(nodes)))
     assert p.resume == ["demo-cpu-0"]
-    p = model.Plan()
+    p = model.Draft()
     maintenance.plan_maintenance(p, context(observed=observed(nodes)))
     assert p.resume == []  # the program runs: its drains are its own to resume
 
@@ -75,14 +75,14 @@ def test_health_drains_are_resumed_once_the_program_no_longer_runs_but_nccl_drai
 def test_slurmctld_keeps_an_older_slurm_user_while_workers_run():
     old = observed([line("demo-cpu-0")])
     old["statefulsets"]["demo-controller"] = sts("demo-controller", 1)  # no slurm-user annotation: a release of root
-    p = model.Plan()
+    p = model.Draft()
     assert maintenance.plan_slurm_user(p, context(observed=old), maintenance_ready=False) == "root"
     assert "spec.maintenance: true" in p.slurm_user_kept
-    p = model.Plan()
+    p = model.Draft()
     assert maintenance.plan_slurm_user(p, context(observed=old), maintenance_ready=True) == names.SLURM_USER
     assert p.slurm_user_kept is None
     none_running = dict(old, statefulsets={"demo-controller": old["statefulsets"]["demo-controller"]})
-    assert maintenance.plan_slurm_user(model.Plan(), context(observed=none_running), False) == names.SLURM_USER
+    assert maintenance.plan_slurm_user(model.Draft(), context(observed=none_running), False) == names.SLURM_USER
 
 
 def test_only_the_two_users_a_release_rendered_are_believed():

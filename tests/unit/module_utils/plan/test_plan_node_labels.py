@@ -3,7 +3,7 @@
 import pytest
 from planning import NOW, context, slurm, workers
 
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, node_labels
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import decided, model, node_labels
 from ansible_collections.soperator.slurm.plugins.module_utils.render import topology as topo
 from ansible_collections.soperator.slurm.plugins.module_utils.slurm import scontrol
 
@@ -31,7 +31,7 @@ def plan_features(obs, status=None, spec=FEATURED):
     ctx = context(nodesets=(("cpu", spec),), observed=obs)
     if status is not None:
         ctx.valid[0]["status"] = status
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["cpu"] = {}
     node_labels.plan_features(p, ctx)
     return p
@@ -59,7 +59,7 @@ def test_a_new_label_adds_its_feature_and_records_it():
         "node-0": {PREFIX + "ib": "true"}, "node-1": {}}))
     assert p.set_features == {"demo-cpu-0": ["cpu", "fast", "ib"]}
     assert p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib"]}
-    assert p.changes_slurm
+    assert decided.freeze(p).slurm.any
 
 
 def test_a_removed_label_removes_only_its_feature_never_an_administrators():
@@ -82,7 +82,7 @@ def test_a_label_naming_a_feature_someone_else_set_is_not_claimed():
 def test_unchanged_labels_change_nothing():
     p = plan_features(observed([line("demo-cpu-0", "cpu,fast,ib")], {"node-0": {PREFIX + "ib": "true"}}, count=1),
                       status={"labelFeatures": {"demo-cpu-0": ["ib"]}})
-    assert p.set_features == {} and not p.changes_slurm
+    assert p.set_features == {} and not decided.freeze(p).slurm.any
     assert p.nodesets["cpu"]["labelFeatures"] == {"demo-cpu-0": ["ib"]}
 
 
@@ -99,7 +99,7 @@ def plan_features_beside(obs, other, status=None):
     ctx = context(nodesets=(("cpu", FEATURED), (other, {})), observed=obs)
     if status is not None:
         ctx.valid[0]["status"] = status
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["cpu"] = {}
     node_labels.plan_features(p, ctx)
     return p
@@ -175,7 +175,7 @@ def leafs(**placement):
 
 def plan_topology(obs, spec=TREE, count=4):
     ctx = context(spec, observed=obs)
-    p = model.Plan()
+    p = model.Draft()
     text = node_labels.plan_topology(p, ctx, {"cpu": count})
     return p, text
 
@@ -217,7 +217,7 @@ def test_a_relabel_moves_the_node_and_asks_one_reconfigure_once_the_controller_h
     p, after = plan_topology(four(relabelled, shown=shown, mounted=before))
     assert after != before and p.reconfigure is None and p.requeue_after  # the pod does not have it yet
     p, again = plan_topology(four(relabelled, shown=shown, mounted=after))
-    assert again == after and "demo-cpu-1" in p.reconfigure and p.changes_slurm
+    assert again == after and "demo-cpu-1" in p.reconfigure and decided.freeze(p).slurm.any
     now_shown = dict(shown, **{"demo-cpu-1": "leaf1", "demo-cpu-2": "leaf2"})
     p, dummy = plan_topology(four(relabelled, shown=now_shown, mounted=after))
     assert p.reconfigure is None and not p.pending
@@ -313,7 +313,7 @@ def elastic_obs(hosts, labels, shown=None, mounted=None, live=None):
 def plan_block(obs, placement=None):
     ctx = context(BLOCK, nodesets=(("gpu", {"elastic": {"maxNodes": 4}, "placement": placement or {}}),),
                   observed=obs)
-    p = model.Plan()
+    p = model.Draft()
     return p, node_labels.plan_topology(p, ctx, {})
 
 
@@ -361,11 +361,11 @@ def test_a_worker_the_scheduler_cannot_place_is_named_in_the_nodesets_status():
                                                         "reason": "Unschedulable", "message": message})
     ctx = context(nodesets=(("cpu", {"placement": {"onePerNode": True}}),),
                   observed={"statefulsets": statefulsets, "pods": pods})
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["cpu"] = {"desired": 3, "replicas": 3, "readyReplicas": 2, "serving": 2, "currentReplicas": 3}
     node_labels.plan_unplaced(p, ctx)
     assert p.nodesets["cpu"]["unschedulable"] == ["demo-cpu-2: " + message]
-    status = st.nodeset_status({}, ctx.valid[0], p, p.nodesets["cpu"], None, "2026-01-01T00:00:00Z")
+    status = st.nodeset_status({}, ctx.valid[0], decided.freeze(p), p.nodesets["cpu"], None, "2026-01-01T00:00:00Z")
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and message in ready["message"]
 
@@ -389,13 +389,13 @@ def test_the_live_configmaps_file_is_what_was_decided_last():
 def test_a_refused_label_is_one_event_until_it_changes():
     obs = observed([line("demo-cpu-0", "cpu,fast")], {"node-0": {PREFIX + "x": "a b"}}, count=1)
     ctx = context(nodesets=(("cpu", FEATURED),), observed=obs)
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["cpu"] = {}
     node_labels.plan_features(p, ctx)
     node_labels.plan_label_events(p, ctx)
     assert len(p.label_events) == 1 and p.nodesets["cpu"]["labelsRefused"] == [p.label_events[0][1]]
     ctx.valid[0]["status"] = {"labelsRefused": p.nodesets["cpu"]["labelsRefused"]}
-    again = model.Plan()
+    again = model.Draft()
     again.nodesets["cpu"] = {}
     node_labels.plan_features(again, ctx)
     node_labels.plan_label_events(again, ctx)

@@ -21,7 +21,7 @@ def observed(hosts, gated=(), k8s_nodes=None):
 def plan(obs, recorded=None, spec=PINNED):
     ctx = context(nodesets=(("cpu", spec),), observed=obs)
     ctx.valid[0]["status"] = {"pins": recorded or {}}
-    p = model.Plan()
+    p = model.Draft()
     pins.plan_pins(p, ctx)
     return p
 

@@ -3,7 +3,7 @@
 from planning import NOW, context, line, pod, slurm, sts
 
 from ansible_collections.soperator.slurm.plugins.module_utils import names
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model, rolls
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import decided, model, rolls
 
 UPDATE = names.REASON_UPDATE
 NEW = "rev-2"
@@ -15,7 +15,7 @@ def rolling(nodes, revisions, strategy=None, ready=True):
     pods = dict(("demo-cpu-%d" % i, pod("demo-cpu-%d" % i, rev, ready)) for i, rev in enumerate(revisions))
     ctx = context(nodesets=[("cpu", {"replicas": len(revisions), "updateStrategy": strategy or {}})],
                   observed={"statefulsets": {"demo-cpu": live}, "pods": pods, "slurm": slurm(*nodes)})
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["cpu"] = {}
     p.manifests = [{"kind": "StatefulSet", "metadata": {"name": "demo-cpu", "annotations": {
         names.ANNOTATION_TEMPLATE_HASH: "h"}}}]
@@ -53,7 +53,7 @@ def test_proceed_after_replaces_a_busy_node_once_its_drain_is_older_and_says_so(
                 {"proceedAfter": "10m"})
     assert p.delete_pods == [("demo-cpu-0", "uid-demo-cpu-0")]
     # Set DOWN before its pod goes: Slurm 24.11 would keep the job RUNNING on the new pod's node otherwise.
-    assert p.down == {UPDATE: ["demo-cpu-0"]} and p.changes_slurm
+    assert p.down == {UPDATE: ["demo-cpu-0"]} and decided.freeze(p).slurm.any
     assert [(g["node"], g["setting"], g["pod_uid"]) for g in p.give_up] == [
         ("demo-cpu-0", "spec.updateStrategy.proceedAfter", "uid-demo-cpu-0")]
 
@@ -82,7 +82,7 @@ def test_an_admins_drain_with_jobs_is_theirs_to_finish():
 
 def test_a_template_this_pass_changes_waits_for_its_revision():
     ctx = context(observed={"statefulsets": {}, "pods": {}, "slurm": slurm()})
-    p = model.Plan()
+    p = model.Draft()
     p.manifests = [{"kind": "StatefulSet", "metadata": {"name": "demo-cpu", "annotations": {
         names.ANNOTATION_TEMPLATE_HASH: "new"}}}]
     rolls.plan_rolls(p, ctx, [(ctx.valid[0], "demo-cpu", sts("demo-cpu", 1, template_hash="old"), 1)])
@@ -92,7 +92,7 @@ def test_a_template_this_pass_changes_waits_for_its_revision():
 def test_without_slurm_outdated_nodes_wait():
     live = sts("demo-cpu", 1, revision=NEW)
     ctx = context(observed={"statefulsets": {"demo-cpu": live}, "pods": {"demo-cpu-0": pod("demo-cpu-0", "rev-1")}})
-    p = model.Plan()
+    p = model.Draft()
     p.nodesets["cpu"] = {}
     assert rolls.roll(p, ctx.valid[0], "demo-cpu", live, 1, ctx.pods, None, NOW) == (0, 1)
     assert p.requeue_after == model.REQUEUE_SLURM_UNREACHABLE and not p.drain

@@ -16,7 +16,7 @@ def test_a_shrink_drains_its_victims_and_keeps_the_busy_top_ordinal():
     ctx = context(nodesets=[("cpu", {"replicas": 1})], observed={
         "statefulsets": statefulsets, "pods": pods,
         "slurm": slurm(line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2", "ALLOCATED", cpus_alloc=2))})
-    p = model.Plan()
+    p = model.Draft()
     decided = scale.plan_replicas(p, ctx, maintenance_ready=False)
     assert p.drain == {SCALE_IN: ["demo-cpu-2", "demo-cpu-1"]}
     assert decided.render == {"cpu": 3}  # the StatefulSet removes demo-cpu-2 first, and it runs a job
@@ -30,7 +30,7 @@ def test_drained_idle_victims_go_and_the_renderer_gets_the_smaller_count():
         "statefulsets": statefulsets, "pods": pods,
         "slurm": slurm(line("demo-cpu-0"), line("demo-cpu-1", "IDLE+DRAIN", SCALE_IN),
                        line("demo-cpu-2", "IDLE+DRAIN", SCALE_IN))})
-    p = model.Plan()
+    p = model.Draft()
     decided = scale.plan_replicas(p, ctx, maintenance_ready=False)
     assert decided.render == {"cpu": 1} and not p.drain and not p.pending
     assert p.nodesets["cpu"]["replicas"] == 1 and p.nodesets["cpu"]["desired"] == 1
@@ -38,11 +38,11 @@ def test_drained_idle_victims_go_and_the_renderer_gets_the_smaller_count():
 
 def test_without_slurm_a_shrink_waits_and_a_growth_does_not():
     statefulsets, pods = workers(3)
-    p = model.Plan()
+    p = model.Draft()
     decided = scale.plan_replicas(p, context(nodesets=[("cpu", {"replicas": 1})],
                                              observed={"statefulsets": statefulsets, "pods": pods}), False)
     assert decided.render == {"cpu": 3} and p.requeue_after == model.REQUEUE_SLURM_UNREACHABLE
-    p = model.Plan()
+    p = model.Draft()
     decided = scale.plan_replicas(p, context(nodesets=[("cpu", {"replicas": 5})],
                                              observed={"statefulsets": statefulsets, "pods": pods}), False)
     assert decided.render == {"cpu": 5} and not p.pending
@@ -53,7 +53,7 @@ def test_a_cancelled_scale_in_is_resumed_and_an_admins_drain_is_not():
     ctx = context(nodesets=[("cpu", {"replicas": 2})], observed={
         "statefulsets": statefulsets, "pods": pods,
         "slurm": slurm(line("demo-cpu-0", "IDLE+DRAIN", "bad dimm"), line("demo-cpu-1", "IDLE+DRAIN", SCALE_IN))})
-    p = model.Plan()
+    p = model.Draft()
     scale.plan_replicas(p, ctx, False)
     assert p.resume == ["demo-cpu-1"]
 
@@ -62,14 +62,14 @@ def test_a_nodeset_being_deleted_shrinks_to_zero_keeps_its_objects_then_is_relea
     statefulsets, pods = workers(1)
     ctx = context(nodesets=[("cpu", {"replicas": 1})], leaving=("cpu",), observed={
         "statefulsets": statefulsets, "pods": pods, "slurm": slurm(line("demo-cpu-0", "IDLE+DRAIN", SCALE_IN))})
-    p = model.Plan()
+    p = model.Draft()
     decided = scale.plan_replicas(p, ctx, False)
     assert p.scale == {"demo-cpu": 0} and ("StatefulSet", "demo-cpu") in p.keep
     assert decided.render == {} and p.nodesets["cpu"]["leaving"] and p.release == []
     gone = context(nodesets=[("cpu", {"replicas": 1})], leaving=("cpu",), observed={
         "statefulsets": {"demo-cpu": dict(statefulsets["demo-cpu"], spec={"replicas": 0})}, "pods": {},
         "slurm": slurm()})
-    p = model.Plan()
+    p = model.Draft()
     scale.plan_replicas(p, gone, False)
     assert p.release == ["cpu"] and not p.pending
 
@@ -79,7 +79,7 @@ def test_records_of_pods_gone_for_good_are_forgotten_unless_a_job_still_counts()
     ctx = context(observed={"statefulsets": statefulsets, "pods": pods, "slurm": slurm(
         line("demo-cpu-0"), line("demo-cpu-1"), line("demo-cpu-2", "ALLOCATED", cpus_alloc=1), line("other-x-0"),
         line("demo-controller-0"))})
-    p = model.Plan()
+    p = model.Draft()
     p.resume = ["demo-cpu-1"]
     scale.plan_node_records(p, ctx, {"demo-cpu": 1})
     assert p.delete_nodes == ["demo-cpu-1"] and p.resume == []  # forgotten, not resumed
@@ -88,7 +88,7 @@ def test_records_of_pods_gone_for_good_are_forgotten_unless_a_job_still_counts()
 
 def test_pods_past_what_stays_are_waited_for():
     statefulsets, pods = workers(3)
-    p = model.Plan()
+    p = model.Draft()
     scale.plan_node_records(p, context(observed={"statefulsets": statefulsets, "pods": pods}), {"demo-cpu": 1})
     assert p.pending == ["pods going: demo-cpu-1, demo-cpu-2"] and p.requeue_after == model.REQUEUE_PROGRESSING
 
@@ -103,7 +103,7 @@ def test_beyond_reads_ordinals_like_a_statefulset():
 def test_an_invalid_nodesets_objects_are_kept():
     ctx = context()
     ctx.invalid = {"gpu": ["bad"]}
-    p = model.Plan()
+    p = model.Draft()
     scale.plan_replicas(p, ctx, False)
     assert set(p.keep) == {("StatefulSet", "demo-gpu"), ("Service", "demo-gpu"), ("PodDisruptionBudget", "demo-gpu")}
 
@@ -121,7 +121,7 @@ def applied(cluster_spec=None, workers=2):
     nodeset = make_nodeset("cpu", {"replicas": workers}, uid="n-uid")
     live = {}
     for desired in converge.plan(cluster, [nodeset], {"statefulsets": {}, "pods": {}, "slurm": None},
-                                 NOW).manifests:
+                                 NOW).objects.manifests:
         obj = objects.with_applied_hash(desired)
         obj["metadata"].update(resourceVersion="41", uid="u-" + desired["metadata"]["name"],
                                managedFields=[dict(APPLIED_BY, apiVersion=desired["apiVersion"])])

@@ -27,7 +27,7 @@ def cluster(partitions, slurm_conf=None, recorded=None):
 def files_of(obj):
     p = converge.plan(obj, [make_nodeset("cpu", {"replicas": 1}, uid="n-uid")],
                       {"statefulsets": {}, "pods": {}, "slurm": None}, NOW)
-    return slurm_config.rendered_files(p, "demo")
+    return slurm_config.rendered_files(p.objects.manifests, "demo")
 
 
 def given(obj):
@@ -55,19 +55,20 @@ def test_a_partition_change_is_one_reconfigure_once_the_pod_has_the_file_and_nev
     # The controller's pod template is the same: no restart.
     assert controller.restart_digest(files_of(old)) == controller.restart_digest(files_of(new))
     asked = plan(new, read=False)
-    assert asked.read_mounted_config and not asked.reconfigure
+    assert asked.read_mounted_config and not asked.slurm.reconfigure
     waiting = plan(new, mounted_of=old)
-    assert not waiting.reconfigure and any("waiting for the controller pod to see the new file" in w
-                                           for w in waiting.pending)
-    assert waiting.slurm_config == given(old)
+    assert not waiting.slurm.reconfigure and any("waiting for the controller pod to see the new file" in w
+                                           for w in waiting.report.pending)
+    assert waiting.report.slurm_config == given(old)
     done = plan(new)
-    assert done.reconfigure and "slurm.conf" in done.reconfigure
-    assert done.slurm_config["digest"] == given(new)["digest"] and done.slurm_config["appliedBy"] == "Reconfigured"
-    assert done.slurm_config["lastAppliedTime"] == "2023-11-14T22:13:20Z"
+    assert done.slurm.reconfigure and "slurm.conf" in done.slurm.reconfigure
+    assert done.report.slurm_config["digest"] == given(new)["digest"]
+    assert done.report.slurm_config["appliedBy"] == "Reconfigured"
+    assert done.report.slurm_config["lastAppliedTime"] == "2023-11-14T22:13:20Z"
     # Recorded: the next reconcile asks nothing, reads nothing.
-    again = plan(cluster(ONE_HOUR, recorded=done.slurm_config), read=False)
-    assert not again.reconfigure and not again.read_mounted_config and not again.pending
-    assert again.slurm_config == done.slurm_config
+    again = plan(cluster(ONE_HOUR, recorded=done.report.slurm_config), read=False)
+    assert not again.slurm.reconfigure and not again.read_mounted_config and not again.report.pending
+    assert again.report.slurm_config == done.report.slurm_config
 
 
 def test_a_key_that_needs_a_restart_waits_for_the_new_pod_and_says_restarted():
@@ -76,27 +77,28 @@ def test_a_key_that_needs_a_restart_waits_for_the_new_pod_and_says_restarted():
     assert controller.restart_digest(files_of(old)) != controller.restart_digest(files_of(new))
     # The old pod (its template's hash) gets the new file through its volume: not applied by reconfigure.
     rolling = plan(new, pod_of=old)
-    assert not rolling.reconfigure and any("replaced for a setting that needs a restart" in w for w in rolling.pending)
+    assert not rolling.slurm.reconfigure
+    assert any("replaced for a setting that needs a restart" in w for w in rolling.report.pending)
     done = plan(new)
-    assert done.reconfigure and done.slurm_config["appliedBy"] == "Restarted"
+    assert done.slurm.reconfigure and done.report.slurm_config["appliedBy"] == "Restarted"
 
 
 def test_nothing_is_decided_while_slurmctld_does_not_answer():
     recorded = given(cluster(UNLIMITED))
     p = plan(cluster(ONE_HOUR, recorded=recorded), slurm=None)
-    assert not p.reconfigure and not p.read_mounted_config and p.slurm_config == recorded
+    assert not p.slurm.reconfigure and not p.read_mounted_config and p.report.slurm_config == recorded
 
 
 def test_a_cluster_without_a_record_is_reconfigured_once_and_recorded():
     """A cluster converged by an older operator: what its slurmctld read is not known, so it is given the file."""
     p = plan(cluster(UNLIMITED))
-    assert p.reconfigure and p.slurm_config["appliedBy"] == "Reconfigured"
+    assert p.slurm.reconfigure and p.report.slurm_config["appliedBy"] == "Reconfigured"
 
 
 def test_the_status_carries_what_slurmctld_was_given():
     p = plan(cluster(ONE_HOUR, recorded=given(cluster(UNLIMITED))))
     written = status.cluster_status({}, {"metadata": {"generation": 3}}, p, "2023-11-14T22:13:20Z")
-    assert written["slurmConfig"] == p.slurm_config
+    assert written["slurmConfig"] == p.report.slurm_config
 
 
 def test_restart_lines_are_the_documented_keys_only():

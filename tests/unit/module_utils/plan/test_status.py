@@ -2,20 +2,21 @@
 
 from resources import make_cluster, make_nodeset
 
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import model
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import decided, model
 from ansible_collections.soperator.slurm.plugins.module_utils.plan import status as st
 
 NOW = 1_700_000_000
 
 
-def plan_for(ready=True, invalid=None, phase=None, facts=None):
-    p = model.Plan()
+def plan_for(ready=True, invalid=None, phase=None, facts=None, login_outdated=None, slurm_user_kept=None):
+    p = model.Draft()
+    p.login_outdated, p.slurm_user_kept = login_outdated, slurm_user_kept
     p.ready = ready
     p.phase = phase or (model.PHASE_READY if ready else model.PHASE_PROGRESSING)
     p.message = "all good" if ready else "waiting"
     p.invalid = invalid or {}
     p.nodesets = facts or {}
-    return p
+    return decided.freeze(p)
 
 
 def conds(status):
@@ -117,20 +118,15 @@ def test_label_selector_and_conditions_helpers():
 def test_login_pods_on_an_older_template_show_as_a_condition_only_once_known():
     cluster = with_generation(make_cluster(), 2)
     assert "LoginUpToDate" not in conds(st.cluster_status({}, cluster, plan_for(), "T"))  # no live StatefulSet yet
-    p = plan_for()
-    p.login_outdated = 1
-    c = conds(st.cluster_status({}, cluster, p, "T"))["LoginUpToDate"]
+    c = conds(st.cluster_status({}, cluster, plan_for(login_outdated=1), "T"))["LoginUpToDate"]
     assert (c["status"], c["reason"]) == ("False", "RollingUpdate") and "1 login pod(s)" in c["message"]
-    p.login_outdated = 0
-    assert conds(st.cluster_status({}, cluster, p, "T"))["LoginUpToDate"]["status"] == "True"
+    assert conds(st.cluster_status({}, cluster, plan_for(login_outdated=0), "T"))["LoginUpToDate"]["status"] == "True"
 
 
 def test_a_kept_slurmuser_shows_as_a_condition_until_it_changes():
     cluster = with_generation(make_cluster(), 2)
-    p = plan_for()
-    p.slurm_user_kept = "slurmctld keeps running as root"
-    status = st.cluster_status({}, cluster, p, "T")
+    kept = "slurmctld keeps running as root"
+    status = st.cluster_status({}, cluster, plan_for(slurm_user_kept=kept), "T")
     c = conds(status)["SlurmUserUpToDate"]
-    assert (c["status"], c["reason"], c["message"]) == ("False", "WaitsForMaintenance", p.slurm_user_kept)
-    p.slurm_user_kept = None
-    assert "SlurmUserUpToDate" not in conds(st.cluster_status(status, cluster, p, "T"))
+    assert (c["status"], c["reason"], c["message"]) == ("False", "WaitsForMaintenance", kept)
+    assert "SlurmUserUpToDate" not in conds(st.cluster_status(status, cluster, plan_for(), "T"))

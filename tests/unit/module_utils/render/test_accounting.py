@@ -12,7 +12,7 @@ from ansible_collections.soperator.slurm.plugins.module_utils.api.errors import 
 from ansible_collections.soperator.slurm.plugins.module_utils.api.spec import validate_cluster
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import apply as _k8s_apply
 from ansible_collections.soperator.slurm.plugins.module_utils.k8s import generate
-from ansible_collections.soperator.slurm.plugins.module_utils.plan import components, model, status
+from ansible_collections.soperator.slurm.plugins.module_utils.plan import components, decided, model, status
 from ansible_collections.soperator.slurm.plugins.module_utils.render.cluster import render_cluster
 
 EXTERNAL = {"type": "External", "host": "db.example.org", "passwordSecretRef": {"name": "slurm-db", "key": "pw"}}
@@ -241,7 +241,7 @@ def _pod(name, message=None, ready=False, waiting="CrashLoopBackOff"):
 
 def _components(spec, statefulsets, pods):
     cluster = validate_cluster(make_cluster(spec))
-    plan = model.Plan()
+    plan = model.Draft()
     plan.manifests = render_cluster(cluster, [make_nodeset()])
     ctx = model.Context(cluster, [], [], {}, {"statefulsets": statefulsets, "pods": pods}, 0)
     components.plan_components(plan, ctx)
@@ -279,13 +279,14 @@ def test_pod_problem_reads_waiting_reasons_too():
 
 
 def test_component_conditions_come_and_go_with_the_component():
-    class P(object):
-        ready, phase, message, login_outdated, invalid = True, "Ready", "fine", None, {}
-        components = {"AccountingReady": ("False", "DatabaseAccessDenied", "why")}
+    def plan(components):
+        p = model.Draft()
+        p.ready, p.phase, p.message, p.components = True, "Ready", "fine", components
+        return decided.freeze(p)
 
     obj = {"metadata": {"generation": 3}}
-    new = status.cluster_status({}, obj, P(), "2026-01-01T00:00:00Z")
+    new = status.cluster_status({}, obj, plan({"AccountingReady": ("False", "DatabaseAccessDenied", "why")}),
+                                "2026-01-01T00:00:00Z")
     cond = status.get_condition(new["conditions"], "AccountingReady")
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "DatabaseAccessDenied", "why")
-    P.components = {}
-    assert status.get_condition(status.cluster_status(new, obj, P(), "x")["conditions"], "AccountingReady") is None
+    assert status.get_condition(status.cluster_status(new, obj, plan({}), "x")["conditions"], "AccountingReady") is None

@@ -54,7 +54,7 @@ def test_a_release_without_a_quirk_turns_its_workaround_off(monkeypatch):
     assert "BlockSizes=1" in block
     spec = {"topology": {"plugin": "block"}}
     assert [e.path for e in specs._block_topology_rules(spec, [nodeset(replicas=2)])] == ["spec.topology.plugin"]
-    p = model.Plan()
+    p = model.Draft()
     p.give_up_node(nodeset(), "demo-cpu-1", "scale-in", "spec.drainTimeout", "30m", 0, down_reason="r")
     assert p.down == {"r": ["demo-cpu-1"]}
     pod = {"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}}
@@ -64,7 +64,7 @@ def test_a_release_without_a_quirk_turns_its_workaround_off(monkeypatch):
     assert "BlockSizes" not in topology.render_topology_conf("block", ["demo-gpu-0", "demo-gpu-1"],
                                                              {"demo-gpu-0": ["nvl0"]})
     assert specs._block_topology_rules(spec, [nodeset(replicas=2)]) == []
-    p = model.Plan()
+    p = model.Draft()
     p.give_up_node(nodeset(), "demo-cpu-1", "scale-in", "spec.drainTimeout", "30m", 0, down_reason="r")
     assert p.down == {} and [g["node"] for g in p.give_up] == ["demo-cpu-1"]
     assert not elastic._left_from_before(pod, {"slurmd_start": 2000000000})
