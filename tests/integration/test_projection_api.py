@@ -40,9 +40,10 @@ def test_the_pod_condition_is_written_once_and_the_nodes_of_the_pods_are_read(k8
                "the pod running")
     conv = Converger(dynamic.DynamicClient(k8s), namespace, "demo", "test", None)
     pods = dict((p["metadata"]["name"], p) for p in conv.list("v1", "Pod", names.LABEL_CLUSTER + "=demo"))
-    plan = model.Draft()
-    plan.pod_conditions = {"demo-cpu-0": projection.pod_condition(scontrol.parse_show_node(LINE)["demo-cpu-0"])}
-    conv.report_pods({"pods": pods}, decided.freeze(plan), "2026-11-24T00:00:00Z")
+    draft = model.Draft()
+    draft.pod_conditions = {"demo-cpu-0": projection.pod_condition(scontrol.parse_show_node(LINE)["demo-cpu-0"])}
+    plan = decided.freeze(draft)
+    conv.report_pods({"pods": pods}, plan, "2026-11-24T00:00:00Z")
 
     live = core.read_namespaced_pod("demo-cpu-0", namespace)
     cond = next(c for c in live.status.conditions if c.type == "SlurmNodeReady")
