@@ -27,7 +27,7 @@ __metaclass__ = type
 
 import copy
 from dataclasses import dataclass, replace
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, TypeVar
 
 from ansible_collections.soperator.slurm.plugins.module_utils.plan.model import (
     BackupStatus, ComponentCondition, Draft, Event, Eviction, GiveUp, LabelEvent, LostPod, NodeSetFacts, ObjectRef,
@@ -141,28 +141,27 @@ class Plan:
     def with_jobs(self, jobs: Mapping[str, Sequence[str]]) -> Plan:
         """This plan with the job ids Slurm named (``{node: [ids]}``; a node absent: not known) in its waiting and
         given-up entries (new entries: this plan's are left as they are)."""
-        def waiting(entry: Waiting) -> Waiting:
-            if entry["node"] not in jobs:
-                return entry
-            named = copy.copy(entry)
-            named["jobs"] = list(jobs[entry["node"]])
-            return named
-
-        def given_up(entry: GiveUp) -> GiveUp:
-            if entry["node"] not in jobs:
-                return entry
-            named = copy.copy(entry)
-            named["jobs"] = list(jobs[entry["node"]])
-            return named
-
         nodesets: dict[str, NodeSetFacts] = {}
         for name, facts in self.report.nodesets.items():
             if facts.get("waitingFor"):
                 facts = copy.copy(facts)
-                facts["waitingFor"] = [waiting(w) for w in facts["waitingFor"]]
+                facts["waitingFor"] = [_with_jobs(w, jobs) for w in facts["waitingFor"]]
             nodesets[name] = facts
         return replace(self, report=replace(self.report, nodesets=nodesets),
-                       pods=replace(self.pods, give_up=[given_up(g) for g in self.pods.give_up]))
+                       pods=replace(self.pods, give_up=[_with_jobs(g, jobs) for g in self.pods.give_up]))
+
+
+# A waiting or given-up entry: both name a node and its jobs.
+_Entry = TypeVar("_Entry", Waiting, GiveUp)
+
+
+def _with_jobs(entry: _Entry, jobs: Mapping[str, Sequence[str]]) -> _Entry:
+    """``entry`` with the job ids Slurm named for its node (a copy), or itself when Slurm named none."""
+    if entry["node"] not in jobs:
+        return entry
+    named = copy.copy(entry)
+    named["jobs"] = list(jobs[entry["node"]])
+    return named
 
 
 def freeze(d: Draft) -> Plan:
